@@ -1,0 +1,33 @@
+// One lint config for every TypeScript project. The module-boundary rule keeps the
+// dependency arrows of docs/ARCHITECTURE: config <- slurm-templates <- {runner, infra}.
+import js from '@eslint/js';
+import nx from '@nx/eslint-plugin';
+import prettier from 'eslint-config-prettier';
+import tseslint from 'typescript-eslint';
+
+export default [
+  { ignores: ['**/dist/**', '**/node_modules/**', '.hpc/**', 'python/**', '**/__golden__/**', '.nx/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    files: ['**/*.ts'],
+    plugins: { '@nx': nx },
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          allow: [],
+          enforceBuildableLibDependency: false,
+          depConstraints: [
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'] },
+            { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:lib'] },
+            { sourceTag: 'scope:templates', onlyDependOnLibsWithTags: ['scope:config'] },
+            { sourceTag: 'scope:config', onlyDependOnLibsWithTags: [] },
+          ],
+        },
+      ],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+];

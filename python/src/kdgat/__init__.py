@@ -1,0 +1,1 @@
+"""KD-GAT training pipeline."""
