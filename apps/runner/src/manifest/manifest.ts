@@ -1,0 +1,85 @@
+// manifest.json: everything needed to see what ran and to run it again (`--from-manifest`).
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runCommand } from '../exec.ts';
+import type { JobState } from '../schedulers/core.ts';
+import type { StackOutputs } from '../stack/outputs.ts';
+
+export const MANIFEST_FILE = 'manifest.json';
+export const MANIFEST_VERSION = 1;
+
+export type Scalar = string | number | boolean | null;
+
+export interface ManifestJob {
+  /** Plan job key, e.g. `curriculum` or `train.chunk1`. */
+  key: string;
+  name: string;
+  stageId: string;
+  script: string; // relative to the run dir
+  dependsOn: string[]; // plan keys
+  jobId?: string;
+  array?: { size: number; concurrency: number; firstPoint: number };
+  /** Last state seen by the runner (jobs vanish from squeue after MinJobAge). */
+  lastSeen?: { state: JobState; at: string; tasks?: Record<string, JobState> };
+}
+
+export interface Manifest {
+  version: number;
+  experiment: string;
+  createdAt: string;
+  runDir: string;
+  spec: { file: string; text: string; hash: string };
+  resolved: unknown;
+  warnings: string[];
+  git: { commit: string | null; dirty: boolean | null };
+  environment: { name: string; specHash: string; lockHash: string; lockPath: string };
+  stack: { name: string; source: string; outputs: StackOutputs };
+  scheduler: 'slurm' | 'local';
+  scripts: Record<string, string>; // relative path → sha256
+  jobs: ManifestJob[];
+  /** `<job key>` → array index → the sweep point (overrides) that task runs. */
+  arrayIndex: Record<string, Record<string, Record<string, Scalar>>>;
+  submission: {
+    status: 'planned' | 'submitted' | 'failed';
+    error?: string;
+    cancelledAfterFailure?: string[];
+    forced?: boolean;
+    reproducedFrom?: string;
+  };
+}
+
+export function sha256(text: string | Buffer): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+export function writeManifest(runDir: string, manifest: Manifest): void {
+  const p = join(runDir, MANIFEST_FILE);
+  const tmp = `${p}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(manifest, null, 2) + '\n');
+  renameSync(tmp, p);
+}
+
+export function readManifest(pathOrDir: string): Manifest {
+  const p = pathOrDir.endsWith('.json') ? pathOrDir : join(pathOrDir, MANIFEST_FILE);
+  if (!existsSync(p)) throw new Error(`no manifest at ${p}`);
+  const m = JSON.parse(readFileSync(p, 'utf8')) as Manifest;
+  if (m.version !== MANIFEST_VERSION) throw new Error(`${p}: manifest version ${String(m.version)}, expected ${MANIFEST_VERSION}`);
+  return m;
+}
+
+export async function gitInfo(cwd: string): Promise<{ commit: string | null; dirty: boolean | null }> {
+  try {
+    const head = await runCommand('git', ['rev-parse', 'HEAD'], { cwd });
+    if (head.code !== 0) return { commit: null, dirty: null };
+    const status = await runCommand('git', ['status', '--porcelain', '--untracked-files=no'], { cwd });
+    return { commit: head.stdout.trim(), dirty: status.code === 0 ? status.stdout.trim() !== '' : null };
+  } catch {
+    return { commit: null, dirty: null };
+  }
+}
+
+/** Job ids of a manifest, in submission order. */
+export function jobIdsOf(manifest: Manifest): string[] {
+  return manifest.jobs.flatMap((j) => (j.jobId ? [j.jobId] : []));
+}

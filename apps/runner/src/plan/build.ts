@@ -1,0 +1,111 @@
+// Builds the run plan: which scripts to render, which become arrays (chunked to the
+// scheduler's MaxArraySize) and which afterok edges chain them. Pure: no disk, no spawning.
+import type { Scalar } from '../manifest/manifest.ts';
+
+/** The parts of a resolved stage the plan needs (a subset of @kdgat/config's ResolvedStage). */
+export interface PlanStage {
+  id: string;
+  dependsOn: string[];
+  resources: { arrayConcurrency?: number };
+}
+
+export interface ArrayChunk {
+  /** Global index of the chunk's task 0 in the sweep. */
+  firstPoint: number;
+  size: number;
+}
+
+export interface PlannedJob {
+  /** Unique within the run: the stage id, or `<stage>.chunk<k>` when a sweep is chunked. */
+  key: string;
+  stageId: string;
+  /** `--job-name`. */
+  name: string;
+  /** Script path relative to the run dir. */
+  scriptFile: string;
+  dependsOn: string[];
+  array?: { size: number; concurrency: number; firstPoint: number };
+  /** The sweep points this job's tasks run, task i ↔ points[i]. */
+  points?: Record<string, Scalar>[];
+}
+
+export interface RunPlan {
+  experiment: string;
+  specHash: string;
+  jobs: PlannedJob[];
+}
+
+/**
+ * Splits N sweep points into arrays whose indices stay below MaxArraySize
+ * (SLURM caps the index value, not the task count: every chunk restarts at 0).
+ */
+export function chunkSweep(points: number, maxArraySize: number): ArrayChunk[] {
+  if (!Number.isInteger(points) || points < 0) throw new Error(`sweep size ${points}: expected a whole number >= 0`);
+  if (!Number.isInteger(maxArraySize) || maxArraySize < 1) throw new Error(`MaxArraySize ${maxArraySize}: expected a whole number >= 1`);
+  const chunks: ArrayChunk[] = [];
+  for (let first = 0; first < points; first += maxArraySize) {
+    chunks.push({ firstPoint: first, size: Math.min(maxArraySize, points - first) });
+  }
+  return chunks;
+}
+
+/** Stages ordered so every stage comes after the stages it depends on; names a cycle or unknown id. */
+export function orderStages<S extends PlanStage>(stages: readonly S[]): S[] {
+  const byId = new Map(stages.map((s) => [s.id, s]));
+  const done = new Set<string>();
+  const visiting = new Set<string>();
+  const out: S[] = [];
+  const visit = (s: S, path: string[]) => {
+    if (done.has(s.id)) return;
+    if (visiting.has(s.id)) throw new Error(`stages form a cycle: ${[...path, s.id].join(' -> ')}`);
+    visiting.add(s.id);
+    for (const dep of s.dependsOn) {
+      const d = byId.get(dep);
+      if (!d) throw new Error(`stage ${s.id}: dependsOn ${JSON.stringify(dep)} names no stage; expected one of ${[...byId.keys()].join(', ')}`);
+      visit(d, [...path, s.id]);
+    }
+    visiting.delete(s.id);
+    done.add(s.id);
+    out.push(s);
+  };
+  for (const s of stages) visit(s, []);
+  return out;
+}
+
+export function buildPlan(input: {
+  experiment: string;
+  specHash: string;
+  stages: readonly PlanStage[];
+  sweepPoints: readonly Record<string, Scalar>[];
+  maxArraySize: number;
+}): RunPlan {
+  const jobs: PlannedJob[] = [];
+  const keysOfStage = new Map<string, string[]>();
+  for (const stage of orderStages(input.stages)) {
+    const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
+    const base = `${input.experiment}-${stage.id}`;
+    if (input.sweepPoints.length === 0) {
+      jobs.push({ key: stage.id, stageId: stage.id, name: base, scriptFile: `scripts/${stage.id}.sbatch`, dependsOn });
+      keysOfStage.set(stage.id, [stage.id]);
+      continue;
+    }
+    const chunks = chunkSweep(input.sweepPoints.length, input.maxArraySize);
+    const keys: string[] = [];
+    chunks.forEach((chunk, k) => {
+      const key = chunks.length === 1 ? stage.id : `${stage.id}.chunk${k}`;
+      const concurrency = stage.resources.arrayConcurrency ?? 0;
+      jobs.push({
+        key,
+        stageId: stage.id,
+        name: chunks.length === 1 ? base : `${base}-c${k}`,
+        scriptFile: `scripts/${key}.sbatch`,
+        dependsOn,
+        array: { size: chunk.size, concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size, firstPoint: chunk.firstPoint },
+        points: input.sweepPoints.slice(chunk.firstPoint, chunk.firstPoint + chunk.size),
+      });
+      keys.push(key);
+    });
+    keysOfStage.set(stage.id, keys);
+  }
+  return { experiment: input.experiment, specHash: input.specHash, jobs };
+}

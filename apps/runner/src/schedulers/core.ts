@@ -1,0 +1,113 @@
+// The one interface every scheduler implements (submitit-style: core here, one sibling
+// folder per scheduler). The runner's plan/submit/track code only talks to this.
+
+/** SLURM's own state names; the local scheduler reports the same vocabulary. */
+export type JobState =
+  | 'PENDING'
+  | 'RUNNING'
+  | 'REQUEUED'
+  | 'SUSPENDED'
+  | 'COMPLETING'
+  | 'COMPLETED'
+  | 'FAILED'
+  | 'CANCELLED'
+  | 'TIMEOUT'
+  | 'OUT_OF_MEMORY'
+  | 'NODE_FAIL'
+  | 'PREEMPTED'
+  | 'BOOT_FAIL'
+  | 'DEADLINE'
+  | 'UNKNOWN';
+
+export const ACTIVE_STATES: ReadonlySet<JobState> = new Set([
+  'PENDING',
+  'RUNNING',
+  'REQUEUED',
+  'SUSPENDED',
+  'COMPLETING',
+]);
+
+export function isActive(state: JobState): boolean {
+  return ACTIVE_STATES.has(state);
+}
+
+export function isFailure(state: JobState): boolean {
+  return !isActive(state) && state !== 'COMPLETED' && state !== 'UNKNOWN';
+}
+
+/** Normalises a scheduler's state word ("CANCELLED by 0", "RUNNING+") to a JobState. */
+export function normaliseState(raw: string): JobState {
+  const word = raw.trim().split(/[\s+]/)[0]?.toUpperCase() ?? '';
+  const known: readonly JobState[] = [
+    'PENDING', 'RUNNING', 'REQUEUED', 'SUSPENDED', 'COMPLETING', 'COMPLETED', 'FAILED',
+    'CANCELLED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL', 'PREEMPTED', 'BOOT_FAIL', 'DEADLINE',
+  ];
+  if ((known as readonly string[]).includes(word)) return word as JobState;
+  if (word === 'REQUEUE_HOLD' || word === 'REQUEUE_FED' || word === 'CONFIGURING') return 'PENDING';
+  if (word === 'STAGE_OUT' || word === 'SIGNALING' || word === 'RESV_DEL_HOLD') return 'RUNNING';
+  if (word === 'OOM') return 'OUT_OF_MEMORY';
+  return 'UNKNOWN';
+}
+
+export interface SubmitRequest {
+  /** Job name (`--job-name`), used in logs and the summary. */
+  name: string;
+  /** Absolute path of the rendered script. */
+  scriptPath: string;
+  /** Directory the job is submitted from (`SLURM_SUBMIT_DIR`); relative paths resolve here. */
+  cwd: string;
+  /** Job ids this job waits for with `afterok`. */
+  dependsOn: string[];
+  /** A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time. */
+  array?: { size: number; concurrency: number };
+}
+
+export interface TaskStatus {
+  /** The id the job was submitted under (the array job id for arrays). */
+  jobId: string;
+  /** Array index, absent for plain jobs. */
+  arrayIndex?: number;
+  /** The task's own job id (SLURM gives every array task one; `%j` in log names). */
+  taskJobId?: string;
+  state: JobState;
+  /** `exit:signal`, as SLURM prints it. */
+  exitCode?: string;
+  elapsedSeconds?: number;
+  reason?: string;
+  restarts?: number;
+}
+
+export interface PreflightResult {
+  ok: boolean;
+  /** The scheduler's own words: where it would start, or why it refuses. */
+  message: string;
+}
+
+export interface SchedulerLimits {
+  /** Highest array index + 1 the scheduler accepts (SLURM MaxArraySize). */
+  maxArraySize: number;
+}
+
+export interface Scheduler {
+  readonly kind: 'slurm' | 'local';
+  limits(): Promise<SchedulerLimits>;
+  preflight(request: SubmitRequest): Promise<PreflightResult>;
+  /** Queues the job and returns its id. Throws SchedulerError with the scheduler's reason. */
+  submit(request: SubmitRequest): Promise<string>;
+  cancel(jobIds: string[]): Promise<void>;
+  /** One batched query for all given jobs; returns every known task, keyed by job id. */
+  query(jobIds: string[]): Promise<Map<string, TaskStatus[]>>;
+  /** Calls made to the scheduler's submit command (for bench/). */
+  readonly submitCalls: number;
+}
+
+export class SchedulerError extends Error {
+  readonly command: string;
+  readonly stderr: string;
+  constructor(message: string, command: string, stderr: string) {
+    super(message);
+    this.name = 'SchedulerError';
+    this.command = command;
+    this.stderr = stderr;
+  }
+}

@@ -1,0 +1,75 @@
+// Preflight and atomic submission of a rendered plan: every script is preflighted before the
+// first submit; if a later submit fails, the parts already queued are cancelled.
+import { join } from 'node:path';
+import type { PlannedJob, RunPlan } from '../plan/build.ts';
+import { SchedulerError, type Scheduler, type SubmitRequest } from '../schedulers/core.ts';
+
+export function requestFor(job: PlannedJob, runDir: string, jobIds: ReadonlyMap<string, string>): SubmitRequest {
+  const request: SubmitRequest = {
+    name: job.name,
+    scriptPath: join(runDir, job.scriptFile),
+    cwd: runDir,
+    dependsOn: job.dependsOn.map((k) => {
+      const id = jobIds.get(k);
+      if (id === undefined) throw new Error(`job ${job.key} depends on ${k}, which has no job id yet`);
+      return id;
+    }),
+  };
+  if (job.array) request.array = { size: job.array.size, concurrency: job.array.concurrency };
+  return request;
+}
+
+export interface PreflightReport {
+  job: PlannedJob;
+  ok: boolean;
+  message: string;
+}
+
+export class PreflightError extends Error {
+  readonly reports: PreflightReport[];
+  constructor(reports: PreflightReport[]) {
+    const failed = reports.filter((r) => !r.ok);
+    super(
+      `preflight refused ${failed.length} of ${reports.length} job(s); nothing was submitted:\n` +
+        failed.map((r) => `  ${r.job.key} (${r.job.scriptFile}): ${r.message}`).join('\n'),
+    );
+    this.name = 'PreflightError';
+    this.reports = reports;
+  }
+}
+
+export async function preflightPlan(plan: RunPlan, runDir: string, scheduler: Scheduler): Promise<PreflightReport[]> {
+  const reports: PreflightReport[] = [];
+  for (const job of plan.jobs) {
+    const request = requestFor({ ...job, dependsOn: [] }, runDir, new Map());
+    const r = await scheduler.preflight(request);
+    reports.push({ job, ok: r.ok, message: r.message });
+  }
+  return reports;
+}
+
+export interface SubmissionResult {
+  jobIds: Map<string, string>;
+  error?: string;
+  cancelledAfterFailure?: string[];
+}
+
+export async function submitPlan(plan: RunPlan, runDir: string, scheduler: Scheduler): Promise<SubmissionResult> {
+  const jobIds = new Map<string, string>();
+  for (const job of plan.jobs) {
+    try {
+      jobIds.set(job.key, await scheduler.submit(requestFor(job, runDir, jobIds)));
+    } catch (e) {
+      const queued = [...jobIds.values()];
+      let cancelError = '';
+      try {
+        await scheduler.cancel(queued);
+      } catch (c) {
+        cancelError = `; cancelling ${queued.join(',')} also failed: ${(c as Error).message}`;
+      }
+      const why = e instanceof SchedulerError ? e.message : `submitting ${job.key} failed: ${(e as Error).message}`;
+      return { jobIds, error: why + cancelError, cancelledAfterFailure: queued };
+    }
+  }
+  return { jobIds };
+}

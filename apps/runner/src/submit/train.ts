@@ -1,0 +1,245 @@
+// The train/plan flow: load + validate the spec → stack outputs → plan → render into the run
+// dir → preflight → (lock, idempotency check, atomic submit) → manifest.json.
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { environmentSpecHash, loadExperimentSpec, validateOverrides, type ResolvedExperiment } from '@kdgat/config';
+import { buildPlan, type RunPlan } from '../plan/build.ts';
+import { renderPlan } from '../plan/render.ts';
+import { gitInfo, readManifest, sha256, writeManifest, MANIFEST_FILE, MANIFEST_VERSION, type Manifest, type Scalar } from '../manifest/manifest.ts';
+import { isActive, type Scheduler } from '../schedulers/core.ts';
+import { LocalScheduler } from '../schedulers/local/index.ts';
+import { SlurmScheduler } from '../schedulers/slurm/index.ts';
+import { checkEnvironmentMatches, type StackOutputs, type StackOutputsSource } from '../stack/outputs.ts';
+import { acquireLock } from './lock.ts';
+import { PreflightError, preflightPlan, submitPlan, type PreflightReport } from './submit.ts';
+
+export interface TrainOptions {
+  specPath?: string;
+  fromManifest?: string;
+  stack?: string;
+  stackSource: StackOutputsSource;
+  scheduler?: 'slurm' | 'local';
+  force?: boolean;
+  dryRun?: boolean;
+  repoRoot: string;
+  log?: (line: string) => void;
+  /** For tests and bench: a scheduler to use instead of constructing one. */
+  schedulerInstance?: Scheduler;
+}
+
+export interface TrainResult {
+  runDir: string;
+  manifest: Manifest;
+  plan: RunPlan;
+  preflight: PreflightReport[];
+  scheduler: Scheduler;
+  scriptsIdenticalToSource?: boolean;
+}
+
+export class AlreadyQueuedError extends Error {
+  readonly runs: { runDir: string; jobIds: string[] }[];
+  constructor(hash: string, runs: { runDir: string; jobIds: string[] }[]) {
+    super(
+      `a run of this spec (hash ${hash.slice(0, 8)}) is already queued or running; not submitting again (use --force to submit anyway):\n` +
+        runs.map((r) => `  ${r.runDir}: job ids ${r.jobIds.join(', ')}`).join('\n'),
+    );
+    this.name = 'AlreadyQueuedError';
+    this.runs = runs;
+  }
+}
+
+export class SubmissionFailedError extends Error {
+  readonly runDir: string;
+  constructor(message: string, runDir: string) {
+    super(message);
+    this.name = 'SubmissionFailedError';
+    this.runDir = runDir;
+  }
+}
+
+export function schedulerFor(kind: 'slurm' | 'local', runsRoot: string): Scheduler {
+  return kind === 'slurm' ? new SlurmScheduler() : new LocalScheduler(join(runsRoot, '.local-scheduler'));
+}
+
+export function schedulerForManifest(manifest: Manifest): Scheduler {
+  return schedulerFor(manifest.scheduler, manifest.stack.outputs.scratch.runsDir);
+}
+
+function utcStamp(d = new Date()): string {
+  return d.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+}
+
+/** Checks stage overrides and every sweep point against the pipeline's JSON Schema. */
+function checkOverrides(resolved: ResolvedExperiment): void {
+  const problems: string[] = [];
+  const check = (where: string, overrides: Record<string, Scalar>) => {
+    const result = (validateOverrides as (o: Record<string, Scalar>, s?: unknown) => unknown)(overrides);
+    const issues = Array.isArray(result) ? result : result && typeof result === 'object' && 'issues' in result ? (result as { issues: unknown[] }).issues : [];
+    for (const i of issues) problems.push(`${where}: ${typeof i === 'string' ? i : ((i as { message?: string }).message ?? JSON.stringify(i))}`);
+  };
+  for (const s of resolved.stages) {
+    check(`stages.${s.id}.overrides`, s.overrides as Record<string, Scalar>);
+    resolved.sweepPoints.forEach((p, i) => check(`sweep point ${i} (stage ${s.id})`, { ...(s.overrides as Record<string, Scalar>), ...(p as Record<string, Scalar>) }));
+  }
+  if (problems.length > 0) throw new Error(`overrides rejected by the pipeline schema:\n  ${problems.join('\n  ')}`);
+}
+
+/** Manifests of earlier runs of the same experiment and spec hash. */
+function earlierRuns(runsRoot: string, experiment: string, specHash: string): Manifest[] {
+  const dir = join(runsRoot, experiment);
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((d) => d.includes(`-${specHash.slice(0, 8)}`) && existsSync(join(dir, d, MANIFEST_FILE)))
+    .flatMap((d) => {
+      try {
+        return [readManifest(join(dir, d))];
+      } catch {
+        return [];
+      }
+    })
+    .filter((m) => m.specHash === specHash && m.submission.status === 'submitted');
+}
+
+export async function train(opts: TrainOptions): Promise<TrainResult> {
+  const log = opts.log ?? (() => {});
+  let specText: string;
+  let specFile: string;
+  let source: Manifest | undefined;
+  if (opts.fromManifest) {
+    source = readManifest(resolve(opts.fromManifest));
+    specText = source.spec.text;
+    specFile = source.spec.file;
+  } else if (opts.specPath) {
+    specFile = resolve(opts.specPath);
+    if (!existsSync(specFile)) throw new Error(`--spec ${opts.specPath}: no such file`);
+    specText = readFileSync(specFile, 'utf8');
+  } else {
+    throw new Error('train needs --spec <file.yaml> or --from-manifest <run dir|manifest.json>');
+  }
+  const loaded = loadExperimentSpec({ text: specText, file: specFile });
+  const resolved = loaded.resolved;
+  checkOverrides(resolved);
+  for (const w of loaded.warnings ?? []) log(`warning: ${typeof w === 'string' ? w : JSON.stringify(w)}`);
+
+  const stackName = opts.stack ?? source?.stack.name ?? 'local';
+  const stack: StackOutputs = await opts.stackSource.read(stackName);
+  checkEnvironmentMatches(stackName, stack, resolved.environment.name, environmentSpecHash(resolved.environment));
+
+  const runsRoot = stack.scratch.runsDir;
+  const kind = opts.scheduler ?? source?.scheduler ?? resolved.cluster.scheduler;
+  const scheduler = opts.schedulerInstance ?? schedulerFor(kind, runsRoot);
+  const experiment = resolved.spec.name;
+  const plan = buildPlan({
+    experiment,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
+    maxArraySize: (await scheduler.limits()).maxArraySize,
+  });
+  const rendered = renderPlan(plan, resolved, stack);
+
+  const lock = opts.dryRun ? undefined : await acquireLock(join(runsRoot, '.kdgat-runner.lock'));
+  try {
+    if (!opts.dryRun && !opts.force) {
+      const active: { runDir: string; jobIds: string[] }[] = [];
+      for (const m of earlierRuns(runsRoot, experiment, resolved.specHash)) {
+        const ids = m.jobs.flatMap((j) => (j.jobId ? [j.jobId] : []));
+        const states = await schedulerForManifest(m).query(ids);
+        const live = ids.filter((id) => (states.get(id) ?? []).some((t) => isActive(t.state)));
+        if (live.length > 0) active.push({ runDir: m.runDir, jobIds: live });
+      }
+      if (active.length > 0) throw new AlreadyQueuedError(resolved.specHash, active);
+    }
+
+    let runDir = join(runsRoot, experiment, `${utcStamp()}-${resolved.specHash.slice(0, 8)}`);
+    for (let n = 2; existsSync(runDir); n++) runDir = `${runDir.replace(/-\d+$/, '')}-${n}`;
+    mkdirSync(join(runDir, 'scripts'), { recursive: true });
+    mkdirSync(join(runDir, 'logs'), { recursive: true });
+    const scripts: Record<string, string> = {};
+    for (const r of rendered) {
+      const p = join(runDir, r.job.scriptFile);
+      mkdirSync(dirname(p), { recursive: true });
+      writeFileSync(p, r.text, { mode: 0o755 });
+      scripts[r.job.scriptFile] = sha256(r.text);
+    }
+    const arrayIndex: Manifest['arrayIndex'] = {};
+    for (const job of plan.jobs) {
+      if (!job.points) continue;
+      arrayIndex[job.key] = Object.fromEntries(job.points.map((p, i) => [String(i), p]));
+    }
+    const manifest: Manifest = {
+      version: MANIFEST_VERSION,
+      experiment,
+      createdAt: new Date().toISOString(),
+      runDir,
+      spec: { file: specFile, text: specText, hash: resolved.specHash },
+      resolved,
+      warnings: (loaded.warnings ?? []).map((w: unknown) => (typeof w === 'string' ? w : JSON.stringify(w))),
+      git: await gitInfo(opts.repoRoot),
+      environment: {
+        name: stack.environment.name,
+        specHash: stack.environment.specHash,
+        lockHash: stack.environment.lockHash,
+        lockPath: stack.environment.lockPath,
+      },
+      stack: { name: stackName, source: opts.stackSource.description, outputs: stack },
+      scheduler: scheduler.kind,
+      scripts,
+      jobs: plan.jobs.map((j) => ({
+        key: j.key,
+        name: j.name,
+        stageId: j.stageId,
+        script: j.scriptFile,
+        dependsOn: j.dependsOn,
+        ...(j.array ? { array: j.array } : {}),
+      })),
+      arrayIndex,
+      submission: { status: 'planned', ...(opts.force ? { forced: true } : {}), ...(source ? { reproducedFrom: source.runDir } : {}) },
+    };
+    writeManifest(runDir, manifest);
+    log(`rendered ${rendered.length} script(s) into ${runDir}`);
+
+    const preflight = await preflightPlan(plan, runDir, scheduler);
+    const result: TrainResult = { runDir, manifest, plan, preflight, scheduler };
+    if (source) {
+      result.scriptsIdenticalToSource =
+        Object.keys(source.scripts).length === Object.keys(scripts).length &&
+        Object.entries(scripts).every(([f, h]) => source!.scripts[f] === h);
+    }
+    if (preflight.some((r) => !r.ok)) {
+      const err = new PreflightError(preflight);
+      manifest.submission = { ...manifest.submission, status: 'failed', error: err.message };
+      writeManifest(runDir, manifest);
+      throw err;
+    }
+    if (opts.dryRun) return result;
+
+    const submitted = await submitPlan(plan, runDir, scheduler);
+    for (const j of manifest.jobs) {
+      const id = submitted.jobIds.get(j.key);
+      if (id) j.jobId = id;
+    }
+    if (submitted.error) {
+      manifest.submission = {
+        ...manifest.submission,
+        status: 'failed',
+        error: submitted.error,
+        cancelledAfterFailure: submitted.cancelledAfterFailure ?? [],
+      };
+      writeManifest(runDir, manifest);
+      throw new SubmissionFailedError(
+        `${submitted.error}\n  already queued parts cancelled: ${(submitted.cancelledAfterFailure ?? []).join(', ') || 'none'}; see ${join(runDir, MANIFEST_FILE)}`,
+        runDir,
+      );
+    }
+    manifest.submission = { ...manifest.submission, status: 'submitted' };
+    writeManifest(runDir, manifest);
+    return result;
+  } finally {
+    lock?.release();
+  }
+}
+
+export function describeRun(runDir: string): string {
+  return `${basename(dirname(runDir))}/${basename(runDir)}`;
+}
