@@ -1,1 +1,13 @@
-export {};
+// kdgat-hpc infrastructure: one ClusterSite per stack (see README.md and docs/CONTRACTS.md).
+import { fileURLToPath } from 'node:url';
+import * as pulumi from '@pulumi/pulumi';
+import { ClusterSite } from './components/cluster-site.ts';
+import { readSiteConfig } from './components/site-config.ts';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const site = new ClusterSite('site', readSiteConfig(new pulumi.Config(), repoRoot));
+
+export const profile = site.outputs.profile;
+export const environment = site.outputs.environment;
+export const scratch = site.outputs.scratch;
+export const scripts = site.outputs.scripts;

@@ -1,0 +1,108 @@
+import * as pulumi from '@pulumi/pulumi';
+import {
+  environmentSpecHash,
+  renderEnvironmentYml,
+  scratchLayoutFor,
+  type ClusterProfile,
+  type EnvironmentSpec,
+} from '@kdgat/config';
+import { activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
+import type { Frontend } from '../providers/environment.impl.ts';
+import type { Connection } from '../providers/executor.ts';
+import { CondaEnvironment } from './conda-environment.ts';
+import { ScratchCacheLayout } from './scratch-cache-layout.ts';
+import { SlurmTemplates } from './slurm-templates.ts';
+
+/** How the environment is built on this site (stack config, not part of the environment spec). */
+export interface EnvironmentBuild {
+  frontend: Frontend;
+  frontendCommand: string;
+  /** Default `<projectRoot>/envs/<name>`. */
+  prefix?: string;
+  pipOptions?: string[];
+  inheritSitePackages?: string[];
+  timeoutSeconds?: number;
+}
+
+export interface ClusterSiteArgs {
+  profile: ClusterProfile;
+  environment: EnvironmentSpec;
+  datasets: string[];
+  /** The connection with its private key as a Pulumi secret. */
+  connection: pulumi.Input<Connection>;
+  build: EnvironmentBuild;
+  /** `<project>/<stack>`. */
+  owner: string;
+  scratchGroup?: string;
+}
+
+/** Stack outputs, the contract with the runner (docs/CONTRACTS.md "Stack outputs"). */
+export interface SiteOutputs {
+  profile: string;
+  environment: {
+    name: string;
+    backend: string;
+    prefix: string;
+    activate: string;
+    specHash: string;
+    lockPath: string;
+    lockHash: pulumi.Output<string>;
+  };
+  scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
+  scripts: { dir: string } & Record<string, string>;
+}
+
+/** One cluster as declared: environment, scratch cache layout and SLURM scripts. */
+export class ClusterSite extends pulumi.ComponentResource {
+  readonly outputs: SiteOutputs;
+
+  constructor(name: string, args: ClusterSiteArgs, opts?: pulumi.ComponentResourceOptions) {
+    super('kdgat:hpc:ClusterSite', name, {}, opts);
+    const { profile, environment, connection } = args;
+    const projectRoot = profile.paths.projectRoot;
+    const prefix = args.build.prefix ?? `${projectRoot}/envs/${environment.name}`;
+    const layout = scratchLayoutFor(profile, args.datasets);
+    const envView = { ...environment, prefix };
+
+    const env = new CondaEnvironment(
+      `${name}-env`,
+      {
+        spec: environment,
+        environmentYml: renderEnvironmentYml(environment),
+        specHash: environmentSpecHash(environment),
+        connection,
+        owner: args.owner,
+        prefix,
+        envsDir: `${projectRoot}/envs`,
+        ...args.build,
+      },
+      { parent: this },
+    );
+    const scratch = new ScratchCacheLayout(
+      `${name}-scratch`,
+      { layout, connection, clusterName: profile.clusterName, group: args.scratchGroup },
+      { parent: this },
+    );
+    const scripts = new SlurmTemplates(
+      `${name}-scripts`,
+      { scripts: renderSiteScripts(profile, envView, layout), dir: `${projectRoot}/scripts`, connection },
+      { parent: this },
+    );
+
+    this.outputs = {
+      profile: profile.name,
+      environment: {
+        name: env.name,
+        backend: env.backend,
+        prefix: env.prefix,
+        activate: activationSnippet(envView, profile),
+        specHash: env.specHash,
+        lockPath: env.lockPath,
+        lockHash: env.lockHash,
+      },
+      scratch: { root: scratch.root, cacheDirs: scratch.cacheDirs, runsDir: scratch.runsDir, logsDir: scratch.logsDir },
+      scripts: { dir: scripts.dir, ...scripts.paths },
+    };
+    this.registerOutputs({ ...this.outputs });
+  }
+}

@@ -1,0 +1,102 @@
+import * as pulumi from '@pulumi/pulumi';
+import { Environment } from '../providers/environment.ts';
+import type { Frontend } from '../providers/environment.impl.ts';
+import type { Connection } from '../providers/executor.ts';
+
+/**
+ * The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is).
+ * `dependencies` are conda match specs (`pytorch=2.8`), `pip` are requirement lines.
+ */
+export interface EnvironmentSpecView {
+  name: string;
+  backend: 'conda' | 'venv';
+  channels?: readonly string[];
+  dependencies?: readonly (string | { pip: readonly string[] })[];
+  pip?: readonly string[];
+  adopt?: boolean;
+}
+
+export interface CondaEnvironmentArgs {
+  spec: EnvironmentSpecView;
+  /** Canonical environment.yml text (`renderEnvironmentYml`) and its hash (`environmentSpecHash`). */
+  environmentYml: string;
+  specHash: string;
+  connection: pulumi.Input<Connection>;
+  /** `<project>/<stack>`, recorded as the environment's owner. */
+  owner: string;
+  prefix: string;
+  /** Where environment.yml and the lock are written on the target. */
+  envsDir: string;
+  frontend: Frontend;
+  frontendCommand: string;
+  pipOptions?: string[];
+  inheritSitePackages?: string[];
+  timeoutSeconds?: number;
+}
+
+/** The package lines the frontend installs: conda specs for conda, requirement lines for venv. */
+export function packagesOf(spec: EnvironmentSpecView): string[] {
+  const conda = (spec.dependencies ?? []).filter((d): d is string => typeof d === 'string');
+  const pip = [
+    ...(spec.pip ?? []),
+    ...(spec.dependencies ?? []).flatMap((d) => (typeof d === 'string' ? [] : d.pip)),
+  ];
+  return spec.backend === 'venv' ? [...pip] : conda;
+}
+
+/** The `gnn-rapids` environment (or a venv on CPU machines), built from the spec on the target. */
+export class CondaEnvironment extends pulumi.ComponentResource {
+  readonly name: string;
+  readonly backend: 'conda' | 'venv';
+  readonly prefix: string;
+  readonly specHash: string;
+  readonly specPath: string;
+  readonly lockPath: string;
+  readonly lock: pulumi.Output<string>;
+  readonly lockHash: pulumi.Output<string>;
+  readonly installedPackages: pulumi.Output<string[]>;
+
+  constructor(name: string, args: CondaEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
+    super('kdgat:hpc:CondaEnvironment', name, {}, opts);
+    const { spec } = args;
+    if (spec.backend === 'venv' && args.frontend !== 'pip') {
+      throw new Error(`environment ${spec.name}: backend 'venv' is built with frontend 'pip', got frontend '${args.frontend}'`);
+    }
+    if (spec.backend === 'conda' && args.frontend === 'pip') {
+      throw new Error(`environment ${spec.name}: backend 'conda' needs a conda frontend (conda, mamba, micromamba, rattler), got 'pip'`);
+    }
+    this.name = spec.name;
+    this.backend = spec.backend;
+    this.prefix = args.prefix;
+    this.specHash = args.specHash;
+    this.specPath = `${args.envsDir}/${spec.name}.environment.yml`;
+    this.lockPath = `${args.envsDir}/${spec.name}.lock.txt`;
+    const env = new Environment(
+      name,
+      {
+        connection: args.connection,
+        owner: args.owner,
+        name: spec.name,
+        backend: spec.backend,
+        frontend: args.frontend,
+        frontendCommand: args.frontendCommand,
+        prefix: args.prefix,
+        environmentYml: args.environmentYml,
+        specHash: args.specHash,
+        packages: packagesOf(spec),
+        channels: [...(spec.channels ?? [])],
+        pipOptions: args.pipOptions ?? [],
+        inheritSitePackages: args.inheritSitePackages ?? [],
+        specPath: this.specPath,
+        lockPath: this.lockPath,
+        adopt: spec.adopt ?? false,
+        timeoutSeconds: args.timeoutSeconds ?? 3 * 3600,
+      },
+      { parent: this },
+    );
+    this.lock = env.lock;
+    this.lockHash = env.lockHash;
+    this.installedPackages = env.installedPackages;
+    this.registerOutputs({ prefix: this.prefix, specHash: this.specHash, lockPath: this.lockPath, lockHash: this.lockHash });
+  }
+}

@@ -1,0 +1,235 @@
+// A Python environment on the target (conda-family or venv), built from a canonical spec.
+//
+// Ownership: before building, the provider writes `<prefix>.kdgat-owner.json` naming the stack.
+// A prefix that exists without this stack's marker is refused unless `adopt` is set; a half-built
+// prefix that carries the marker (an interrupted `up`) is ours and is rebuilt on the next `up`.
+// Updates rebuild the environment from scratch, because `conda env update --prune` does not
+// reliably remove dropped packages. Delete removes only what this stack built.
+import { readFileSync } from 'node:fs';
+import type * as pulumi from '@pulumi/pulumi';
+import { changedKeys, connect, sha256, targetKey } from './common.ts';
+import { runChecked, type Connection, type Executor } from './executor.ts';
+import { pathExists, readFile, removeFile, removeTree, writeFile } from './target-fs.ts';
+
+export type Frontend = 'conda' | 'mamba' | 'micromamba' | 'rattler' | 'pip';
+
+export interface EnvironmentInputs {
+  connection: Connection;
+  /** `<project>/<stack>`: written into the ownership marker. */
+  owner: string;
+  name: string;
+  backend: 'conda' | 'venv';
+  /** Tool that builds the environment; `pip` for venv. */
+  frontend: Frontend;
+  /** Executable of the frontend on the target: conda/mamba/micromamba binary, or the Python that runs it (rattler, venv). */
+  frontendCommand: string;
+  prefix: string;
+  /** Canonical environment.yml text; the CLI shows a change of it line by line. */
+  environmentYml: string;
+  specHash: string;
+  /** Package specs as written in the spec (`pytorch=2.8`, pip lines for venv). */
+  packages: string[];
+  channels: string[];
+  /** Extra pip arguments for the venv backend (e.g. `--no-index --find-links DIR`). */
+  pipOptions: string[];
+  /** venv only: site-packages directories of an existing environment layered under this one (a .pth file). */
+  inheritSitePackages: string[];
+  specPath: string;
+  lockPath: string;
+  adopt: boolean;
+  timeoutSeconds: number;
+}
+
+export interface EnvironmentOutputs extends EnvironmentInputs {
+  /** Explicit lock (`conda list --explicit --md5` form, or `pip freeze` for venv). */
+  lock: string;
+  lockHash: string;
+  /** Packages found in the environment when it was last built (`name=version`). */
+  builtPackages: string[];
+  /** Packages found in the environment now (refreshed by `pulumi refresh`). */
+  installedPackages: string[];
+  adopted: boolean;
+}
+
+interface OwnerMarker {
+  owner: string;
+  adopted: boolean;
+  state: 'building' | 'ready';
+  specHash: string;
+}
+
+const markerPath = (prefix: string) => `${prefix}.kdgat-owner.json`;
+const rattlerHelperPath = (specPath: string) => `${specPath.replace(/[^/]*$/, '')}.kdgat-rattler_env.py`;
+const requirementsPath = (specPath: string) => specPath.replace(/(\.environment)?\.ya?ml$/, '') + '.requirements.txt';
+
+async function readMarker(ex: Executor, prefix: string): Promise<OwnerMarker | null> {
+  const text = await readFile(ex, markerPath(prefix));
+  if (text === null) return null;
+  try {
+    return JSON.parse(text) as OwnerMarker;
+  } catch {
+    return null;
+  }
+}
+
+async function writeMarker(ex: Executor, prefix: string, marker: OwnerMarker): Promise<void> {
+  await writeFile(ex, markerPath(prefix), `${JSON.stringify(marker, null, 2)}\n`, '0644');
+}
+
+function rattlerHelperText(): string {
+  return readFileSync(new URL('./rattler_env.py', import.meta.url), 'utf8');
+}
+
+async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
+  const bound = { timeoutSeconds: env.timeoutSeconds };
+  const what = `building environment '${env.name}' at ${env.prefix}`;
+  switch (env.frontend) {
+    case 'pip': {
+      await runChecked(ex, [env.frontendCommand, '-m', 'venv', env.prefix], { ...bound, what });
+      if (env.inheritSitePackages.length > 0) {
+        const purelib = await runChecked(
+          ex,
+          [`${env.prefix}/bin/python`, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
+          { ...bound, what },
+        );
+        await writeFile(ex, `${purelib.trim()}/kdgat-inherit.pth`, `${env.inheritSitePackages.join('\n')}\n`, '0644');
+      }
+      if (env.packages.length > 0) {
+        const reqs = requirementsPath(env.specPath);
+        await writeFile(ex, reqs, `${env.packages.join('\n')}\n`, '0644');
+        await runChecked(
+          ex,
+          [`${env.prefix}/bin/python`, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...env.pipOptions, '-r', reqs],
+          { ...bound, what },
+        );
+      }
+      return;
+    }
+    case 'rattler': {
+      const helper = rattlerHelperPath(env.specPath);
+      await writeFile(ex, helper, rattlerHelperText(), '0644');
+      const request = JSON.stringify({ channels: env.channels, specs: env.packages });
+      await runChecked(ex, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], { ...bound, input: request, what });
+      return;
+    }
+    case 'micromamba':
+      await runChecked(ex, [env.frontendCommand, 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath], { ...bound, what });
+      return;
+    case 'conda':
+    case 'mamba':
+      await runChecked(ex, [env.frontendCommand, 'env', 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath], {
+        ...bound,
+        what,
+      });
+      return;
+  }
+}
+
+/** The explicit lock of the built environment. */
+async function exportLock(ex: Executor, env: EnvironmentInputs): Promise<string> {
+  const bound = { timeoutSeconds: 600, what: `exporting the lock of '${env.name}'` };
+  switch (env.frontend) {
+    case 'pip':
+      return runChecked(ex, [`${env.prefix}/bin/python`, '-m', 'pip', 'freeze', '--all', '--disable-pip-version-check'], bound);
+    case 'rattler':
+      return runChecked(ex, [env.frontendCommand, rattlerHelperPath(env.specPath), 'lock', '--prefix', env.prefix], bound);
+    default:
+      return runChecked(ex, [env.frontendCommand, 'list', '--explicit', '--md5', '--prefix', env.prefix], bound);
+  }
+}
+
+/** Live packages as sorted `name=version` lines. */
+export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promise<string[]> {
+  const bound = { timeoutSeconds: 600, what: `listing the packages of '${env.name}'` };
+  let entries: { name: string; version: string }[];
+  switch (env.frontend) {
+    case 'pip':
+      entries = JSON.parse(
+        await runChecked(ex, [`${env.prefix}/bin/python`, '-m', 'pip', 'list', '--format=json', '--disable-pip-version-check'], bound),
+      );
+      break;
+    case 'rattler':
+      entries = JSON.parse(await runChecked(ex, [env.frontendCommand, rattlerHelperPath(env.specPath), 'list', '--prefix', env.prefix], bound));
+      break;
+    default:
+      entries = JSON.parse(await runChecked(ex, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound));
+  }
+  return entries.map((e) => `${e.name.toLowerCase()}=${e.version}`).sort();
+}
+
+/** Creates or rebuilds the environment to the spec; the ownership rule is checked first. */
+async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
+  const ex = connect(env.connection);
+  const exists = await pathExists(ex, env.prefix);
+  const marker = await readMarker(ex, env.prefix);
+  const ours = marker?.owner === env.owner;
+  if (exists && !ours && !env.adopt) {
+    throw new Error(
+      `environment '${env.name}' already exists at ${env.prefix} on ${ex.target} and was not created by stack ${env.owner}` +
+        `${marker ? ` (its marker names ${marker.owner})` : ' (no ownership marker)'}. ` +
+        `Set adopt: true in the environment spec to let this stack take it over (it is rebuilt to the spec and kept on destroy), ` +
+        `or remove it, or choose another name.`,
+    );
+  }
+  const adopted = ours ? marker.adopted : exists;
+  // The marker goes down before the build so an interrupted build is recognised as ours next time.
+  await writeMarker(ex, env.prefix, { owner: env.owner, adopted, state: 'building', specHash: env.specHash });
+  if (exists) await removeTree(ex, env.prefix);
+  await writeFile(ex, env.specPath, env.environmentYml, '0644');
+  await build(ex, env);
+  const lock = await exportLock(ex, env);
+  await writeFile(ex, env.lockPath, lock, '0644');
+  const installed = await listInstalled(ex, env);
+  await writeMarker(ex, env.prefix, { owner: env.owner, adopted, state: 'ready', specHash: env.specHash });
+  return { ...env, lock, lockHash: sha256(lock), builtPackages: installed, installedPackages: installed, adopted };
+}
+
+export async function diff(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<pulumi.dynamic.DiffResult> {
+  const replaces = changedKeys(olds as never, news as never, ['prefix', 'name', 'backend']);
+  if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
+  const changed = changedKeys(olds as never, news as never, [
+    'environmentYml',
+    'packages',
+    'channels',
+    'pipOptions',
+    'inheritSitePackages',
+    'frontend',
+    'frontendCommand',
+    'specPath',
+    'lockPath',
+  ]);
+  // Drift: packages installed or removed by hand since the last build (seen after a refresh).
+  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages)) changed.push('installedPackages');
+  return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: true };
+}
+
+export async function create(inputs: EnvironmentInputs): Promise<pulumi.dynamic.CreateResult<EnvironmentOutputs>> {
+  return { id: `${targetKey(inputs.connection)}:${inputs.prefix}`, outs: await converge(inputs) };
+}
+
+export async function update(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<pulumi.dynamic.UpdateResult<EnvironmentOutputs>> {
+  const outs = await converge(news);
+  const ex = connect(news.connection);
+  if (olds.lockPath !== news.lockPath) await removeFile(ex, olds.lockPath);
+  if (olds.specPath !== news.specPath) await removeFile(ex, olds.specPath);
+  return { outs };
+}
+
+/** The live environment: its package list, so hand-made changes show as drift. */
+export async function read(id: string, props: EnvironmentOutputs): Promise<pulumi.dynamic.ReadResult<EnvironmentOutputs>> {
+  const ex = connect(props.connection);
+  if (!(await pathExists(ex, props.prefix))) return { id: '', props: {} as EnvironmentOutputs };
+  const installed = await listInstalled(ex, props);
+  return { id, props: { ...props, installedPackages: installed } };
+}
+
+export async function remove(_id: string, props: EnvironmentOutputs): Promise<void> {
+  const ex = connect(props.connection);
+  const marker = await readMarker(ex, props.prefix);
+  if (marker?.owner !== props.owner) return; // not ours (any more): leave it alone
+  if (!marker.adopted) await removeTree(ex, props.prefix);
+  for (const path of [props.specPath, props.lockPath, requirementsPath(props.specPath), rattlerHelperPath(props.specPath)]) {
+    await removeFile(ex, path);
+  }
+  await removeFile(ex, markerPath(props.prefix));
+}
