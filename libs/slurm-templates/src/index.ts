@@ -1,1 +1,18 @@
-export {};
+export { shq } from './quote/shq.ts';
+export { TemplateInputError } from './quote/errors.ts';
+export { renderTrainJob, jobNameFor, type TrainJobInput, type RenderedTrainJob } from './train-job/render-train-job.ts';
+export { encodeArrayTable, encodeTableValue } from './train-job/array-table.ts';
+export { activationSnippet, REQUEUE_EXIT_STATUS } from './train-job/blocks.ts';
+export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';
+export { renderEpilog } from './epilog/render-epilog.ts';
+export {
+  renderSiteScripts,
+  renderTrainGpu,
+  renderPreprocessGpu,
+  cacheRootFor,
+  scriptsDirFor,
+  SITE_SCRIPT_NAMES,
+  type SiteProfileView,
+  type SiteScriptOptions,
+} from './site/render-site-scripts.ts';
+export type * from './inputs.ts';

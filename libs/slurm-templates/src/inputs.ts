@@ -1,0 +1,80 @@
+/**
+ * The narrow views of `@kdgat/config` values the renderers read. They mirror docs/CONTRACTS.md field
+ * for field (structural types: a full ClusterProfile, ResolvedStage or ScratchLayout is accepted as is),
+ * so the templates only depend on the fields they use.
+ */
+export type Scalar = string | number | boolean | null;
+
+export interface PartitionView {
+  name: string;
+  gpuType?: string;
+  gpusPerNode: number;
+  coresPerNode: number;
+  memPerNodeGB: number;
+  maxWalltime: string;
+}
+
+export interface ProfileView {
+  name: string;
+  clusterName: string;
+  scheduler: 'slurm' | 'local';
+  account?: string;
+  accountRequired: boolean;
+  gpuDirective: 'gres' | 'gpus-per-node';
+  modules: { cuda?: string; conda?: string };
+  postJobHint?: string;
+}
+
+/** Where and how the Python environment is activated (stack output `environment`). */
+export interface EnvironmentView {
+  name: string;
+  /** 'conda': `conda activate <prefix ?? name>`; 'venv': `source <prefix>/bin/activate`. */
+  backend: 'conda' | 'venv';
+  prefix?: string;
+}
+
+export interface ResourcesView {
+  cpus: number;
+  memGB: number;
+  gpus: { count: number; type?: string };
+  nodes: number;
+  ntasksPerNode: number;
+  time: string;
+  partition: string;
+  arrayConcurrency: number;
+}
+
+export interface StageView {
+  id: string;
+  stage: string;
+  model: string;
+  scale: string;
+  dataset: string;
+  overrides: Record<string, Scalar>;
+  resources: ResourcesView;
+}
+
+export interface LayoutView {
+  root: string;
+  cacheDirs: Record<string, string>;
+  runsDir: string;
+  logsDir: string;
+}
+
+export interface RequeuePolicy {
+  enabled: boolean;
+  signal: string;
+  leadSeconds: number;
+  maxRestarts: number;
+}
+
+export interface StagingPolicy {
+  enabled: boolean;
+  datasets: string[];
+}
+
+/** Installed paths of the site scripts (stack output `scripts`). */
+export interface SiteScriptPaths {
+  stageData: string;
+  epilog: string;
+}

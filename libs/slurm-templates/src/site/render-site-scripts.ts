@@ -1,0 +1,221 @@
+/**
+ * Site scripts that infra installs once per cluster: the staging script, the epilog, and the generic
+ * hand-use job scripts of the original plan (`sbatch train_gpu.sh autoencoder --model vgae …`).
+ */
+import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePolicy } from '../inputs.ts';
+import { renderEpilog } from '../epilog/render-epilog.ts';
+import { TemplateInputError } from '../quote/errors.ts';
+import { shq } from '../quote/shq.ts';
+import {
+  SAFE_DIRECTIVE_PATH,
+  SLURM_TIME,
+  joinPath,
+  requireAbsolutePath,
+  requireMatch,
+  requireName,
+} from '../quote/validate.ts';
+import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
+import {
+  activationLines,
+  epilogTrapLines,
+  moduleLines,
+  preambleLines,
+  requeueDecisionLines,
+  runPipelineLines,
+  samplerLines,
+  sbatchLines,
+  signalTrapLines,
+} from '../train-job/blocks.ts';
+
+export const SITE_SCRIPT_NAMES = {
+  stageData: 'stage_data.sh',
+  epilog: 'job_epilog.sh',
+  trainGpu: 'train_gpu.sh',
+  preprocessGpu: 'preprocess_gpu.sh',
+} as const;
+
+export type SiteProfileView = ProfileView & { partitions: PartitionView[]; defaultPartition: string };
+
+export interface SiteScriptOptions {
+  /** Where infra installs the scripts (default `<layout.root>/scripts`). */
+  scriptsDir?: string;
+  /** Walltime of the hand-use scripts (default 4:00:00; `sbatch --time` overrides it). */
+  time?: string;
+  requeue?: RequeuePolicy;
+  gpuSampleSeconds?: number;
+  stageData?: StageDataOptions;
+}
+
+const DEFAULT_REQUEUE: RequeuePolicy = { enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 };
+
+/** All site scripts as `{ fileName: text }`, for infra to install into `scriptsDir`. */
+export function renderSiteScripts(
+  profile: SiteProfileView,
+  env: EnvironmentView,
+  layout: LayoutView,
+  options: SiteScriptOptions = {},
+): Record<string, string> {
+  return {
+    [SITE_SCRIPT_NAMES.stageData]: renderStageData(options.stageData),
+    [SITE_SCRIPT_NAMES.epilog]: renderEpilog(profile),
+    [SITE_SCRIPT_NAMES.trainGpu]: renderTrainGpu(profile, env, layout, options),
+    [SITE_SCRIPT_NAMES.preprocessGpu]: renderPreprocessGpu(profile, env, layout, options),
+  };
+}
+
+export function scriptsDirFor(layout: Pick<LayoutView, 'root'>, options: SiteScriptOptions = {}): string {
+  return requireAbsolutePath('scriptsDir', options.scriptsDir ?? joinPath(layout.root, 'scripts'));
+}
+
+/** The directory holding `<dataset>` caches on scratch: the common parent of layout.cacheDirs. */
+export function cacheRootFor(layout: Pick<LayoutView, 'root' | 'cacheDirs'>): string {
+  const parents = new Set(Object.values(layout.cacheDirs).map((d) => d.replace(/\/+$/, '').replace(/\/[^/]*$/, '')));
+  const [only] = parents;
+  return requireAbsolutePath('layout.cacheDirs', parents.size === 1 && only ? only : joinPath(layout.root, 'cache'));
+}
+
+/** `sbatch train_gpu.sh <stage> --model M --scale S --dataset D [-O key value]…`: stages, trains, reports. */
+export function renderTrainGpu(
+  profile: SiteProfileView,
+  env: EnvironmentView,
+  layout: LayoutView,
+  options: SiteScriptOptions = {},
+): string {
+  return renderHandScript(profile, env, layout, options, 'train');
+}
+
+/** `sbatch preprocess_gpu.sh --model M --scale S --dataset D`: builds the cache on scratch. */
+export function renderPreprocessGpu(
+  profile: SiteProfileView,
+  env: EnvironmentView,
+  layout: LayoutView,
+  options: SiteScriptOptions = {},
+): string {
+  return renderHandScript(profile, env, layout, options, 'preprocess');
+}
+
+function renderHandScript(
+  profile: SiteProfileView,
+  env: EnvironmentView,
+  layout: LayoutView,
+  options: SiteScriptOptions,
+  kind: 'train' | 'preprocess',
+): string {
+  const dir = scriptsDirFor(layout, options);
+  const cacheRoot = cacheRootFor(layout);
+  const requeue: RequeuePolicy = kind === 'train' ? (options.requeue ?? DEFAULT_REQUEUE) : { ...DEFAULT_REQUEUE, enabled: false };
+  const usage =
+    kind === 'train'
+      ? 'usage: sbatch train_gpu.sh STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...'
+      : 'usage: sbatch preprocess_gpu.sh --model M --scale S --dataset D [--run-root DIR] [-O key value]...';
+
+  const lines: string[] = ['#!/bin/bash'];
+  if (profile.scheduler === 'slurm') lines.push(...sbatchLines(handDirectives(profile, layout, options, kind, requeue)));
+  lines.push(
+    `# ${usage.replace('usage: ', 'Usage: ')}`,
+    '# sbatch options on the command line override the defaults above.',
+    ...preambleLines({
+      title:
+        kind === 'train'
+          ? 'KD-GAT pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).'
+          : 'KD-GAT preprocess stage run by hand: writes the dataset cache to scratch for later staging.',
+      profile,
+      ...(kind === 'train' ? { stageDataPath: joinPath(dir, 'stage_data.sh') } : {}),
+      epilogPath: joinPath(dir, 'job_epilog.sh'),
+    }),
+    `kdgat_usage=${shq(usage)}`,
+    ...(kind === 'train'
+      ? ['if (($# < 1)); then echo "$kdgat_usage" >&2; exit 64; fi', 'kdgat_stage=$1']
+      : ['kdgat_stage=preprocess', 'set -- preprocess "$@"']),
+    "kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''",
+    'kdgat_args=("$@")',
+    'for ((kdgat_i = 1; kdgat_i + 1 < ${#kdgat_args[@]}; kdgat_i++)); do',
+    '  case ${kdgat_args[kdgat_i]} in',
+    '    --model) kdgat_model=${kdgat_args[kdgat_i + 1]} ;;',
+    '    --scale) kdgat_scale=${kdgat_args[kdgat_i + 1]} ;;',
+    '    --dataset) kdgat_dataset=${kdgat_args[kdgat_i + 1]} ;;',
+    '    --run-root) kdgat_run_root=${kdgat_args[kdgat_i + 1]} ;;',
+    '  esac',
+    'done',
+    'for kdgat_name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do',
+    '  if [[ ! $kdgat_name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then',
+    '    printf \'kdgat: %q is not a stage, model, scale or dataset name\\n%s\\n\' "$kdgat_name" "$kdgat_usage" >&2',
+    '    exit 64',
+    '  fi',
+    'done',
+    'kdgat_cmd=(python -m kdgat "$@")',
+    'if [[ -z $kdgat_run_root ]]; then',
+    `  kdgat_run_root=${shq(requireAbsolutePath('layout.runsDir', layout.runsDir))}`,
+    '  kdgat_cmd+=(--run-root "$kdgat_run_root")',
+    'fi',
+    'kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/${kdgat_model}_${kdgat_scale}_$kdgat_stage',
+    'printf \'kdgat: %s, job %s on %s\\n\' "$kdgat_stage" "$kdgat_job_id" "$(hostname)"',
+    '',
+    ...epilogTrapLines(),
+  );
+  const modules = moduleLines(profile);
+  if (modules.length > 0) lines.push('', ...modules);
+  lines.push('', ...activationLines(env, profile), '');
+  if (kind === 'train') {
+    lines.push(
+      '# P0: copy the dataset cache to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.',
+      '# shellcheck source=/dev/null',
+      'source "$kdgat_stage_data_script"',
+      `kdgat_stage_data "$kdgat_dataset" ${shq(cacheRoot)}/"$kdgat_dataset"`,
+    );
+  } else {
+    lines.push(
+      '# The preprocess stage writes the cache that training jobs stage from: straight to scratch.',
+      `export KD_GAT_CACHE_ROOT=${shq(cacheRoot)}`,
+    );
+  }
+  lines.push('', ...samplerLines(options.gpuSampleSeconds ?? 10));
+  const trap = signalTrapLines(requeue);
+  if (trap.length > 0) lines.push('', ...trap);
+  lines.push('', ...runPipelineLines(requeue), '', ...requeueDecisionLines(requeue), 'exit "$kdgat_status"', '');
+  return lines.join('\n');
+}
+
+function handDirectives(
+  profile: SiteProfileView,
+  layout: LayoutView,
+  options: SiteScriptOptions,
+  kind: 'train' | 'preprocess',
+  requeue: RequeuePolicy,
+): [string, string | number][] {
+  const partition = profile.partitions.find((p) => p.name === profile.defaultPartition);
+  if (partition === undefined) {
+    throw new TemplateInputError(
+      'profile.defaultPartition',
+      profile.defaultPartition,
+      `one of the profile's partitions (${profile.partitions.map((p) => p.name).join(', ')})`,
+    );
+  }
+  const gpusPerNode = Math.max(1, partition.gpusPerNode);
+  const d: [string, string | number][] = [['job-name', kind === 'train' ? 'kdgat-train' : 'kdgat-preprocess']];
+  if (profile.account !== undefined && profile.account !== '') d.push(['account', requireName('profile.account', profile.account)]);
+  else if (profile.accountRequired) {
+    throw new TemplateInputError('profile.account', profile.account, `an account: cluster profile ${profile.name} requires --account`);
+  }
+  d.push(
+    ['partition', requireName('profile.defaultPartition', partition.name)],
+    ['nodes', 1],
+    ['ntasks-per-node', 1],
+    ['cpus-per-task', Math.max(1, Math.floor(partition.coresPerNode / gpusPerNode))],
+    ['mem', `${Math.max(1, Math.floor(partition.memPerNodeGB / gpusPerNode))}G`],
+  );
+  if (partition.gpusPerNode > 0) {
+    const typed = partition.gpuType ? `${requireName('partition.gpuType', partition.gpuType)}:1` : '1';
+    d.push(profile.gpuDirective === 'gres' ? ['gres', `gpu:${typed}`] : ['gpus-per-node', typed]);
+  }
+  const logs = requireMatch('layout.logsDir', layout.logsDir.replace(/\/+$/, ''), SAFE_DIRECTIVE_PATH, `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`);
+  d.push(
+    ['time', requireMatch('time', options.time ?? '4:00:00', SLURM_TIME, 'a SLURM time such as 4:00:00')],
+    ['output', `${logs}/%x-%j.out`],
+    ['error', `${logs}/%x-%j.err`],
+    ['open-mode', 'append'],
+  );
+  if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
+  else d.push(['no-requeue', '']);
+  return d;
+}

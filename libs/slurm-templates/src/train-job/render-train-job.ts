@@ -1,0 +1,268 @@
+/**
+ * The per-run SLURM job script (one run, or an array over sweep points), in the manner of submitit's
+ * `_make_sbatch_string`: a pure function from validated config values to text.
+ */
+import type {
+  EnvironmentView,
+  LayoutView,
+  PartitionView,
+  ProfileView,
+  RequeuePolicy,
+  Scalar,
+  SiteScriptPaths,
+  StageView,
+  StagingPolicy,
+} from '../inputs.ts';
+import { TemplateInputError } from '../quote/errors.ts';
+import { shq } from '../quote/shq.ts';
+import {
+  JOB_ID,
+  OVERRIDE_KEY,
+  SAFE_DIRECTIVE_PATH,
+  SLURM_TIME,
+  requireAbsolutePath,
+  requireMatch,
+  requireName,
+  requirePositiveInt,
+} from '../quote/validate.ts';
+import {
+  activationLines,
+  checkRequeuePolicy,
+  epilogTrapLines,
+  moduleLines,
+  overrideWords,
+  preambleLines,
+  requeueDecisionLines,
+  runPipelineLines,
+  samplerLines,
+  sbatchLines,
+  signalTrapLines,
+} from './blocks.ts';
+import { encodeArrayTable, scalarText } from './array-table.ts';
+
+export interface TrainJobInput {
+  /** Experiment name as the user wrote it (any text; the job name uses a slug of it). */
+  experiment: string;
+  stage: StageView;
+  profile: ProfileView;
+  /** Used only to default the GPU type of `--gres` when the stage names none. */
+  partition?: Pick<PartitionView, 'gpuType'>;
+  environment: EnvironmentView;
+  layout: Pick<LayoutView, 'cacheDirs' | 'logsDir'>;
+  /** `--run-root` of this run; array task i runs under `<runRoot>/point_<i>`. */
+  runRoot: string;
+  scripts: SiteScriptPaths;
+  requeue: RequeuePolicy;
+  staging: StagingPolicy;
+  /** Sweep points: a job array with one task per point when non-empty. */
+  sweepPoints?: Record<string, Scalar>[];
+  /** Absolute path where the caller writes `arrayTable` (next to the script); required for arrays. */
+  arrayTablePath?: string;
+  /** Job ids this job waits for (`--dependency=afterok:…`). */
+  afterOk?: string[];
+  /** Seconds between GPU samples (default 10). */
+  gpuSampleSeconds?: number;
+}
+
+export interface RenderedTrainJob {
+  script: string;
+  /** Rendered overrides table for arrays (see array-table.ts), written to `arrayTablePath`. */
+  arrayTable?: string;
+}
+
+export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
+  const { stage, profile } = input;
+  const r = stage.resources;
+  for (const f of ['id', 'stage', 'model', 'scale', 'dataset'] as const) requireName(`stage.${f}`, stage[f]);
+  checkRequeuePolicy(input.requeue);
+  const points = input.sweepPoints ?? [];
+  const isArray = points.length > 0;
+  const jobName = jobNameFor(input.experiment, stage.id);
+  const runSuffix = `/${stage.dataset}/${stage.model}_${stage.scale}_${stage.stage}`;
+  const runRoot = requireAbsolutePath('runRoot', input.runRoot);
+  const multiTask = r.nodes > 1 || r.ntasksPerNode > 1;
+
+  const lines: string[] = ['#!/bin/bash'];
+  if (profile.scheduler === 'slurm') {
+    lines.push(...sbatchLines(directivesFor(input, jobName, points.length)));
+  } else {
+    lines.push(
+      '# Local executor: the runner runs this script with bash and SLURM_* variables it emulates; no #SBATCH lines.',
+      `# Resources requested: ${describeResources(r)}.`,
+    );
+  }
+  lines.push(
+    ...preambleLines({
+      title: `KD-GAT ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
+      profile,
+      stageDataPath: input.staging.enabled ? input.scripts.stageData : undefined,
+      epilogPath: input.scripts.epilog,
+    }),
+    `kdgat_experiment=${shq(input.experiment)}`,
+    `kdgat_run_root=${shq(runRoot)}`,
+  );
+
+  let arrayTable: string | undefined;
+  if (isArray) {
+    if (input.arrayTablePath === undefined) {
+      throw new TemplateInputError('arrayTablePath', undefined, 'an absolute path for the sweep table of an array job');
+    }
+    arrayTable = encodeArrayTable(points);
+    lines.push('', ...arrayTaskLines(requireAbsolutePath('arrayTablePath', input.arrayTablePath), points.length));
+  }
+  lines.push(
+    `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
+    'printf \'kdgat: experiment %s, stage %s, job %s on %s\\n\' "$kdgat_experiment" ' +
+      `${shq(stage.id)} "$kdgat_job_id" "$(hostname)"`,
+    '',
+    ...epilogTrapLines(),
+  );
+
+  const modules = moduleLines(profile);
+  if (modules.length > 0) lines.push('', ...modules);
+  lines.push('', ...activationLines(input.environment, profile));
+  lines.push('', ...stagingLines(input));
+  lines.push('', ...samplerLines(input.gpuSampleSeconds ?? 10));
+  const trap = signalTrapLines(input.requeue);
+  if (trap.length > 0) lines.push('', ...trap);
+
+  lines.push('', ...commandLines(stage, multiTask, isArray));
+  lines.push('', ...runPipelineLines(input.requeue));
+  lines.push('', ...requeueDecisionLines(input.requeue));
+  lines.push('exit "$kdgat_status"', '');
+  return { script: lines.join('\n'), ...(arrayTable === undefined ? {} : { arrayTable }) };
+}
+
+/** `kdgat-<experiment slug>-<stage id>`: the experiment name may be any text, job names may not. */
+export function jobNameFor(experiment: string, stageId: string): string {
+  const slug = experiment
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/^[-.]+|-+$/g, '')
+    .slice(0, 48);
+  return requireName('job name', `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'));
+}
+
+function describeResources(r: StageView['resources']): string {
+  return `${r.nodes} node(s) x ${r.ntasksPerNode} task(s), ${r.cpus} cpus/task, ${r.memGB} GB, ${r.gpus.count} GPU(s)/node, ${r.time}`;
+}
+
+function directivesFor(input: TrainJobInput, jobName: string, arraySize: number): [string, string | number][] {
+  const { profile, stage, requeue } = input;
+  const r = stage.resources;
+  const d: [string, string | number][] = [['job-name', jobName]];
+  if (profile.account !== undefined && profile.account !== '') d.push(['account', requireName('profile.account', profile.account)]);
+  else if (profile.accountRequired) throw new TemplateInputError('profile.account', profile.account, `an account: cluster profile ${profile.name} requires --account`);
+  d.push(
+    ['partition', requireName('resources.partition', r.partition)],
+    ['nodes', requirePositiveInt('resources.nodes', r.nodes)],
+    ['ntasks-per-node', requirePositiveInt('resources.ntasksPerNode', r.ntasksPerNode)],
+    ['cpus-per-task', requirePositiveInt('resources.cpus', r.cpus)],
+    ['mem', memDirective(r.memGB)],
+  );
+  const gpu = gpuDirective(profile, r.gpus, input.partition?.gpuType);
+  if (gpu !== undefined) d.push(gpu);
+  d.push(['time', requireMatch('resources.time', r.time, SLURM_TIME, 'a SLURM time such as 2:00:00 or 1-12:00:00')]);
+  const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), SAFE_DIRECTIVE_PATH, `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`);
+  const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
+  d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
+  if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
+  else d.push(['no-requeue', '']);
+  if (arraySize > 0) {
+    const k = r.arrayConcurrency;
+    d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
+  }
+  const after = input.afterOk ?? [];
+  if (after.length > 0) {
+    after.forEach((id, i) => requireMatch(`afterOk[${i}]`, id, JOB_ID, 'a SLURM job id such as 12345 or 12345_6'));
+    d.push(['dependency', `afterok:${after.join(':')}`], ['kill-on-invalid-dep', 'yes']);
+  }
+  return d;
+}
+
+function memDirective(memGB: number): string {
+  if (!Number.isFinite(memGB) || memGB <= 0) throw new TemplateInputError('resources.memGB', memGB, 'a positive number of GB');
+  return Number.isInteger(memGB) ? `${memGB}G` : `${Math.ceil(memGB * 1024)}M`;
+}
+
+function gpuDirective(
+  profile: ProfileView,
+  gpus: StageView['resources']['gpus'],
+  partitionGpuType: string | undefined,
+): [string, string] | undefined {
+  if (gpus.count === 0) return undefined;
+  requirePositiveInt('resources.gpus.count', gpus.count);
+  const type = gpus.type ?? partitionGpuType;
+  const typed = type === undefined || type === '' ? `${gpus.count}` : `${requireName('resources.gpus.type', type)}:${gpus.count}`;
+  if (profile.gpuDirective === 'gres') return ['gres', `gpu:${typed}`];
+  if (profile.gpuDirective === 'gpus-per-node') return ['gpus-per-node', typed];
+  throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
+}
+
+function arrayTaskLines(tablePath: string, size: number): string[] {
+  return [
+    '# Array task: its overrides come from the rendered table next to this script (read as data, never evaluated).',
+    `kdgat_array_table=${shq(tablePath)}`,
+    `kdgat_array_size=${size}`,
+    'kdgat_task=${SLURM_ARRAY_TASK_ID:-}',
+    'if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_array_size)); then',
+    `  echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a task of this array (0-${size - 1})" >&2`,
+    '  exit 64',
+    'fi',
+    'kdgat_point_overrides=()',
+    'while IFS=$\'\\t\' read -r kdgat_index kdgat_key kdgat_encoded; do',
+    "  [[ $kdgat_index == \"$kdgat_task\" ]] || continue",
+    "  printf -v kdgat_value '%b' \"$kdgat_encoded\"",
+    '  kdgat_point_overrides+=(-O "$kdgat_key" "$kdgat_value")',
+    'done <"$kdgat_array_table"',
+    'kdgat_run_root=$kdgat_run_root/point_$kdgat_task',
+  ];
+}
+
+function stagingLines(input: TrainJobInput): string[] {
+  const { staging, layout } = input;
+  const cacheDirFor = (ds: string): string => {
+    requireName('staging.datasets[]', ds);
+    const dir = layout.cacheDirs[ds];
+    if (dir === undefined) {
+      throw new TemplateInputError(`layout.cacheDirs.${ds}`, dir, `a scratch cache dir for dataset ${ds} (known: ${Object.keys(layout.cacheDirs).join(', ') || 'none'})`);
+    }
+    return requireAbsolutePath(`layout.cacheDirs.${ds}`, dir);
+  };
+  if (!staging.enabled) {
+    const dir = cacheDirFor(input.stage.dataset);
+    const root = dir.replace(/\/+$/, '').replace(/\/[^/]*$/, '') || '/';
+    return ['# Staging is off for this experiment: the pipeline reads the scratch cache directly.', `export KD_GAT_CACHE_ROOT=${shq(root)}`];
+  }
+  const datasets = staging.datasets.length > 0 ? staging.datasets : [input.stage.dataset];
+  return [
+    '# P0: copy the dataset caches to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.',
+    '# shellcheck source=/dev/null',
+    'source "$kdgat_stage_data_script"',
+    ...datasets.map((ds) => `kdgat_stage_data ${shq(ds)} ${shq(cacheDirFor(ds))}`),
+  ];
+}
+
+function commandLines(stage: StageView, multiTask: boolean, isArray: boolean): string[] {
+  const r = stage.resources;
+  const launcher = multiTask
+    ? [
+        '  # Several tasks: srun starts one per GPU so Lightning picks up DDP from the SLURM environment.',
+        `  srun --kill-on-bad-exit=1 --cpus-per-task=${r.cpus}`,
+      ]
+    : [];
+  const overrides = Object.entries(stage.overrides).map(([key, value]) => {
+    requireMatch(`stage.overrides key`, key, OVERRIDE_KEY, `a dotted key matching ${OVERRIDE_KEY}`);
+    return `  ${overrideWords(key, scalarText(`stage.overrides.${key}`, value))}`;
+  });
+  return [
+    'kdgat_cmd=(',
+    ...launcher,
+    `  python -m kdgat ${shq(stage.stage)}`,
+    `  --model ${shq(stage.model)} --scale ${shq(stage.scale)} --dataset ${shq(stage.dataset)}`,
+    '  --run-root "$kdgat_run_root"',
+    ...overrides,
+    ')',
+    ...(isArray ? ['kdgat_cmd+=("${kdgat_point_overrides[@]}")'] : []),
+  ];
+}
