@@ -1,0 +1,128 @@
+// The component graph under pulumi.runtime.setMocks: which resources each component declares.
+import * as pulumi from '@pulumi/pulumi';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+interface Created {
+  type: string;
+  name: string;
+  inputs: Record<string, unknown>;
+}
+const created: Created[] = [];
+
+beforeAll(() => {
+  pulumi.runtime.setMocks(
+    {
+      newResource: (args) => {
+        created.push({ type: args.type, name: args.name, inputs: args.inputs });
+        return { id: `${args.name}-id`, state: { ...args.inputs, lockHash: 'lockhash', appliedMode: args.inputs.mode } };
+      },
+      call: (args) => args.inputs,
+    },
+    'kdgat-hpc',
+    'unit',
+    true,
+  );
+});
+
+const out = <T>(o: pulumi.Output<T>): Promise<T> => new Promise((resolve) => o.apply(resolve));
+const local = { kind: 'local' as const };
+
+describe('SlurmTemplates', () => {
+  it('installs every rendered script executable under <projectRoot>/scripts and names it in the outputs', async () => {
+    const { SlurmTemplates } = await import('../components/slurm-templates.ts');
+    const t = new SlurmTemplates('scripts', {
+      scripts: { 'stage-data.sh': '#!/bin/bash\n', 'train-gpu.sh': '#!/bin/bash\n', 'epilog.sh': '#!/bin/bash\n' },
+      dir: '/proj/scripts',
+      connection: local,
+    });
+    expect(t.paths).toEqual({
+      stageData: '/proj/scripts/stage-data.sh',
+      trainGpu: '/proj/scripts/train-gpu.sh',
+      epilog: '/proj/scripts/epilog.sh',
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const files = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetFile' && c.name.startsWith('scripts-'));
+    expect(files.map((f) => [f.inputs.path, f.inputs.mode])).toEqual([
+      ['/proj/scripts/epilog.sh', '0755'],
+      ['/proj/scripts/stage-data.sh', '0755'],
+      ['/proj/scripts/train-gpu.sh', '0755'],
+    ]);
+  });
+});
+
+describe('ScratchCacheLayout', () => {
+  it('declares root (with README and purge policy), runs, logs and one cache dir per dataset', async () => {
+    const { ScratchCacheLayout } = await import('../components/scratch-cache-layout.ts');
+    const layout = {
+      root: '/fs/scratch/PAS1266/kd-gat',
+      cacheDirs: { hcrl_sa: '/fs/scratch/PAS1266/kd-gat/cache/hcrl_sa', set_01: '/fs/scratch/PAS1266/kd-gat/cache/set_01' },
+      runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
+      logsDir: '/fs/scratch/PAS1266/kd-gat/logs',
+      mode: '2770',
+      purgeDays: 60,
+    };
+    new ScratchCacheLayout('scratch', { layout, connection: local, clusterName: 'pitzer', group: 'PAS1266' });
+    await new Promise((r) => setTimeout(r, 50));
+    const dirs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetDirectory');
+    expect(dirs.map((d) => d.inputs.path).sort()).toEqual([
+      layout.root,
+      layout.cacheDirs.hcrl_sa,
+      layout.cacheDirs.set_01,
+      layout.logsDir,
+      layout.runsDir,
+    ]);
+    expect(dirs.every((d) => d.inputs.mode === '2770' && d.inputs.group === 'PAS1266')).toBe(true);
+    const readme = dirs.find((d) => d.inputs.path === layout.root)!.inputs.readme as string;
+    expect(readme).toContain('not accessed for 60 days are purged');
+    expect(readme).toContain('never deletes cached data');
+    expect(readme).toContain('/fs/scratch/PAS1266/kd-gat/cache/hcrl_sa');
+  });
+});
+
+describe('CondaEnvironment', () => {
+  it('declares one environment with the canonical spec text, the package list, the lock beside the spec', async () => {
+    const { CondaEnvironment } = await import('../components/conda-environment.ts');
+    const yml = 'name: gnn-rapids\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n';
+    const env = new CondaEnvironment('gnn', {
+      spec: { name: 'gnn-rapids', backend: 'conda', channels: ['rapidsai', 'conda-forge'], dependencies: ['cugraph=26.10', 'pytorch=2.8'] },
+      environmentYml: yml,
+      specHash: 'spechash',
+      connection: pulumi.secret({ kind: 'ssh' as const, host: 'h', port: 22, user: 'u', hostKey: 'k', privateKey: 'KEY' }),
+      owner: 'kdgat-hpc/unit',
+      prefix: '/proj/envs/gnn-rapids',
+      envsDir: '/proj/envs',
+      frontend: 'conda',
+      frontendCommand: 'conda',
+    });
+    expect(env.lockPath).toBe('/proj/envs/gnn-rapids.lock.txt');
+    expect(env.specPath).toBe('/proj/envs/gnn-rapids.environment.yml');
+    expect(await out(env.lockHash)).toBe('lockhash');
+    const e = created.find((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment')!;
+    expect(e.inputs).toMatchObject({
+      name: 'gnn-rapids',
+      environmentYml: yml,
+      packages: ['cugraph=26.10', 'pytorch=2.8'],
+      channels: ['rapidsai', 'conda-forge'],
+      adopt: false,
+      owner: 'kdgat-hpc/unit',
+    });
+  });
+
+  it('refuses a venv spec with a conda frontend, naming both', async () => {
+    const { CondaEnvironment } = await import('../components/conda-environment.ts');
+    expect(
+      () =>
+        new CondaEnvironment('bad', {
+          spec: { name: 'cpu-local', backend: 'venv', pip: ['numpy==2.3.0'] },
+          environmentYml: '',
+          specHash: 'x',
+          connection: local,
+          owner: 'o',
+          prefix: '/p',
+          envsDir: '/e',
+          frontend: 'conda',
+          frontendCommand: 'conda',
+        }),
+    ).toThrow("environment cpu-local: backend 'venv' is built with frontend 'pip', got frontend 'conda'");
+  });
+});

@@ -1,0 +1,75 @@
+// The environment provider's rules that need no build: ownership, and what counts as a change.
+import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import * as env from '../providers/environment.impl.ts';
+
+function inputs(root: string): env.EnvironmentInputs {
+  return {
+    connection: { kind: 'local' },
+    owner: 'kdgat-hpc/test',
+    name: 'gnn-rapids',
+    backend: 'conda',
+    frontend: 'rattler',
+    frontendCommand: 'python3',
+    prefix: join(root, 'envs', 'gnn-rapids'),
+    environmentYml: 'name: gnn-rapids\ndependencies:\n  - pytorch=2.7\n',
+    specHash: 'abc',
+    packages: ['pytorch=2.7'],
+    channels: ['conda-forge'],
+    pipOptions: [],
+    inheritSitePackages: [],
+    specPath: join(root, 'envs', 'gnn-rapids.environment.yml'),
+    lockPath: join(root, 'envs', 'gnn-rapids.lock.txt'),
+    adopt: false,
+    timeoutSeconds: 60,
+  };
+}
+
+function outputs(i: env.EnvironmentInputs): env.EnvironmentOutputs {
+  const pkgs = ['python=3.12.1', 'pytorch=2.7.0'];
+  return { ...i, lock: '@EXPLICIT\n', lockHash: 'h', builtPackages: pkgs, installedPackages: pkgs, adopted: false };
+}
+
+describe('environment ownership', () => {
+  it('refuses an existing environment this stack did not create, naming it and the way out', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-'));
+    const i = inputs(root);
+    mkdirSync(join(i.prefix, 'conda-meta'), { recursive: true });
+    await expect(env.create(i)).rejects.toThrow(
+      new RegExp(`environment 'gnn-rapids' already exists at ${i.prefix} on local and was not created by stack kdgat-hpc/test \\(no ownership marker\\)\\. Set adopt: true`),
+    );
+    // nothing was touched
+    expect(readdirSync(i.prefix)).toEqual(['conda-meta']);
+    expect(readdirSync(join(root, 'envs'))).toEqual(['gnn-rapids']);
+  });
+});
+
+describe('environment diff', () => {
+  const i = inputs('/scratch');
+  const o = outputs(i);
+
+  it('reports no change for the same spec', async () => {
+    expect((await env.diff('id', o, i)).changes).toBe(false);
+  });
+
+  it('updates in place when the packages change', async () => {
+    const r = await env.diff('id', o, { ...i, packages: ['pytorch=2.8', 'cugraph=26.10'] });
+    expect(r).toMatchObject({ changes: true, replaces: [] });
+  });
+
+  it('replaces when the prefix or the machine changes', async () => {
+    expect((await env.diff('id', o, { ...i, prefix: '/other' })).replaces).toEqual(['prefix']);
+    const ssh = { kind: 'ssh' as const, host: 'h', port: 22, user: 'u', hostKey: 'k' };
+    expect((await env.diff('id', o, { ...i, connection: ssh })).replaces).toEqual(['connection']);
+    // a new key for the same machine is not a new environment
+    const withKey = { ...o, connection: { ...ssh, privateKey: 'old' } };
+    expect((await env.diff('id', withKey, { ...i, connection: { ...ssh, privateKey: 'new' } })).changes).toBe(false);
+  });
+
+  it('sees drift: a package installed by hand since the last build', async () => {
+    const drifted = { ...o, installedPackages: [...o.installedPackages, 'requests=2.32.0'] };
+    expect((await env.diff('id', drifted, i)).changes).toBe(true);
+  });
+});
