@@ -149,7 +149,7 @@ function renderHandScript(
     '  kdgat_cmd+=(--run-root "$kdgat_run_root")',
     'fi',
     'kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/${kdgat_model}_${kdgat_scale}_$kdgat_stage',
-    'printf \'kdgat: %s, job %s on %s\\n\' "$kdgat_stage" "$kdgat_job_id" "$(hostname)"',
+    'printf \'kdgat: %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"',
     '',
     ...epilogTrapLines(),
   );

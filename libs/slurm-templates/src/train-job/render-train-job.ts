@@ -112,8 +112,8 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   }
   lines.push(
     `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
-    'printf \'kdgat: experiment %s, stage %s, job %s on %s\\n\' "$kdgat_experiment" ' +
-      `${shq(stage.id)} "$kdgat_job_id" "$(hostname)"`,
+    'printf \'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_experiment" ' +
+      `${shq(stage.id)} "$kdgat_job_id" "$(hostname)" "$kdgat_profile"`,
     '',
     ...epilogTrapLines(),
   );

@@ -1,0 +1,171 @@
+#!/bin/bash
+#SBATCH --job-name=kdgat-hcrl_sa-kd-chain-distillation
+#SBATCH --account=PAS1266
+#SBATCH --partition=gpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=10
+#SBATCH --mem=85G
+#SBATCH --gres=gpu:v100:1
+#SBATCH --time=4:00:00
+#SBATCH --output=/fs/scratch/PAS1266/kd-gat/logs/%x-%j.out
+#SBATCH --error=/fs/scratch/PAS1266/kd-gat/logs/%x-%j.err
+#SBATCH --open-mode=append
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+#SBATCH --dependency=afterok:1002
+#SBATCH --kill-on-invalid-dep=yes
+# KD-GAT distillation (kdgat-hcrl_sa-kd-chain-distillation)
+# Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.
+set -euo pipefail
+
+kdgat_job_start=$EPOCHSECONDS
+kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+kdgat_profile=osc-pitzer
+kdgat_stage_data_script=/fs/scratch/PAS1266/kd-gat/scripts/stage_data.sh
+kdgat_epilog_script=/fs/scratch/PAS1266/kd-gat/scripts/job_epilog.sh
+kdgat_state=FAILED
+kdgat_sampler_pid=''
+kdgat_pipeline_pid=''
+kdgat_experiment='hcrl_sa kd chain'
+kdgat_run_root=/fs/scratch/PAS1266/kd-gat/runs/hcrl_sa-kd
+kdgat_run_dir=$kdgat_run_root/hcrl_sa/gat_small_distillation
+printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" distillation "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+
+# The epilog always runs (P5), and the job ends with the status it was going to end with.
+# shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
+kdgat_finish() {
+  local status=$?
+  trap - EXIT
+  if [[ -n $kdgat_sampler_pid ]]; then
+    # The sampler only ends by this kill, so its exit status says nothing.
+    kill "$kdgat_sampler_pid" 2>/dev/null || :
+    wait "$kdgat_sampler_pid" 2>/dev/null || :
+  fi
+  if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
+    echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
+  exit "$status"
+}
+trap kdgat_finish EXIT
+
+# Lmod defines `module` as a shell function that a batch shell may not have inherited.
+if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
+  # shellcheck source=/dev/null
+  source /etc/profile.d/lmod.sh
+fi
+if ! type module >/dev/null 2>&1; then
+  echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2
+  exit 69
+fi
+set +u # Lmod reads unset variables
+module load cuda/12.4.1
+set -u
+
+set +u # conda activation scripts read unset variables
+if ! command -v conda >/dev/null 2>&1; then
+  if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
+    # shellcheck source=/dev/null
+    source /etc/profile.d/lmod.sh
+  fi
+  if ! type module >/dev/null 2>&1; then
+    echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2
+    exit 69
+  fi
+  module load miniconda3/24.1.2-py310
+fi
+if ! command -v conda >/dev/null 2>&1; then
+  printf 'kdgat: conda is not on PATH, so environment %s cannot be activated\n' /fs/ess/PAS1266/envs/gnn-rapids >&2
+  exit 69
+fi
+eval "$(conda shell.bash hook)"
+conda activate /fs/ess/PAS1266/envs/gnn-rapids
+set -u
+
+# P0: copy the dataset caches to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.
+# shellcheck source=/dev/null
+source "$kdgat_stage_data_script"
+kdgat_stage_data hcrl_sa /fs/scratch/PAS1266/kd-gat/cache/hcrl_sa
+
+mkdir -p "$kdgat_run_dir"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total \
+    --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
+  kdgat_sampler_pid=$!
+else
+  echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
+fi
+
+export KD_GAT_REQUEUE_SIGNAL=USR1
+kdgat_signal_count=0
+kdgat_signal_time=''
+# shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
+kdgat_forward_signal() {
+  kdgat_signal_count=$((kdgat_signal_count + 1))
+  kdgat_signal_time=$EPOCHSECONDS
+  if [[ -n $kdgat_pipeline_pid ]]; then
+    echo "kdgat: SIGUSR1: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
+    kill -s USR1 "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
+  else
+    echo "kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint"
+  fi
+}
+trap kdgat_forward_signal USR1
+
+kdgat_cmd=(
+  python -m kdgat distillation
+  --model gat --scale small --dataset hcrl_sa
+  --run-root "$kdgat_run_root"
+  -O kd.alpha 0.7
+  -O kd.temperature 4
+)
+
+# `wait` returns early (status > 128) when a trapped signal arrives: wait again for the real status.
+kdgat_wait_pipeline() {
+  local seen rc
+  while :; do
+    seen=$kdgat_signal_count rc=0
+    wait "$kdgat_pipeline_pid" || rc=$?
+    if ((rc > 128 && kdgat_signal_count != seen)); then continue; fi
+    return "$rc"
+  done
+}
+printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
+"${kdgat_cmd[@]}" &
+kdgat_pipeline_pid=$!
+kdgat_status=0
+kdgat_wait_pipeline || kdgat_status=$?
+
+kdgat_max_restarts=3
+kdgat_requeue() {
+  local ack="$kdgat_run_dir/requeue_ack.json" restarts=${SLURM_RESTART_COUNT:-0} ack_time
+  if [[ -z $kdgat_signal_time ]]; then
+    echo "kdgat: not requeueing: the pipeline exited 75 without a requeue signal"
+    return 0
+  fi
+  if [[ ! -f $ack ]]; then
+    echo "kdgat: not requeueing: the pipeline wrote no acknowledgement $ack"
+    return 0
+  fi
+  ack_time=$(stat -c %Y -- "$ack")
+  if ((ack_time < kdgat_signal_time)); then
+    echo "kdgat: not requeueing: $ack is older than the signal (written $ack_time, signal $kdgat_signal_time)"
+    return 0
+  fi
+  if ((restarts >= kdgat_max_restarts)); then
+    echo "kdgat: not requeueing: restart $restarts reached the maximum of $kdgat_max_restarts"
+    return 0
+  fi
+  if [[ -z ${SLURM_JOB_ID:-} ]] || ! command -v scontrol >/dev/null 2>&1; then
+    echo "kdgat: not requeueing: not a SLURM job (no SLURM_JOB_ID or scontrol); resume by resubmitting"
+    return 0
+  fi
+  echo "kdgat: checkpoint acknowledged; requeueing job $SLURM_JOB_ID (restart $((restarts + 1)) of $kdgat_max_restarts)"
+  if scontrol requeue "$SLURM_JOB_ID"; then
+    kdgat_state=REQUEUED
+  else
+    echo "kdgat: scontrol requeue $SLURM_JOB_ID failed; resume by resubmitting" >&2
+  fi
+}
+if ((kdgat_status == 75)); then kdgat_requeue; fi
+exit "$kdgat_status"

@@ -1,0 +1,74 @@
+#!/bin/bash
+# Local executor: the runner runs this script with bash and SLURM_* variables it emulates; no #SBATCH lines.
+# Resources requested: 1 node(s) x 1 task(s), 2 cpus/task, 4 GB, 0 GPU(s)/node, 30:00.
+# KD-GAT autoencoder (kdgat-quickstart-autoencoder)
+# Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.
+set -euo pipefail
+
+kdgat_job_start=$EPOCHSECONDS
+kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+kdgat_profile=local
+kdgat_stage_data_script=/work/main/.hpc/scratch/scripts/stage_data.sh
+kdgat_epilog_script=/work/main/.hpc/scratch/scripts/job_epilog.sh
+kdgat_state=FAILED
+kdgat_sampler_pid=''
+kdgat_pipeline_pid=''
+kdgat_experiment=quickstart
+kdgat_run_root=/work/main/.hpc/scratch/runs/quickstart
+kdgat_run_dir=$kdgat_run_root/hcrl_sa/vgae_small_autoencoder
+printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" autoencoder "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+
+# The epilog always runs (P5), and the job ends with the status it was going to end with.
+# shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
+kdgat_finish() {
+  local status=$?
+  trap - EXIT
+  if [[ -n $kdgat_sampler_pid ]]; then
+    # The sampler only ends by this kill, so its exit status says nothing.
+    kill "$kdgat_sampler_pid" 2>/dev/null || :
+    wait "$kdgat_sampler_pid" 2>/dev/null || :
+  fi
+  if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
+    echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
+  exit "$status"
+}
+trap kdgat_finish EXIT
+
+set +u # activate scripts read unset variables
+# shellcheck source=/dev/null
+source /work/main/.hpc/envs/cpu-local/bin/activate
+set -u
+
+# P0: copy the dataset caches to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.
+# shellcheck source=/dev/null
+source "$kdgat_stage_data_script"
+kdgat_stage_data hcrl_sa /work/main/.hpc/scratch/cache/hcrl_sa
+
+mkdir -p "$kdgat_run_dir"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total \
+    --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
+  kdgat_sampler_pid=$!
+else
+  echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
+fi
+
+kdgat_cmd=(
+  python -m kdgat autoencoder
+  --model vgae --scale small --dataset hcrl_sa
+  --run-root "$kdgat_run_root"
+  -O training.max_epochs 2
+)
+
+kdgat_wait_pipeline() { wait "$kdgat_pipeline_pid"; }
+printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
+"${kdgat_cmd[@]}" &
+kdgat_pipeline_pid=$!
+kdgat_status=0
+kdgat_wait_pipeline || kdgat_status=$?
+
+if ((kdgat_status == 75)); then
+  echo "kdgat: not requeueing: requeue is disabled for this job"
+fi
+exit "$kdgat_status"

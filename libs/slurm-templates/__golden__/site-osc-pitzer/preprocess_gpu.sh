@@ -1,0 +1,127 @@
+#!/bin/bash
+#SBATCH --job-name=kdgat-preprocess
+#SBATCH --account=PAS1266
+#SBATCH --partition=gpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=20
+#SBATCH --mem=181G
+#SBATCH --gres=gpu:v100:1
+#SBATCH --time=4:00:00
+#SBATCH --output=/fs/scratch/PAS1266/kd-gat/logs/%x-%j.out
+#SBATCH --error=/fs/scratch/PAS1266/kd-gat/logs/%x-%j.err
+#SBATCH --open-mode=append
+#SBATCH --no-requeue
+# Usage: sbatch preprocess_gpu.sh --model M --scale S --dataset D [--run-root DIR] [-O key value]...
+# sbatch options on the command line override the defaults above.
+# KD-GAT preprocess stage run by hand: writes the dataset cache to scratch for later staging.
+# Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.
+set -euo pipefail
+
+kdgat_job_start=$EPOCHSECONDS
+kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+kdgat_profile=osc-pitzer
+kdgat_epilog_script=/fs/scratch/PAS1266/kd-gat/scripts/job_epilog.sh
+kdgat_state=FAILED
+kdgat_sampler_pid=''
+kdgat_pipeline_pid=''
+kdgat_usage='usage: sbatch preprocess_gpu.sh --model M --scale S --dataset D [--run-root DIR] [-O key value]...'
+kdgat_stage=preprocess
+set -- preprocess "$@"
+kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''
+kdgat_args=("$@")
+for ((kdgat_i = 1; kdgat_i + 1 < ${#kdgat_args[@]}; kdgat_i++)); do
+  case ${kdgat_args[kdgat_i]} in
+    --model) kdgat_model=${kdgat_args[kdgat_i + 1]} ;;
+    --scale) kdgat_scale=${kdgat_args[kdgat_i + 1]} ;;
+    --dataset) kdgat_dataset=${kdgat_args[kdgat_i + 1]} ;;
+    --run-root) kdgat_run_root=${kdgat_args[kdgat_i + 1]} ;;
+  esac
+done
+for kdgat_name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do
+  if [[ ! $kdgat_name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+    printf 'kdgat: %q is not a stage, model, scale or dataset name\n%s\n' "$kdgat_name" "$kdgat_usage" >&2
+    exit 64
+  fi
+done
+kdgat_cmd=(python -m kdgat "$@")
+if [[ -z $kdgat_run_root ]]; then
+  kdgat_run_root=/fs/scratch/PAS1266/kd-gat/runs
+  kdgat_cmd+=(--run-root "$kdgat_run_root")
+fi
+kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/${kdgat_model}_${kdgat_scale}_$kdgat_stage
+printf 'kdgat: %s, job %s on %s (cluster profile %s)\n' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+
+# The epilog always runs (P5), and the job ends with the status it was going to end with.
+# shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
+kdgat_finish() {
+  local status=$?
+  trap - EXIT
+  if [[ -n $kdgat_sampler_pid ]]; then
+    # The sampler only ends by this kill, so its exit status says nothing.
+    kill "$kdgat_sampler_pid" 2>/dev/null || :
+    wait "$kdgat_sampler_pid" 2>/dev/null || :
+  fi
+  if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
+    echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
+  exit "$status"
+}
+trap kdgat_finish EXIT
+
+# Lmod defines `module` as a shell function that a batch shell may not have inherited.
+if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
+  # shellcheck source=/dev/null
+  source /etc/profile.d/lmod.sh
+fi
+if ! type module >/dev/null 2>&1; then
+  echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2
+  exit 69
+fi
+set +u # Lmod reads unset variables
+module load cuda/12.4.1
+set -u
+
+set +u # conda activation scripts read unset variables
+if ! command -v conda >/dev/null 2>&1; then
+  if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
+    # shellcheck source=/dev/null
+    source /etc/profile.d/lmod.sh
+  fi
+  if ! type module >/dev/null 2>&1; then
+    echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2
+    exit 69
+  fi
+  module load miniconda3/24.1.2-py310
+fi
+if ! command -v conda >/dev/null 2>&1; then
+  printf 'kdgat: conda is not on PATH, so environment %s cannot be activated\n' /fs/ess/PAS1266/envs/gnn-rapids >&2
+  exit 69
+fi
+eval "$(conda shell.bash hook)"
+conda activate /fs/ess/PAS1266/envs/gnn-rapids
+set -u
+
+# The preprocess stage writes the cache that training jobs stage from: straight to scratch.
+export KD_GAT_CACHE_ROOT=/fs/scratch/PAS1266/kd-gat/cache
+
+mkdir -p "$kdgat_run_dir"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total \
+    --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
+  kdgat_sampler_pid=$!
+else
+  echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
+fi
+
+kdgat_wait_pipeline() { wait "$kdgat_pipeline_pid"; }
+printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
+"${kdgat_cmd[@]}" &
+kdgat_pipeline_pid=$!
+kdgat_status=0
+kdgat_wait_pipeline || kdgat_status=$?
+
+if ((kdgat_status == 75)); then
+  echo "kdgat: not requeueing: requeue is disabled for this job"
+fi
+exit "$kdgat_status"

@@ -1,0 +1,103 @@
+/** The examples kept as golden files in __golden__/ (see golden.test.ts). */
+import type { Scalar } from './inputs.ts';
+import {
+  condaEnv,
+  localLayout,
+  localProfile,
+  pitzer,
+  pitzerJob,
+  pitzerLayout,
+  stage,
+  venvEnv,
+} from './fixtures.test-support.ts';
+import { renderSiteScripts } from './site/render-site-scripts.ts';
+import { renderTrainJob } from './train-job/render-train-job.ts';
+
+const scratch = pitzerLayout.root;
+
+export function sweepPoints(): Record<string, Scalar>[] {
+  const points: Record<string, Scalar>[] = [];
+  for (const lr of [0.0003, 0.001, 0.003]) {
+    for (const batch of [256, 512, 1024, 2048]) points.push({ 'training.lr': lr, 'training.batch_size': batch });
+  }
+  return points;
+}
+
+/** fileName -> text of every golden file. */
+export function goldenFiles(): Record<string, string> {
+  const files: Record<string, string> = {};
+  files['single-run.sh'] = renderTrainJob(pitzerJob()).script;
+
+  const chainRoot = `${scratch}/runs/hcrl_sa-kd`;
+  const chain = [
+    { s: stage({ id: 'autoencoder', stage: 'autoencoder', model: 'vgae' }), after: [] },
+    { s: stage({ id: 'curriculum', stage: 'curriculum', model: 'gat' }), after: ['1001'] },
+    {
+      s: stage({ id: 'distillation', stage: 'distillation', model: 'gat', scale: 'small', overrides: { 'kd.alpha': 0.7, 'kd.temperature': 4 } }),
+      after: ['1002'],
+    },
+  ];
+  chain.forEach(({ s, after }, i) => {
+    files[`chain-${i + 1}-${s.id}.sh`] = renderTrainJob(pitzerJob({ experiment: 'hcrl_sa kd chain', stage: s, runRoot: chainRoot, afterOk: after })).script;
+  });
+
+  const sweep = renderTrainJob(
+    pitzerJob({
+      experiment: 'gat lr x batch sweep',
+      stage: stage({ id: 'curriculum', stage: 'curriculum', model: 'gat', overrides: { 'training.max_epochs': 50 } }),
+      runRoot: `${scratch}/runs/gat-sweep`,
+      sweepPoints: sweepPoints(),
+      arrayTablePath: `${scratch}/runs/gat-sweep/curriculum.array.tsv`,
+    }),
+  );
+  files['sweep-12-array.sh'] = sweep.script;
+  files['sweep-12-array.tsv'] = sweep.arrayTable ?? '';
+
+  files['ddp-2node-8gpu.sh'] = renderTrainJob(
+    pitzerJob({
+      experiment: 'set_01 teacher ddp',
+      stage: stage({
+        id: 'curriculum',
+        stage: 'curriculum',
+        model: 'gat',
+        dataset: 'set_01',
+        overrides: { 'trainer.devices': 4, 'trainer.num_nodes': 2, 'trainer.strategy': 'ddp' },
+        resources: {
+          cpus: 12,
+          memGB: 700,
+          gpus: { count: 4, type: 'v100' },
+          nodes: 2,
+          ntasksPerNode: 4,
+          time: '1-00:00:00',
+          partition: 'gpu-quad',
+          arrayConcurrency: 1,
+        },
+      }),
+      runRoot: `${scratch}/runs/set_01-ddp`,
+      staging: { enabled: true, datasets: ['set_01'] },
+    }),
+  ).script;
+
+  files['local-executor.sh'] = renderTrainJob({
+    experiment: 'quickstart',
+    stage: stage({
+      id: 'autoencoder',
+      stage: 'autoencoder',
+      model: 'vgae',
+      scale: 'small',
+      overrides: { 'training.max_epochs': 2 },
+      resources: { cpus: 2, memGB: 4, gpus: { count: 0 }, nodes: 1, ntasksPerNode: 1, time: '30:00', partition: 'local', arrayConcurrency: 1 },
+    }),
+    profile: localProfile,
+    environment: venvEnv,
+    layout: localLayout,
+    runRoot: `${localLayout.runsDir}/quickstart`,
+    scripts: { stageData: `${localLayout.root}/scripts/stage_data.sh`, epilog: `${localLayout.root}/scripts/job_epilog.sh` },
+    requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
+    staging: { enabled: true, datasets: ['hcrl_sa'] },
+  }).script;
+
+  for (const [name, text] of Object.entries(renderSiteScripts(pitzer, condaEnv, pitzerLayout))) files[`site-osc-pitzer/${name}`] = text;
+  for (const [name, text] of Object.entries(renderSiteScripts(localProfile, venvEnv, localLayout))) files[`site-local/${name}`] = text;
+  return files;
+}
