@@ -9,7 +9,7 @@ import { isFailure } from '../schedulers/core.ts';
 import { FileStackOutputs, PulumiStackOutputs, StackNotProvisionedError, type StackOutputsSource } from '../stack/outputs.ts';
 import { PreflightError } from '../submit/submit.ts';
 import { AlreadyQueuedError, SubmissionFailedError, schedulerForManifest, train } from '../submit/train.ts';
-import { logPathOf, tailFile } from '../track/files.ts';
+import { logPathsOf, tailFile } from '../track/files.ts';
 import { formatTable, progressOf, rememberStates, statusLine, summaryRows, watchRun } from '../track/track.ts';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -146,8 +146,13 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
           say(`  ${job.key}: ${what}${deps} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`);
           if (pre) say(`    preflight: ${pre.message}`);
         }
-        if (result.scriptsIdenticalToSource !== undefined) {
-          say(`scripts byte-identical to ${manifest.submission.reproducedFrom}: ${result.scriptsIdenticalToSource ? 'yes' : 'NO'}`);
+        if (result.reproduction) {
+          const r = result.reproduction;
+          say(
+            r.identical
+              ? `reproduced from ${manifest.submission.reproducedFrom}: re-rendered scripts are byte-identical to the recorded ones`
+              : `reproduced from ${manifest.submission.reproducedFrom}: re-rendered scripts DIFFER from the recorded ones: ${r.differing.join(', ')}`,
+          );
         }
         if (dryRun) {
           say('nothing submitted (plan).');
@@ -185,13 +190,16 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
           state: 'UNKNOWN' as const,
           ...(index !== undefined ? { arrayIndex: index } : {}),
         };
-        const path = logPathOf(manifest.runDir, job.script, job.name, task);
-        if (!existsSync(path)) {
-          io.err.write(`no log yet at ${path}\n`);
+        const paths = logPathsOf(job, task);
+        const present = [paths.output, paths.error].filter((p, i, all) => existsSync(p) && all.indexOf(p) === i);
+        if (present.length === 0) {
+          io.err.write(`no log yet at ${paths.output}\n`);
           return 1;
         }
-        say(`==> ${path} <==`);
-        say(values.lines ? tailFile(path, Number(values.lines)) : readFileSync(path, 'utf8').trimEnd());
+        for (const path of present) {
+          say(`==> ${path} <==`);
+          say(values.lines ? tailFile(path, Number(values.lines)) : readFileSync(path, 'utf8').trimEnd());
+        }
         return 0;
       }
       case 'cancel': {

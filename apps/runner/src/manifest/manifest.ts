@@ -20,6 +20,10 @@ export interface ManifestJob {
   dependsOn: string[]; // plan keys
   jobId?: string;
   array?: { size: number; concurrency: number; firstPoint: number };
+  /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<i>`. */
+  runRoot: string;
+  /** Log file patterns (SLURM `%x %j %A %a`), absolute. */
+  logs: { output: string; error: string };
   /** Last state seen by the runner (jobs vanish from squeue after MinJobAge). */
   lastSeen?: { state: JobState; at: string; tasks?: Record<string, JobState> };
 }

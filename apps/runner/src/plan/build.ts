@@ -19,7 +19,7 @@ export interface PlannedJob {
   /** Unique within the run: the stage id, or `<stage>.chunk<k>` when a sweep is chunked. */
   key: string;
   stageId: string;
-  /** `--job-name`. */
+  /** `--job-name` (chunks of one stage share it; `%x` in log names). */
   name: string;
   /** Script path relative to the run dir. */
   scriptFile: string;
@@ -78,12 +78,15 @@ export function buildPlan(input: {
   stages: readonly PlanStage[];
   sweepPoints: readonly Record<string, Scalar>[];
   maxArraySize: number;
+  /** `--job-name` of a stage's jobs (the templates' jobNameFor); default `<experiment>-<stage>`. */
+  jobName?: (stageId: string) => string;
 }): RunPlan {
+  const nameOf = input.jobName ?? ((id: string) => `${input.experiment}-${id}`);
   const jobs: PlannedJob[] = [];
   const keysOfStage = new Map<string, string[]>();
   for (const stage of orderStages(input.stages)) {
     const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
-    const base = `${input.experiment}-${stage.id}`;
+    const base = nameOf(stage.id);
     if (input.sweepPoints.length === 0) {
       jobs.push({ key: stage.id, stageId: stage.id, name: base, scriptFile: `scripts/${stage.id}.sbatch`, dependsOn });
       keysOfStage.set(stage.id, [stage.id]);
@@ -97,7 +100,7 @@ export function buildPlan(input: {
       jobs.push({
         key,
         stageId: stage.id,
-        name: chunks.length === 1 ? base : `${base}-c${k}`,
+        name: base,
         scriptFile: `scripts/${key}.sbatch`,
         dependsOn,
         array: { size: chunk.size, concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size, firstPoint: chunk.firstPoint },

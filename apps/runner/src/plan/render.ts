@@ -1,36 +1,91 @@
-// Renders the plan's scripts with @kdgat/slurm-templates. Paths inside the scripts are
-// relative to the run dir (jobs are submitted from it), so a run reproduced from its manifest
-// renders the same bytes in a new run dir.
-import { renderTrainJob } from '@kdgat/slurm-templates';
+// Renders the plan's scripts with @kdgat/slurm-templates: one script per planned job (an array
+// chunk gets its own script and sweep table), no dependencies inside the scripts (job ids do
+// not exist before submission; the submit adds `--dependency`), so everything is rendered
+// before the first sbatch.
+import { join } from 'node:path';
+import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
 import type { ResolvedExperiment } from '@kdgat/config';
 import type { StackOutputs } from '../stack/outputs.ts';
 import type { PlannedJob, RunPlan } from './build.ts';
 
-export interface RenderedScript {
+export interface RenderedJob {
   job: PlannedJob;
-  text: string;
+  script: string;
+  /** Sweep table of an array job, written to `tableFile` (relative to the run dir). */
+  table?: { file: string; text: string };
+  runRoot: string;
+  logs: { output: string; error: string };
+  /** What the local scheduler needs when the script carries no `#SBATCH` lines. */
+  hints: { cpusPerTask: number; timeLimit: string; signal?: string };
 }
 
-/** Run-dir-relative locations the scripts use; track/ reads the same ones. */
-export const RUN_LAYOUT = {
-  outputs: 'outputs',
-  logs: 'logs',
-  pointDir: (globalIndex: number) => `outputs/point-${globalIndex}`,
-} as const;
+type Requeue = TrainJobInput['requeue'];
+type Staging = TrainJobInput['staging'];
 
-export function renderPlan(plan: RunPlan, resolved: ResolvedExperiment, stack: StackOutputs): RenderedScript[] {
+const DEFAULT_REQUEUE: Requeue = { enabled: false, signal: 'USR1', leadSeconds: 120, maxRestarts: 3 };
+
+/** The spec's requeue/staging policies with the contract's defaults. */
+export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; staging: Staging } {
+  const spec = resolved.spec as { requeue?: Partial<Requeue>; staging?: Partial<Staging> };
+  return {
+    requeue: { ...DEFAULT_REQUEUE, ...(spec.requeue ?? {}) },
+    staging: { enabled: spec.staging?.enabled ?? false, datasets: spec.staging?.datasets ?? [] },
+  };
+}
+
+export function runRootOf(runDir: string, job: PlannedJob, chunked: boolean): string {
+  // Chunks restart at index 0: give each its own root so `point_<i>` never collides.
+  return chunked && job.array ? join(runDir, 'outputs', job.key) : join(runDir, 'outputs');
+}
+
+export function renderPlan(
+  plan: RunPlan,
+  resolved: ResolvedExperiment,
+  stack: StackOutputs,
+  runDir: string,
+  schedulerKind: 'slurm' | 'local',
+): RenderedJob[] {
+  const { requeue, staging } = policiesOf(resolved);
+  const logsDir = join(runDir, 'logs');
+  const chunkedStages = new Set(plan.jobs.filter((j) => j.key !== j.stageId).map((j) => j.stageId));
   return plan.jobs.map((job) => {
     const stage = resolved.stages.find((s) => s.id === job.stageId);
     if (!stage) throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
-    const rendered = renderTrainJob({
-      experiment: resolved,
+    const runRoot = runRootOf(runDir, job, chunkedStages.has(job.stageId));
+    const tableFile = job.array ? `scripts/${job.key}.points.tsv` : undefined;
+    const input: TrainJobInput = {
+      experiment: resolved.spec.name,
       stage,
-      jobName: job.name,
-      stack,
-      runRoot: RUN_LAYOUT.outputs,
-      logsDir: RUN_LAYOUT.logs,
-      ...(job.array && job.points ? { sweep: { points: job.points, firstPoint: job.array.firstPoint } } : {}),
-    } as Parameters<typeof renderTrainJob>[0]);
-    return { job, text: rendered.script };
+      // The scheduler the run goes to decides the header (#SBATCH lines or none).
+      profile: { ...resolved.cluster, scheduler: schedulerKind },
+      partition: resolved.partition,
+      environment: {
+        name: stack.environment.name,
+        backend: stack.environment.backend as 'conda' | 'venv',
+        prefix: stack.environment.prefix,
+      },
+      layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
+      runRoot,
+      scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
+      requeue,
+      staging,
+      ...(job.points ? { sweepPoints: job.points } : {}),
+      ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
+    };
+    const rendered = renderTrainJob(input);
+    const pattern = job.array ? '%x-%A_%a' : '%x-%j';
+    const result: RenderedJob = {
+      job,
+      script: rendered.script,
+      runRoot,
+      logs: { output: join(logsDir, `${pattern}.out`), error: join(logsDir, `${pattern}.err`) },
+      hints: {
+        cpusPerTask: stage.resources.cpus,
+        timeLimit: stage.resources.time,
+        ...(requeue.enabled ? { signal: `B:${requeue.signal}@${requeue.leadSeconds}` } : {}),
+      },
+    };
+    if (tableFile && rendered.arrayTable !== undefined) result.table = { file: tableFile, text: rendered.arrayTable };
+    return result;
   });
 }

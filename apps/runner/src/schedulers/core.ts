@@ -60,6 +60,17 @@ export interface SubmitRequest {
   dependsOn: string[];
   /** A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time. */
   array?: { size: number; concurrency: number };
+  /**
+   * What a script rendered without `#SBATCH` lines (the local profile) leaves unsaid; the local
+   * scheduler uses these where the script has no directive. SLURM reads the script's own.
+   */
+  cpusPerTask?: number;
+  timeLimit?: string;
+  /** Log file patterns (`%x-%j.out`, `%A`, `%a` …), absolute. */
+  output?: string;
+  error?: string;
+  /** `B:USR1@60`: the pre-timeout signal, as `--signal` takes it. */
+  signal?: string;
 }
 
 export interface TaskStatus {

@@ -34,11 +34,11 @@ export const StackOutputsSchema = z.object({
 export type StackOutputs = z.infer<typeof StackOutputsSchema>;
 
 export class StackNotProvisionedError extends Error {
-  readonly stack: string;
+  readonly stackName: string;
   constructor(stack: string, why: string) {
     super(`${why}: run \`pulumi up\` on stack ${stack} first (nx run infra:up, stack ${stack})`);
     this.name = 'StackNotProvisionedError';
-    this.stack = stack;
+    this.stackName = stack;
   }
 }
 

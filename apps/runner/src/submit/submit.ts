@@ -1,10 +1,12 @@
 // Preflight and atomic submission of a rendered plan: every script is preflighted before the
 // first submit; if a later submit fails, the parts already queued are cancelled.
 import { join } from 'node:path';
-import type { PlannedJob, RunPlan } from '../plan/build.ts';
+import type { PlannedJob } from '../plan/build.ts';
+import type { RenderedJob } from '../plan/render.ts';
 import { SchedulerError, type Scheduler, type SubmitRequest } from '../schedulers/core.ts';
 
-export function requestFor(job: PlannedJob, runDir: string, jobIds: ReadonlyMap<string, string>): SubmitRequest {
+export function requestFor(rendered: RenderedJob, runDir: string, jobIds: ReadonlyMap<string, string>): SubmitRequest {
+  const { job, hints, logs } = rendered;
   const request: SubmitRequest = {
     name: job.name,
     scriptPath: join(runDir, job.scriptFile),
@@ -14,7 +16,12 @@ export function requestFor(job: PlannedJob, runDir: string, jobIds: ReadonlyMap<
       if (id === undefined) throw new Error(`job ${job.key} depends on ${k}, which has no job id yet`);
       return id;
     }),
+    cpusPerTask: hints.cpusPerTask,
+    timeLimit: hints.timeLimit,
+    output: logs.output,
+    error: logs.error,
   };
+  if (hints.signal) request.signal = hints.signal;
   if (job.array) request.array = { size: job.array.size, concurrency: job.array.concurrency };
   return request;
 }
@@ -38,12 +45,13 @@ export class PreflightError extends Error {
   }
 }
 
-export async function preflightPlan(plan: RunPlan, runDir: string, scheduler: Scheduler): Promise<PreflightReport[]> {
+/** `sbatch --test-only` (or the local equivalent) for every script, before anything is queued. */
+export async function preflightPlan(rendered: readonly RenderedJob[], runDir: string, scheduler: Scheduler): Promise<PreflightReport[]> {
   const reports: PreflightReport[] = [];
-  for (const job of plan.jobs) {
-    const request = requestFor({ ...job, dependsOn: [] }, runDir, new Map());
-    const r = await scheduler.preflight(request);
-    reports.push({ job, ok: r.ok, message: r.message });
+  for (const r of rendered) {
+    const request = requestFor({ ...r, job: { ...r.job, dependsOn: [] } }, runDir, new Map());
+    const result = await scheduler.preflight(request);
+    reports.push({ job: r.job, ok: result.ok, message: result.message });
   }
   return reports;
 }
@@ -54,11 +62,11 @@ export interface SubmissionResult {
   cancelledAfterFailure?: string[];
 }
 
-export async function submitPlan(plan: RunPlan, runDir: string, scheduler: Scheduler): Promise<SubmissionResult> {
+export async function submitPlan(rendered: readonly RenderedJob[], runDir: string, scheduler: Scheduler): Promise<SubmissionResult> {
   const jobIds = new Map<string, string>();
-  for (const job of plan.jobs) {
+  for (const r of rendered) {
     try {
-      jobIds.set(job.key, await scheduler.submit(requestFor(job, runDir, jobIds)));
+      jobIds.set(r.job.key, await scheduler.submit(requestFor(r, runDir, jobIds)));
     } catch (e) {
       const queued = [...jobIds.values()];
       let cancelError = '';
@@ -67,7 +75,7 @@ export async function submitPlan(plan: RunPlan, runDir: string, scheduler: Sched
       } catch (c) {
         cancelError = `; cancelling ${queued.join(',')} also failed: ${(c as Error).message}`;
       }
-      const why = e instanceof SchedulerError ? e.message : `submitting ${job.key} failed: ${(e as Error).message}`;
+      const why = e instanceof SchedulerError ? e.message : `submitting ${r.job.key} failed: ${(e as Error).message}`;
       return { jobIds, error: why + cancelError, cancelledAfterFailure: queued };
     }
   }

@@ -4,7 +4,8 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { basename, dirname, join, resolve } from 'node:path';
 import { environmentSpecHash, loadExperimentSpec, validateOverrides, type ResolvedExperiment } from '@kdgat/config';
 import { buildPlan, type RunPlan } from '../plan/build.ts';
-import { renderPlan } from '../plan/render.ts';
+import { renderPlan, type RenderedJob } from '../plan/render.ts';
+import { jobNameFor } from '@kdgat/slurm-templates';
 import { gitInfo, readManifest, sha256, writeManifest, MANIFEST_FILE, MANIFEST_VERSION, type Manifest, type Scalar } from '../manifest/manifest.ts';
 import { isActive, type Scheduler } from '../schedulers/core.ts';
 import { LocalScheduler } from '../schedulers/local/index.ts';
@@ -33,7 +34,8 @@ export interface TrainResult {
   plan: RunPlan;
   preflight: PreflightReport[];
   scheduler: Scheduler;
-  scriptsIdenticalToSource?: boolean;
+  /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
+  reproduction?: { identical: boolean; differing: string[] };
 }
 
 export class AlreadyQueuedError extends Error {
@@ -97,7 +99,7 @@ function earlierRuns(runsRoot: string, experiment: string, specHash: string): Ma
         return [];
       }
     })
-    .filter((m) => m.specHash === specHash && m.submission.status === 'submitted');
+    .filter((m) => m.spec.hash === specHash && m.submission.status === 'submitted');
 }
 
 export async function train(opts: TrainOptions): Promise<TrainResult> {
@@ -135,8 +137,25 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     stages: resolved.stages,
     sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
     maxArraySize: (await scheduler.limits()).maxArraySize,
+    jobName: (stageId) => jobNameFor(experiment, stageId),
   });
-  const rendered = renderPlan(plan, resolved, stack);
+  const render = (runDir: string) => renderPlan(plan, resolved, stack, runDir, scheduler.kind);
+  const hashesOf = (rendered: readonly RenderedJob[]) => {
+    const h: Record<string, string> = {};
+    for (const r of rendered) {
+      h[r.job.scriptFile] = sha256(r.script);
+      if (r.table) h[r.table.file] = sha256(r.table.text);
+    }
+    return h;
+  };
+  // Reproduction check: rendered for the recorded run dir, the scripts must be the recorded bytes.
+  let reproduction: { identical: boolean; differing: string[] } | undefined;
+  if (source) {
+    const again = hashesOf(render(source.runDir));
+    const files = new Set([...Object.keys(again), ...Object.keys(source.scripts)]);
+    const differing = [...files].filter((f) => again[f] !== source!.scripts[f]);
+    reproduction = { identical: differing.length === 0, differing };
+  }
 
   const lock = opts.dryRun ? undefined : await acquireLock(join(runsRoot, '.kdgat-runner.lock'));
   try {
@@ -153,15 +172,16 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
     let runDir = join(runsRoot, experiment, `${utcStamp()}-${resolved.specHash.slice(0, 8)}`);
     for (let n = 2; existsSync(runDir); n++) runDir = `${runDir.replace(/-\d+$/, '')}-${n}`;
+    const rendered = render(runDir);
     mkdirSync(join(runDir, 'scripts'), { recursive: true });
     mkdirSync(join(runDir, 'logs'), { recursive: true });
-    const scripts: Record<string, string> = {};
     for (const r of rendered) {
       const p = join(runDir, r.job.scriptFile);
       mkdirSync(dirname(p), { recursive: true });
-      writeFileSync(p, r.text, { mode: 0o755 });
-      scripts[r.job.scriptFile] = sha256(r.text);
+      writeFileSync(p, r.script, { mode: 0o755 });
+      if (r.table) writeFileSync(join(runDir, r.table.file), r.table.text);
     }
+    const scripts = hashesOf(rendered);
     const arrayIndex: Manifest['arrayIndex'] = {};
     for (const job of plan.jobs) {
       if (!job.points) continue;
@@ -185,13 +205,15 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       stack: { name: stackName, source: opts.stackSource.description, outputs: stack },
       scheduler: scheduler.kind,
       scripts,
-      jobs: plan.jobs.map((j) => ({
+      jobs: rendered.map(({ job: j, runRoot, logs }) => ({
         key: j.key,
         name: j.name,
         stageId: j.stageId,
         script: j.scriptFile,
         dependsOn: j.dependsOn,
         ...(j.array ? { array: j.array } : {}),
+        runRoot,
+        logs,
       })),
       arrayIndex,
       submission: { status: 'planned', ...(opts.force ? { forced: true } : {}), ...(source ? { reproducedFrom: source.runDir } : {}) },
@@ -199,13 +221,9 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     writeManifest(runDir, manifest);
     log(`rendered ${rendered.length} script(s) into ${runDir}`);
 
-    const preflight = await preflightPlan(plan, runDir, scheduler);
+    const preflight = await preflightPlan(rendered, runDir, scheduler);
     const result: TrainResult = { runDir, manifest, plan, preflight, scheduler };
-    if (source) {
-      result.scriptsIdenticalToSource =
-        Object.keys(source.scripts).length === Object.keys(scripts).length &&
-        Object.entries(scripts).every(([f, h]) => source!.scripts[f] === h);
-    }
+    if (reproduction) result.reproduction = reproduction;
     if (preflight.some((r) => !r.ok)) {
       const err = new PreflightError(preflight);
       manifest.submission = { ...manifest.submission, status: 'failed', error: err.message };
@@ -214,7 +232,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     }
     if (opts.dryRun) return result;
 
-    const submitted = await submitPlan(plan, runDir, scheduler);
+    const submitted = await submitPlan(rendered, runDir, scheduler);
     for (const j of manifest.jobs) {
       const id = submitted.jobIds.get(j.key);
       if (id) j.jobId = id;

@@ -2,26 +2,28 @@
 // and the pipeline's metrics.json files.
 import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { join } from 'node:path';
+import type { ManifestJob } from '../manifest/manifest.ts';
 import type { TaskStatus } from '../schedulers/core.ts';
-import { defaultLogPattern, expandLogPattern, parseSbatchDirectives } from '../schedulers/local/directives.ts';
+import { expandLogPattern } from '../schedulers/local/directives.ts';
 
-/** The log file of one task, as its script's `--output` names it. */
-export function logPathOf(runDir: string, scriptFile: string, name: string, task: TaskStatus): string {
-  const script = readFileSync(join(runDir, scriptFile), 'utf8');
-  const d = parseSbatchDirectives(script);
-  const pattern = d.get('output') ?? defaultLogPattern(task.arrayIndex !== undefined);
-  const workDir = d.get('chdir') ? join(runDir, d.get('chdir')!) : runDir;
+/** The log files of one task (stdout and stderr), from the patterns recorded in the manifest. */
+export function logPathsOf(job: Pick<ManifestJob, 'logs' | 'name'>, task: TaskStatus): { output: string; error: string } {
   const ids: Parameters<typeof expandLogPattern>[1] = {
     jobId: task.taskJobId ?? task.jobId,
     arrayJobId: task.arrayIndex !== undefined ? task.jobId : undefined,
     arrayIndex: task.arrayIndex,
-    name,
+    name: job.name,
     user: userInfo().username,
     node: hostname(),
   };
-  const p = expandLogPattern(pattern, ids);
-  return isAbsolute(p) ? p : join(workDir, p);
+  return { output: expandLogPattern(job.logs.output, ids), error: expandLogPattern(job.logs.error, ids) };
+}
+
+/** Both logs' tails together (stderr last: tracebacks and SLURM's own messages land there). */
+export function tailLogs(job: Pick<ManifestJob, 'logs' | 'name'>, task: TaskStatus, lines: number): string {
+  const p = logPathsOf(job, task);
+  return [tailFile(p.output, lines), p.error === p.output ? '' : tailFile(p.error, lines)].filter(Boolean).join('\n');
 }
 
 /** The last `lines` lines of a file (reads at most the final 64 KiB); '' when absent. */

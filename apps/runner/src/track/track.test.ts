@@ -19,7 +19,7 @@ describe('jobStateOf', () => {
 describe('progress', () => {
   const manifest = {
     runDir: '/nonexistent',
-    jobs: [{ key: 'train', name: 'sw-train', stageId: 'train', script: 'scripts/train.sbatch', dependsOn: [], jobId: '5', array: { size: 4, concurrency: 2, firstPoint: 0 } }],
+    jobs: [{ key: 'train', name: 'sw-train', stageId: 'train', script: 'scripts/train.sbatch', dependsOn: [], jobId: '5', array: { size: 4, concurrency: 2, firstPoint: 0 }, runRoot: '/r/outputs', logs: { output: '/r/logs/%x-%A_%a.out', error: '/r/logs/%x-%A_%a.err' } }],
   } as unknown as Manifest;
 
   it('counts array tasks, including those the scheduler has not listed yet', () => {

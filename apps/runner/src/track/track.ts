@@ -2,7 +2,7 @@
 // task's log, and the final summary table with triage.
 import { isActive, isFailure, type JobState, type Scheduler, type TaskStatus } from '../schedulers/core.ts';
 import type { Manifest, ManifestJob } from '../manifest/manifest.ts';
-import { findMetrics, keyMetrics, logPathOf, tailFile } from './files.ts';
+import { findMetrics, keyMetrics, logPathsOf, tailFile, tailLogs } from './files.ts';
 import { triageTask, type Triage } from './triage.ts';
 
 export interface JobProgress {
@@ -13,10 +13,9 @@ export interface JobProgress {
   elapsedSeconds: number;
 }
 
-/** Where a task's pipeline outputs live (matches plan/render.ts). */
-export function taskRunRoot(runDir: string, job: ManifestJob, arrayIndex: number | undefined): string {
-  if (job.array && arrayIndex !== undefined) return `${runDir}/outputs/point-${job.array.firstPoint + arrayIndex}`;
-  return `${runDir}/outputs`;
+/** Where a task's pipeline outputs live: the templates put array task i under `point_<i>`. */
+export function taskRunRoot(job: ManifestJob, arrayIndex: number | undefined): string {
+  return job.array && arrayIndex !== undefined ? `${job.runRoot}/point_${arrayIndex}` : job.runRoot;
 }
 
 /** The job's overall state: failed if any task failed, active while any task is active. */
@@ -35,10 +34,10 @@ export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>
     let tasks = job.jobId ? (states.get(job.jobId) ?? []) : [];
     if (tasks.length === 0 && job.lastSeen) {
       // Forgotten by the scheduler (MinJobAge): fall back to the last state the runner saw.
-      const seen = job.lastSeen.tasks
-        ? Object.entries(job.lastSeen.tasks).map(([i, s]) => ({ jobId: job.jobId ?? '', arrayIndex: i === '-' ? undefined : Number(i), state: s }))
-        : [{ jobId: job.jobId ?? '', state: job.lastSeen.state }];
-      tasks = seen.map((t) => (t.arrayIndex === undefined ? { jobId: t.jobId, state: t.state } : { jobId: t.jobId, arrayIndex: t.arrayIndex, state: t.state }));
+      const jobId = job.jobId ?? '';
+      tasks = job.lastSeen.tasks
+        ? Object.entries(job.lastSeen.tasks).map(([i, state]): TaskStatus => (i === '-' ? { jobId, state } : { jobId, arrayIndex: Number(i), state }))
+        : [{ jobId, state: job.lastSeen.state }];
     }
     const counts = { pending: 0, running: 0, done: 0, failed: 0 };
     for (const t of tasks) {
@@ -109,15 +108,15 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
     for (const t of [...tasks].sort((a, b) => (a.arrayIndex ?? -1) - (b.arrayIndex ?? -1))) {
       let tail = '';
       try {
-        tail = tailFile(logPathOf(manifest.runDir, p.job.script, p.job.name, t), 60);
+        tail = tailLogs(p.job, t, 60);
       } catch {
         /* script or log gone */
       }
-      const root = taskRunRoot(manifest.runDir, p.job, t.arrayIndex);
+      const root = taskRunRoot(p.job, t.arrayIndex);
       // A chain shares one run root: keep this stage's own `<model>_<scale>_<stage>/` outputs.
       const ownDir = stage?.model && stage.scale && stage.stage ? `/${stage.model}_${stage.scale}_${stage.stage}/` : '/';
       const metrics = findMetrics(root, 3)
-        .filter((m) => p.job.array || !m.path.includes('/point-'))
+        .filter((m) => p.job.array || !m.path.includes('/point_'))
         .filter((m) => m.path.includes(ownDir));
       const ctx: Parameters<typeof triageTask>[2] = {};
       if (stage?.resources?.time) ctx.timeLimit = stage.resources.time;
@@ -182,7 +181,7 @@ export async function watchRun(opts: WatchOptions): Promise<JobProgress[]> {
     let logLine = '';
     if (running) {
       try {
-        logLine = tailFile(logPathOf(manifest.runDir, running.p.job.script, running.p.job.name, running.t), 1);
+        logLine = tailFile(logPathsOf(running.p.job, running.t).output, 1);
       } catch {
         logLine = '';
       }

@@ -43,7 +43,7 @@ export class LocalScheduler implements Scheduler {
     const syntax = await runCommand('bash', ['-n', request.scriptPath]);
     if (syntax.code !== 0) return { ok: false, message: `bash -n ${request.scriptPath}: ${syntax.stderr.trim()}` };
     const directives = parseSbatchDirectives(readFileSync(request.scriptPath, 'utf8'));
-    const wanted = Number(directives.get('cpus-per-task') ?? '1');
+    const wanted = Number(directives.get('cpus-per-task') ?? request.cpusPerTask ?? 1);
     const have = cpus().length;
     if (wanted > have) {
       return { ok: false, message: `requested ${wanted} CPUs per task (--cpus-per-task); this machine has ${have}` };

@@ -13,7 +13,8 @@ import { cancelMarker, readRecord, writeRecord, type LocalJobRecord, type LocalT
 const POLL_MS = 200;
 const KILL_WAIT_MS = 5000;
 
-const [stateDir, id] = process.argv.slice(2);
+const stateDir = process.argv[2] ?? '';
+const id = process.argv[3] ?? '';
 if (!stateDir || !id) {
   process.stderr.write('usage: supervisor.ts <stateDir> <jobId>\n');
   process.exit(2);
@@ -59,13 +60,14 @@ async function waitForDependencies(): Promise<boolean> {
 
 const script = readFileSync(record.request.scriptPath, 'utf8');
 const directives = parseSbatchDirectives(script);
-const cpusPerTask = Number(directives.get('cpus-per-task') ?? '1') || 1;
-const limitSeconds = parseElapsed(directives.get('time') ?? '');
-const signalSpec = /^(B:)?([A-Z0-9]+)@(\d+)$/.exec(directives.get('signal') ?? '');
+const req = record.request;
+const cpusPerTask = Number(directives.get('cpus-per-task') ?? req.cpusPerTask ?? '1') || 1;
+const limitSeconds = parseElapsed(directives.get('time') ?? req.timeLimit ?? '');
+const signalSpec = /^(B:)?([A-Z0-9]+)@(\d+)$/.exec(directives.get('signal') ?? req.signal ?? '');
 const workDir = directives.get('chdir') ? resolve(record.request.cwd, directives.get('chdir')!) : record.request.cwd;
 const isArray = record.request.array !== undefined;
-const outputPattern = directives.get('output') ?? defaultLogPattern(isArray);
-const errorPattern = directives.get('error');
+const outputPattern = directives.get('output') ?? req.output ?? defaultLogPattern(isArray);
+const errorPattern = directives.get('error') ?? req.error;
 
 async function runTask(task: LocalTaskRecord): Promise<void> {
   const ids = {

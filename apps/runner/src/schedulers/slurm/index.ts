@@ -21,7 +21,6 @@ import {
 /** The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit. */
 export function sbatchArgs(request: SubmitRequest, mode: 'submit' | 'test'): string[] {
   const args = mode === 'submit' ? ['--parsable'] : ['--test-only'];
-  args.push(`--job-name=${request.name}`);
   if (request.array) {
     const { size, concurrency } = request.array;
     const limit = concurrency > 0 && concurrency < size ? `%${concurrency}` : '';

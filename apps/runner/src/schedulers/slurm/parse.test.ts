@@ -8,7 +8,6 @@ describe('sbatch arguments', () => {
   it('submits arrays with %K and afterok chains', () => {
     expect(sbatchArgs(request, 'submit')).toEqual([
       '--parsable',
-      '--job-name=sw-train',
       '--array=0-2%2',
       '--dependency=afterok:11:12',
       '--kill-on-invalid-dep=yes',
@@ -17,7 +16,7 @@ describe('sbatch arguments', () => {
   });
 
   it('preflights resources without the chain (its jobs do not exist yet)', () => {
-    expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '--job-name=sw-train', '--array=0-2%2', '/r/scripts/train.sbatch']);
+    expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '--array=0-2%2', '/r/scripts/train.sbatch']);
   });
 
   it('leaves %K off when every task may run at once', () => {

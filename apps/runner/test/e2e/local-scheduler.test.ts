@@ -1,0 +1,114 @@
+// The local scheduler runs real bash: dependencies, arrays, emulated SLURM variables, cancel.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LocalScheduler } from '../../src/schedulers/local/index.ts';
+import type { Scheduler, TaskStatus } from '../../src/schedulers/core.ts';
+import { isActive } from '../../src/schedulers/core.ts';
+
+async function waitDone(s: Scheduler, ids: string[], timeoutMs = 30_000): Promise<Map<string, TaskStatus[]>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const states = await s.query(ids);
+    if (ids.every((id) => (states.get(id) ?? []).length > 0 && states.get(id)!.every((t) => !isActive(t.state)))) return states;
+    if (Date.now() > deadline) throw new Error(`jobs ${ids.join(',')} not done: ${JSON.stringify([...states])}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), 'runner-local-'));
+  const script = (name: string, body: string) => {
+    const p = join(dir, name);
+    writeFileSync(p, `#!/bin/bash\nset -euo pipefail\n${body}\n`);
+    return p;
+  };
+  return { dir, script, scheduler: new LocalScheduler(join(dir, '.local-scheduler')) };
+}
+
+describe('local scheduler', () => {
+  it('runs a chain in dependency order and an array with SLURM variables emulated', async () => {
+    const { dir, script, scheduler } = setup();
+    const order = join(dir, 'order.txt');
+    const a = await scheduler.submit({
+      name: 'first',
+      scriptPath: script('a.sh', `sleep 0.5; echo "a $SLURM_JOB_ID" >> ${order}`),
+      cwd: dir,
+      dependsOn: [],
+      output: join(dir, 'logs/%x-%j.out'),
+    });
+    const b = await scheduler.submit({
+      name: 'second',
+      scriptPath: script('b.sh', `echo "b $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_CPUS_PER_TASK $TMPDIR" >> ${order}; test -d "$TMPDIR"`),
+      cwd: dir,
+      dependsOn: [a],
+      array: { size: 3, concurrency: 1 },
+      cpusPerTask: 1,
+      output: join(dir, 'logs/%x-%A_%a.out'),
+    });
+    const states = await waitDone(scheduler, [a, b]);
+    expect(states.get(a)!.map((t) => t.state)).toEqual(['COMPLETED']);
+    expect(states.get(b)!.map((t) => [t.arrayIndex, t.state])).toEqual([
+      [0, 'COMPLETED'],
+      [1, 'COMPLETED'],
+      [2, 'COMPLETED'],
+    ]);
+    const lines = readFileSync(order, 'utf8').trim().split('\n');
+    expect(lines[0]).toBe(`a ${a}`);
+    expect(lines.slice(1).map((l) => l.split(' ').slice(0, 4).join(' '))).toEqual([`b ${b} 0 1`, `b ${b} 1 1`, `b ${b} 2 1`]);
+    expect(lines[1]!.split(' ')[4]).toMatch(/kdgat-local-/);
+    expect(readFileSync(join(dir, `logs/first-${a}.out`), 'utf8')).toBe('');
+  });
+
+  it('cancels the dependants of a failed job, and reports the exit code', async () => {
+    const { script, dir, scheduler } = setup();
+    const a = await scheduler.submit({ name: 'fails', scriptPath: script('f.sh', 'echo boom >&2; exit 3'), cwd: dir, dependsOn: [] });
+    const b = await scheduler.submit({ name: 'after', scriptPath: script('g.sh', 'echo never'), cwd: dir, dependsOn: [a] });
+    const states = await waitDone(scheduler, [a, b]);
+    expect(states.get(a)![0]).toMatchObject({ state: 'FAILED', exitCode: '3:0' });
+    expect(states.get(b)![0]).toMatchObject({ state: 'CANCELLED' });
+    expect(states.get(b)![0]!.reason).toMatch(/DependencyNeverSatisfied/);
+  });
+
+  it('cancel stops a running job and its pending dependants', async () => {
+    const { script, dir, scheduler } = setup();
+    const a = await scheduler.submit({ name: 'long', scriptPath: script('l.sh', 'sleep 60'), cwd: dir, dependsOn: [] });
+    const b = await scheduler.submit({ name: 'next', scriptPath: script('n.sh', 'true'), cwd: dir, dependsOn: [a] });
+    const deadline = Date.now() + 10_000;
+    while ((await scheduler.query([a])).get(a)![0]!.state !== 'RUNNING') {
+      if (Date.now() > deadline) throw new Error('never started');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await scheduler.cancel([a, b]);
+    const states = await scheduler.query([a, b]);
+    expect(states.get(a)![0]!.state).toBe('CANCELLED');
+    expect(states.get(b)![0]!.state).toBe('CANCELLED');
+  });
+
+  it('enforces the time limit as TIMEOUT, after the pre-timeout signal', async () => {
+    const { script, dir, scheduler } = setup();
+    const a = await scheduler.submit({
+      name: 'slow',
+      scriptPath: script('t.sh', `trap 'echo got USR1' USR1\nfor i in $(seq 40); do sleep 0.1; done`),
+      cwd: dir,
+      dependsOn: [],
+      timeLimit: '0:02',
+      signal: 'B:USR1@1',
+      output: join(dir, 'slow.out'),
+    });
+    const states = await waitDone(scheduler, [a]);
+    expect(states.get(a)![0]!.state).toBe('TIMEOUT');
+    expect(readFileSync(join(dir, 'slow.out'), 'utf8')).toContain('got USR1');
+  });
+
+  it('preflight refuses more CPUs than the machine has, and a script bash cannot parse', async () => {
+    const { script, dir, scheduler } = setup();
+    const big = await scheduler.preflight({ name: 'x', scriptPath: script('x.sh', 'true'), cwd: dir, dependsOn: [], cpusPerTask: 4096 });
+    expect(big).toMatchObject({ ok: false });
+    expect(big.message).toMatch(/requested 4096 CPUs per task \(--cpus-per-task\); this machine has \d+/);
+    const bad = await scheduler.preflight({ name: 'y', scriptPath: script('y.sh', 'if then fi'), cwd: dir, dependsOn: [] });
+    expect(bad.ok).toBe(false);
+    expect(bad.message).toMatch(/syntax error/);
+  });
+});
