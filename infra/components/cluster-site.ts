@@ -6,7 +6,7 @@ import {
   type ClusterProfile,
   type EnvironmentSpec,
 } from '@kdgat/config';
-import { activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
+import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
 import type { Frontend } from '../providers/environment.impl.ts';
 import type { Connection } from '../providers/executor.ts';
 import { CondaEnvironment } from './conda-environment.ts';
@@ -83,9 +83,15 @@ export class ClusterSite extends pulumi.ComponentResource {
       { layout, connection, clusterName: profile.clusterName, group: args.scratchGroup },
       { parent: this },
     );
+    const scriptsDir = `${projectRoot}/scripts`;
     const scripts = new SlurmTemplates(
       `${name}-scripts`,
-      { scripts: renderSiteScripts(profile, envView, layout), dir: `${projectRoot}/scripts`, connection },
+      {
+        scripts: renderSiteScripts(profile, envView, layout, { scriptsDir }),
+        names: SITE_SCRIPT_NAMES,
+        dir: scriptsDir,
+        connection,
+      },
       { parent: this },
     );
 
