@@ -1,0 +1,63 @@
+"""KD-GAT data: CAN log readers, synthetic traffic, window graphs and the per-data-set cache.
+
+Public API (shapes in the docstrings of each name):
+
+- :class:`GraphParams` — preprocessing parameters (window_size, stride, val_fraction,
+  test_fraction, split_seed, max_malformed_fraction); frozen; ``digest()`` keys the cache.
+- :func:`preprocess_dataset` ``(dataset, params, *, workers, raw=None, cache=None, force=False)
+  -> CacheInfo`` — raw files -> ``graphs.pt`` + ``vocab.json`` + ``meta.json``; reused when
+  unchanged.
+- :func:`load_graphs` ``(dataset, params, *, cache=None) -> GraphSplits`` — ``.train/.val/.test``
+  are :class:`GraphSet` (``Dataset[Data]``), plus ``vocab_size`` and ``attack_types``.
+- :func:`write_synthetic_dataset` — a labelled synthetic CAN data set on disk.
+- :func:`read_can_file` — one file -> (:class:`CanMessages`, :class:`ParseReport`).
+- :func:`build_window_graphs` — messages -> collated :class:`WindowGraphs` (raw features).
+"""
+
+from kdgat.data.dataset import (
+    CacheInfo,
+    GraphSet,
+    GraphSplits,
+    list_sources,
+    load_graphs,
+    preprocess_dataset,
+)
+from kdgat.data.errors import DataError
+from kdgat.data.graphs import (
+    EDGE_FEATURES,
+    NODE_FEATURES,
+    NUM_EDGE_FEATURES,
+    NUM_NODE_FEATURES,
+    WindowGraphs,
+    build_window_graphs,
+)
+from kdgat.data.messages import CanMessages, ParseReport
+from kdgat.data.params import ATTACK_TYPES, GraphParams, attack_type_of, split_of
+from kdgat.data.readers import FORMATS, detect_format, read_can_file
+from kdgat.data.vocab import CanIdVocab
+
+__all__ = [
+    "ATTACK_TYPES",
+    "EDGE_FEATURES",
+    "FORMATS",
+    "NODE_FEATURES",
+    "NUM_EDGE_FEATURES",
+    "NUM_NODE_FEATURES",
+    "CacheInfo",
+    "CanIdVocab",
+    "CanMessages",
+    "DataError",
+    "GraphParams",
+    "GraphSet",
+    "GraphSplits",
+    "ParseReport",
+    "WindowGraphs",
+    "attack_type_of",
+    "build_window_graphs",
+    "detect_format",
+    "list_sources",
+    "load_graphs",
+    "preprocess_dataset",
+    "read_can_file",
+    "split_of",
+]

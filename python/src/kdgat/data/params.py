@@ -1,0 +1,93 @@
+"""Preprocessing parameters and the data-set conventions (splits by file name, attack types)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import PurePath
+
+#: Bump when the cache layout or the meaning of a feature changes: old caches then rebuild.
+CACHE_FORMAT_VERSION = 1
+
+#: Index -> name of ``attack_type`` (per window; 0 for benign windows).
+ATTACK_TYPES: tuple[str, ...] = ("benign", "dos", "fuzzy", "gear", "rpm", "other")
+
+# File-name keywords -> attack type, checked in this order against the lower-cased relative path.
+_ATTACK_KEYWORDS: tuple[tuple[str, int], ...] = (
+    ("dos", 1),
+    ("fuzz", 2),
+    ("gear", 3),
+    ("rpm", 4),
+)
+
+
+@dataclass(frozen=True)
+class GraphParams:
+    """Everything that decides the graphs in a cache (all of it goes into the cache hash).
+
+    - ``window_size``: messages per window (W, >= 2)
+    - ``stride``: messages between window starts (``== window_size``: non-overlapping)
+    - ``val_fraction``: share of training windows held out as validation (random, by seed)
+    - ``test_fraction``: share of windows held out as test, used only when the data set has no
+      test files (see :func:`split_of`)
+    - ``split_seed``: seed of those random hold-outs
+    - ``max_malformed_fraction``: a file with more malformed rows than this share is refused
+      (likely the wrong format) instead of being used with the rows counted
+    """
+
+    window_size: int = 100
+    stride: int = 100
+    val_fraction: float = 0.1
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    max_malformed_fraction: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.window_size, int) or self.window_size < 2:
+            raise ValueError(
+                f"GraphParams.window_size is {self.window_size!r}; expected an int >= 2"
+            )
+        if not isinstance(self.stride, int) or self.stride < 1:
+            raise ValueError(f"GraphParams.stride is {self.stride!r}; expected an int >= 1")
+        for name in ("val_fraction", "test_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"GraphParams.{name} is {value!r}; expected 0 <= value < 1")
+        if self.val_fraction + self.test_fraction >= 1.0:
+            raise ValueError(
+                "GraphParams.val_fraction + test_fraction is "
+                f"{self.val_fraction + self.test_fraction}; expected < 1 (training must remain)"
+            )
+        if not 0.0 <= self.max_malformed_fraction <= 1.0:
+            raise ValueError(
+                "GraphParams.max_malformed_fraction is "
+                f"{self.max_malformed_fraction!r}; expected 0..1"
+            )
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    def digest(self) -> str:
+        """sha256 of the canonical parameters and the cache format version."""
+        text = json.dumps({"v": CACHE_FORMAT_VERSION, **self.to_json()}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def split_of(relative_path: str | PurePath) -> str:
+    """``"test"`` when a component of the path (a folder or the file name) starts with ``test``
+    (case-insensitive), else ``"train"``. Examples: ``test_dos.csv``,
+    ``test_01_known_vehicle_known_attack/DoS-3.csv`` -> test; ``train_01/DoS-1.csv``,
+    ``DoS_dataset.csv`` -> train. Validation windows are always drawn from training windows."""
+    parts = PurePath(relative_path).parts
+    return "test" if any(p.lower().startswith("test") for p in parts) else "train"
+
+
+def attack_type_of(relative_path: str | PurePath) -> int:
+    """Attack type that the attack windows of a file get, from keywords in its path:
+    ``dos`` -> 1, ``fuzz`` -> 2, ``gear`` -> 3, ``rpm`` -> 4, anything else -> 5 (other)."""
+    text = str(PurePath(relative_path)).lower()
+    for keyword, index in _ATTACK_KEYWORDS:
+        if keyword in text:
+            return index
+    return 5
