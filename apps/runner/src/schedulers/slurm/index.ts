@@ -19,8 +19,8 @@ import {
 } from './parse.ts';
 
 /** The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit. */
-export function sbatchArgs(request: SubmitRequest, mode: 'submit' | 'test'): string[] {
-  const args = mode === 'submit' ? ['--parsable'] : ['--test-only'];
+export function sbatchArgs(request: SubmitRequest, mode: 'submit' | 'test', extra: readonly string[] = []): string[] {
+  const args = mode === 'submit' ? ['--parsable', ...extra] : ['--test-only', ...extra];
   if (request.array) {
     const { size, concurrency } = request.array;
     const limit = concurrency > 0 && concurrency < size ? `%${concurrency}` : '';
@@ -46,10 +46,22 @@ function reasonOf(result: CommandResult): string {
 export class SlurmScheduler implements Scheduler {
   readonly kind = 'slurm' as const;
   #submitCalls = 0;
+  #preflightCalls = 0;
   #config: Map<string, string> | undefined;
+  readonly #extraArgs: readonly string[];
+
+  /** `extraArgs` go on every sbatch call (the bench submits with `--hold`). */
+  constructor(options: { extraArgs?: readonly string[] } = {}) {
+    this.#extraArgs = options.extraArgs ?? [];
+  }
 
   get submitCalls(): number {
     return this.#submitCalls;
+  }
+
+  /** `sbatch --test-only` calls made so far. */
+  get preflightCalls(): number {
+    return this.#preflightCalls;
   }
 
   async #showConfig(): Promise<Map<string, string>> {
@@ -74,14 +86,15 @@ export class SlurmScheduler implements Scheduler {
   }
 
   async preflight(request: SubmitRequest): Promise<PreflightResult> {
-    const r = await runCommand('sbatch', sbatchArgs(request, 'test'), { cwd: request.cwd });
+    this.#preflightCalls++;
+    const r = await runCommand('sbatch', sbatchArgs(request, 'test', this.#extraArgs), { cwd: request.cwd });
     const text = (r.stderr + r.stdout).trim();
     if (r.code === 0) return { ok: true, message: text.replace(/^sbatch:\s*/gm, '') };
     return { ok: false, message: reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '') };
   }
 
   async submit(request: SubmitRequest): Promise<string> {
-    const args = sbatchArgs(request, 'submit');
+    const args = sbatchArgs(request, 'submit', this.#extraArgs);
     this.#submitCalls++;
     const r = await runCommand('sbatch', args, { cwd: request.cwd });
     if (r.code !== 0) {
