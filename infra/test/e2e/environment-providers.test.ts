@@ -1,0 +1,101 @@
+// The environment provider with real frontends: a venv built by pip from local wheels, and a conda
+// environment solved and installed by py-rattler from a local channel. No Pulumi CLI involved.
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as env from '../../providers/environment.impl.ts';
+import { makeCondaChannel, makeWheels, rattlerPython } from './tools.ts';
+
+const local = { kind: 'local' as const };
+
+function base(root: string, name: string): Omit<env.EnvironmentInputs, 'backend' | 'frontend' | 'frontendCommand' | 'packages' | 'channels' | 'pipOptions'> {
+  return {
+    connection: local,
+    owner: 'kdgat-hpc/e2e',
+    name,
+    prefix: join(root, 'envs', name),
+    environmentYml: `name: ${name}\n`,
+    specHash: 'h1',
+    inheritSitePackages: [],
+    specPath: join(root, 'envs', `${name}.environment.yml`),
+    lockPath: join(root, 'envs', `${name}.lock.txt`),
+    adopt: false,
+    timeoutSeconds: 300,
+  };
+}
+
+describe('venv backend (pip from local wheels)', () => {
+  let root: string;
+  let wheels: string;
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), 'kdgat-venv-'));
+    wheels = makeWheels(join(root, 'wheels'), ['alpha==1.0', 'alpha==2.0', 'beta==0.1', 'gamma==3.0']);
+  });
+
+  it('creates, rebuilds on a spec change, sees a hand-installed package, and removes only its own env', async () => {
+    const inputs: env.EnvironmentInputs = {
+      ...base(root, 'cpu-local'),
+      backend: 'venv',
+      frontend: 'pip',
+      frontendCommand: 'python3',
+      packages: ['alpha==1.0'],
+      channels: [],
+      pipOptions: ['--no-index', '--find-links', wheels],
+    };
+    const { id, outs } = await env.create(inputs);
+    expect(outs.installedPackages).toContain('alpha=1.0');
+    expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==1.0');
+    expect(readFileSync(inputs.specPath, 'utf8')).toBe(inputs.environmentYml);
+    expect(JSON.parse(readFileSync(`${inputs.prefix}.kdgat-owner.json`, 'utf8'))).toMatchObject({ owner: 'kdgat-hpc/e2e', state: 'ready' });
+
+    const next = { ...inputs, packages: ['alpha==2.0', 'beta==0.1'] };
+    expect((await env.diff(id, outs, next)).changes).toBe(true);
+    const { outs: updated } = await env.update(id, outs, next);
+    expect(updated.installedPackages).toEqual(expect.arrayContaining(['alpha=2.0', 'beta=0.1']));
+    expect(updated.installedPackages).not.toContain('alpha=1.0');
+    expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==2.0');
+
+    execFileSync(join(inputs.prefix, 'bin', 'python'), ['-m', 'pip', 'install', '-q', '--no-index', '--find-links', wheels, 'gamma==3.0']);
+    const live = await env.read(id, updated);
+    expect(live.props!.installedPackages).toContain('gamma=3.0');
+    expect((await env.diff(id, live.props!, next)).changes).toBe(true);
+
+    await env.remove(id, updated);
+    expect(existsSync(inputs.prefix)).toBe(false);
+    expect(existsSync(inputs.lockPath)).toBe(false);
+    expect(existsSync(`${inputs.prefix}.kdgat-owner.json`)).toBe(false);
+  });
+});
+
+describe('conda backend (py-rattler from a local channel)', () => {
+  it('creates, updates (dropping a package) and removes a conda environment', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-conda-'));
+    const channel = makeCondaChannel(join(root, 'channel'), ['pytorch=2.7', 'pytorch=2.8', 'cugraph=26.10:pytorch', 'numpy=2.3']);
+    const inputs: env.EnvironmentInputs = {
+      ...base(root, 'gnn-rapids'),
+      backend: 'conda',
+      frontend: 'rattler',
+      frontendCommand: rattlerPython(),
+      packages: ['pytorch=2.7', 'numpy=2.3'],
+      channels: [channel],
+      pipOptions: [],
+    };
+    const { id, outs } = await env.create(inputs);
+    expect(outs.installedPackages).toEqual(['numpy=2.3', 'pytorch=2.7']);
+    expect(existsSync(join(inputs.prefix, 'conda-meta'))).toBe(true);
+    const lock = readFileSync(inputs.lockPath, 'utf8');
+    expect(lock).toContain('@EXPLICIT');
+    expect(lock).toMatch(new RegExp(`${channel}/noarch/pytorch-2.7-0.tar.bz2#[0-9a-f]{32}`));
+
+    const next = { ...inputs, packages: ['pytorch=2.8', 'cugraph=26.10'] };
+    const { outs: updated } = await env.update(id, outs, next);
+    expect(updated.installedPackages).toEqual(['cugraph=26.10', 'pytorch=2.8']);
+    expect(existsSync(join(inputs.prefix, 'share', 'kdgat-test', 'numpy.txt'))).toBe(false);
+    expect(updated.lockHash).not.toBe(outs.lockHash);
+
+    await env.remove(id, updated);
+    expect(existsSync(inputs.prefix)).toBe(false);
+  });
+});
