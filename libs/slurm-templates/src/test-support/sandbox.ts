@@ -26,6 +26,7 @@ run_dir=$root/$dataset/@{model}_@{scale}_$stage
 mkdir -p "$run_dir"
 case @{STUB_PYTHON_MODE:-ok} in
   ok)
+    sleep "@{STUB_PYTHON_SLEEP:-0}"
     printf '{"stage": "%s", "status": "ok", "peak_gpu_mem_mb": 2048.5, "epochs": 1}\n' "$stage" >"$run_dir/metrics.json"
     ;;
   fail) echo "stub python: failing on purpose" >&2; exit 3 ;;
