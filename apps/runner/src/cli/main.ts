@@ -6,11 +6,23 @@ import { fileURLToPath } from 'node:url';
 import { SpecValidationError } from '@kdgat/config';
 import { readManifest, writeManifest, type Manifest } from '../manifest/manifest.ts';
 import { isFailure } from '../schedulers/core.ts';
-import { FileStackOutputs, PulumiStackOutputs, StackNotProvisionedError, type StackOutputsSource } from '../stack/outputs.ts';
+import {
+  FileStackOutputs,
+  PulumiStackOutputs,
+  StackNotProvisionedError,
+  type StackOutputsSource,
+} from '../stack/outputs.ts';
 import { PreflightError } from '../submit/submit.ts';
 import { AlreadyQueuedError, SubmissionFailedError, schedulerForManifest, train } from '../submit/train.ts';
 import { logPathsOf, tailFile } from '../track/files.ts';
-import { formatTable, progressOf, rememberStates, statusLine, summaryRows, watchRun } from '../track/track.ts';
+import {
+  formatTable,
+  progressOf,
+  rememberStates,
+  statusLine,
+  summaryRows,
+  watchRun,
+} from '../track/track.ts';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 
@@ -54,7 +66,11 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-const BOOLEAN_FLAGS = new Set(Object.entries(OPTIONS).filter(([, o]) => o.type === 'boolean').map(([k]) => k));
+const BOOLEAN_FLAGS = new Set(
+  Object.entries(OPTIONS)
+    .filter(([, o]) => o.type === 'boolean')
+    .map(([k]) => k),
+);
 
 /** Nx forwards booleans as `--wait=true`; parseArgs wants bare flags. */
 export function normaliseArgv(argv: readonly string[]): string[] {
@@ -73,7 +89,9 @@ interface Io {
 }
 
 function stackSource(values: { 'stack-outputs'?: string }): StackOutputsSource {
-  return values['stack-outputs'] ? new FileStackOutputs(resolve(values['stack-outputs'])) : new PulumiStackOutputs(REPO_ROOT);
+  return values['stack-outputs']
+    ? new FileStackOutputs(resolve(values['stack-outputs']))
+    : new PulumiStackOutputs(REPO_ROOT);
 }
 
 function loadRun(arg: string | undefined): Manifest {
@@ -97,11 +115,18 @@ async function follow(manifest: Manifest, io: Io): Promise<number> {
   const rows = summaryRows(manifest, progress);
   io.out.write(`\n${formatTable(rows)}\n`);
   const failed = rows.filter((r) => isFailure(r.state));
-  io.out.write(failed.length > 0 ? `\n${failed.length} task(s) did not complete.\n` : `\nall ${rows.length} task(s) completed; manifest: ${join(manifest.runDir, 'manifest.json')}\n`);
+  io.out.write(
+    failed.length > 0
+      ? `\n${failed.length} task(s) did not complete.\n`
+      : `\nall ${rows.length} task(s) completed; manifest: ${join(manifest.runDir, 'manifest.json')}\n`,
+  );
   return failed.length > 0 ? 1 : 0;
 }
 
-export async function main(argv: readonly string[], io: Io = { out: process.stdout, err: process.stderr }): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  io: Io = { out: process.stdout, err: process.stderr },
+): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({ args: normaliseArgv(argv), options: OPTIONS, allowPositionals: true, strict: true });
@@ -136,14 +161,20 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
           log: say,
         });
         const { manifest } = result;
-        say(`${dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}`);
+        say(
+          `${dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}`,
+        );
         say(`run dir: ${result.runDir}`);
         for (const job of result.plan.jobs) {
           const pre = result.preflight.find((r) => r.job.key === job.key);
-          const what = job.array ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})` : 'job';
+          const what = job.array
+            ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
+            : 'job';
           const deps = job.dependsOn.length ? ` after ${job.dependsOn.join(', ')}` : '';
           const id = manifest.jobs.find((j) => j.key === job.key)?.jobId;
-          say(`  ${job.key}: ${what}${deps} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`);
+          say(
+            `  ${job.key}: ${what}${deps} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`,
+          );
           if (pre) say(`    preflight: ${pre.message}`);
         }
         if (result.reproduction) {
@@ -169,7 +200,19 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
         rememberStates(manifest, progress);
         writeManifest(manifest.runDir, manifest);
         if (values.json) {
-          say(JSON.stringify(progress.map((p) => ({ key: p.job.key, jobId: p.job.jobId, state: p.state, counts: p.counts, tasks: p.tasks })), null, 2));
+          say(
+            JSON.stringify(
+              progress.map((p) => ({
+                key: p.job.key,
+                jobId: p.job.jobId,
+                state: p.state,
+                counts: p.counts,
+                tasks: p.tasks,
+              })),
+              null,
+              2,
+            ),
+          );
         } else {
           say(`${manifest.experiment}: ${manifest.runDir} (submission ${manifest.submission.status})`);
           for (const p of progress) say(`  ${statusLine(p)}`);
@@ -181,7 +224,10 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
       case 'logs': {
         const manifest = loadRun(values.run ?? positionals[1]);
         const job = values.job ? manifest.jobs.find((j) => j.key === values.job) : manifest.jobs[0];
-        if (!job) throw new UsageError(`--job ${values.job}: expected one of ${manifest.jobs.map((j) => j.key).join(', ')}`);
+        if (!job)
+          throw new UsageError(
+            `--job ${values.job}: expected one of ${manifest.jobs.map((j) => j.key).join(', ')}`,
+          );
         if (!job.jobId) throw new UsageError(`job ${job.key} was never submitted`);
         const index = values.index !== undefined ? Number(values.index) : job.array ? 0 : undefined;
         const states = await schedulerForManifest(manifest).query([job.jobId]);
@@ -191,7 +237,9 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
           ...(index !== undefined ? { arrayIndex: index } : {}),
         };
         const paths = logPathsOf(job, task);
-        const present = [paths.output, paths.error].filter((p, i, all) => existsSync(p) && all.indexOf(p) === i);
+        const present = [paths.output, paths.error].filter(
+          (p, i, all) => existsSync(p) && all.indexOf(p) === i,
+        );
         if (present.length === 0) {
           io.err.write(`no log yet at ${paths.output}\n`);
           return 1;
@@ -215,7 +263,9 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
         return 0;
       }
       default:
-        throw new UsageError(`unknown command ${JSON.stringify(command)}: expected train, plan, status, logs or cancel`);
+        throw new UsageError(
+          `unknown command ${JSON.stringify(command)}: expected train, plan, status, logs or cancel`,
+        );
     }
   } catch (e) {
     if (e instanceof UsageError) {
@@ -226,11 +276,17 @@ export async function main(argv: readonly string[], io: Io = { out: process.stdo
       io.err.write(`kdgat-runner: the spec is invalid; nothing was submitted:\n`);
       for (const i of (e as SpecValidationError).issues) {
         const at = `${i.file ?? ''}${i.line ? `:${i.line}:${i.col ?? 1}` : ''}`;
-        io.err.write(`  ${at}${at ? ': ' : ''}${i.path}: ${i.message}${i.expected ? ` (expected ${i.expected}, found ${i.found})` : ''}\n`);
+        io.err.write(
+          `  ${at}${at ? ': ' : ''}${i.path}: ${i.message}${i.expected ? ` (expected ${i.expected}, found ${i.found})` : ''}\n`,
+        );
       }
       return 2;
     }
-    if (e instanceof StackNotProvisionedError || e instanceof PreflightError || e instanceof AlreadyQueuedError) {
+    if (
+      e instanceof StackNotProvisionedError ||
+      e instanceof PreflightError ||
+      e instanceof AlreadyQueuedError
+    ) {
       io.err.write(`kdgat-runner: ${e.message}\n`);
       return 3;
     }

@@ -68,7 +68,8 @@ export function readManifest(pathOrDir: string): Manifest {
   const p = pathOrDir.endsWith('.json') ? pathOrDir : join(pathOrDir, MANIFEST_FILE);
   if (!existsSync(p)) throw new Error(`no manifest at ${p}`);
   const m = JSON.parse(readFileSync(p, 'utf8')) as Manifest;
-  if (m.version !== MANIFEST_VERSION) throw new Error(`${p}: manifest version ${String(m.version)}, expected ${MANIFEST_VERSION}`);
+  if (m.version !== MANIFEST_VERSION)
+    throw new Error(`${p}: manifest version ${String(m.version)}, expected ${MANIFEST_VERSION}`);
   return m;
 }
 

@@ -2,7 +2,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildPlan, chunkSweep, orderStages } from './build.ts';
 
-const stage = (id: string, dependsOn: string[] = [], arrayConcurrency = 0) => ({ id, dependsOn, resources: { arrayConcurrency } });
+const stage = (id: string, dependsOn: string[] = [], arrayConcurrency = 0) => ({
+  id,
+  dependsOn,
+  resources: { arrayConcurrency },
+});
 
 describe('chunkSweep', () => {
   it('keeps a sweep that fits MaxArraySize in one array', () => {
@@ -40,7 +44,12 @@ describe('chunkSweep', () => {
 
 describe('orderStages', () => {
   it('puts every stage after its dependencies', () => {
-    const order = orderStages([stage('eval', ['kd']), stage('kd', ['cur', 'ae']), stage('cur', ['ae']), stage('ae')]);
+    const order = orderStages([
+      stage('eval', ['kd']),
+      stage('kd', ['cur', 'ae']),
+      stage('cur', ['ae']),
+      stage('ae'),
+    ]);
     expect(order.map((s) => s.id)).toEqual(['ae', 'cur', 'kd', 'eval']);
   });
 
@@ -49,13 +58,21 @@ describe('orderStages', () => {
   });
 
   it('names an unknown dependency and the stages there are', () => {
-    expect(() => orderStages([stage('a', ['zz'])])).toThrow(/stage a: dependsOn "zz" names no stage; expected one of a/);
+    expect(() => orderStages([stage('a', ['zz'])])).toThrow(
+      /stage a: dependsOn "zz" names no stage; expected one of a/,
+    );
   });
 });
 
 describe('buildPlan', () => {
   it('chains stages with afterok edges and no arrays when there is no sweep', () => {
-    const plan = buildPlan({ experiment: 'x', specHash: 'h', stages: [stage('ae'), stage('cur', ['ae'])], sweepPoints: [], maxArraySize: 1001 });
+    const plan = buildPlan({
+      experiment: 'x',
+      specHash: 'h',
+      stages: [stage('ae'), stage('cur', ['ae'])],
+      sweepPoints: [],
+      maxArraySize: 1001,
+    });
     expect(plan.jobs).toEqual([
       { key: 'ae', stageId: 'ae', name: 'x-ae', scriptFile: 'scripts/ae.sbatch', dependsOn: [] },
       { key: 'cur', stageId: 'cur', name: 'x-cur', scriptFile: 'scripts/cur.sbatch', dependsOn: ['ae'] },
@@ -64,7 +81,13 @@ describe('buildPlan', () => {
 
   it('turns a sweep into one array whose task i runs point i', () => {
     const points = [{ 'training.lr': 0.1 }, { 'training.lr': 0.01 }, { 'training.lr': 0.001 }];
-    const plan = buildPlan({ experiment: 'sw', specHash: 'h', stages: [stage('train', [], 2)], sweepPoints: points, maxArraySize: 1001 });
+    const plan = buildPlan({
+      experiment: 'sw',
+      specHash: 'h',
+      stages: [stage('train', [], 2)],
+      sweepPoints: points,
+      maxArraySize: 1001,
+    });
     expect(plan.jobs).toHaveLength(1);
     expect(plan.jobs[0]!.array).toEqual({ size: 3, concurrency: 2, firstPoint: 0 });
     expect(plan.jobs[0]!.points).toEqual(points);
@@ -72,8 +95,21 @@ describe('buildPlan', () => {
 
   it('chunks a sweep over MaxArraySize and makes later stages wait for every chunk', () => {
     const points = Array.from({ length: 25 }, (_, i) => ({ seed: i }));
-    const plan = buildPlan({ experiment: 'big', specHash: 'h', stages: [stage('a'), stage('b', ['a'])], sweepPoints: points, maxArraySize: 10 });
-    expect(plan.jobs.map((j) => j.key)).toEqual(['a.chunk0', 'a.chunk1', 'a.chunk2', 'b.chunk0', 'b.chunk1', 'b.chunk2']);
+    const plan = buildPlan({
+      experiment: 'big',
+      specHash: 'h',
+      stages: [stage('a'), stage('b', ['a'])],
+      sweepPoints: points,
+      maxArraySize: 10,
+    });
+    expect(plan.jobs.map((j) => j.key)).toEqual([
+      'a.chunk0',
+      'a.chunk1',
+      'a.chunk2',
+      'b.chunk0',
+      'b.chunk1',
+      'b.chunk2',
+    ]);
     expect(plan.jobs[2]!.array).toEqual({ size: 5, concurrency: 5, firstPoint: 20 });
     expect(plan.jobs[2]!.points![0]).toEqual({ seed: 20 });
     expect(plan.jobs[3]!.dependsOn).toEqual(['a.chunk0', 'a.chunk1', 'a.chunk2']);

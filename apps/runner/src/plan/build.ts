@@ -40,8 +40,10 @@ export interface RunPlan {
  * (SLURM caps the index value, not the task count: every chunk restarts at 0).
  */
 export function chunkSweep(points: number, maxArraySize: number): ArrayChunk[] {
-  if (!Number.isInteger(points) || points < 0) throw new Error(`sweep size ${points}: expected a whole number >= 0`);
-  if (!Number.isInteger(maxArraySize) || maxArraySize < 1) throw new Error(`MaxArraySize ${maxArraySize}: expected a whole number >= 1`);
+  if (!Number.isInteger(points) || points < 0)
+    throw new Error(`sweep size ${points}: expected a whole number >= 0`);
+  if (!Number.isInteger(maxArraySize) || maxArraySize < 1)
+    throw new Error(`MaxArraySize ${maxArraySize}: expected a whole number >= 1`);
   const chunks: ArrayChunk[] = [];
   for (let first = 0; first < points; first += maxArraySize) {
     chunks.push({ firstPoint: first, size: Math.min(maxArraySize, points - first) });
@@ -61,7 +63,10 @@ export function orderStages<S extends PlanStage>(stages: readonly S[]): S[] {
     visiting.add(s.id);
     for (const dep of s.dependsOn) {
       const d = byId.get(dep);
-      if (!d) throw new Error(`stage ${s.id}: dependsOn ${JSON.stringify(dep)} names no stage; expected one of ${[...byId.keys()].join(', ')}`);
+      if (!d)
+        throw new Error(
+          `stage ${s.id}: dependsOn ${JSON.stringify(dep)} names no stage; expected one of ${[...byId.keys()].join(', ')}`,
+        );
       visit(d, [...path, s.id]);
     }
     visiting.delete(s.id);
@@ -88,7 +93,13 @@ export function buildPlan(input: {
     const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
     const base = nameOf(stage.id);
     if (input.sweepPoints.length === 0) {
-      jobs.push({ key: stage.id, stageId: stage.id, name: base, scriptFile: `scripts/${stage.id}.sbatch`, dependsOn });
+      jobs.push({
+        key: stage.id,
+        stageId: stage.id,
+        name: base,
+        scriptFile: `scripts/${stage.id}.sbatch`,
+        dependsOn,
+      });
       keysOfStage.set(stage.id, [stage.id]);
       continue;
     }
@@ -103,7 +114,11 @@ export function buildPlan(input: {
         name: base,
         scriptFile: `scripts/${key}.sbatch`,
         dependsOn,
-        array: { size: chunk.size, concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size, firstPoint: chunk.firstPoint },
+        array: {
+          size: chunk.size,
+          concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size,
+          firstPoint: chunk.firstPoint,
+        },
         points: input.sweepPoints.slice(chunk.firstPoint, chunk.firstPoint + chunk.size),
       });
       keys.push(key);

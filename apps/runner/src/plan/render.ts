@@ -50,7 +50,8 @@ export function renderPlan(
   const chunkedStages = new Set(plan.jobs.filter((j) => j.key !== j.stageId).map((j) => j.stageId));
   return plan.jobs.map((job) => {
     const stage = resolved.stages.find((s) => s.id === job.stageId);
-    if (!stage) throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
+    if (!stage)
+      throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
     const runRoot = runRootOf(runDir, job, chunkedStages.has(job.stageId));
     const tableFile = job.array ? `scripts/${job.key}.points.tsv` : undefined;
     const input: TrainJobInput = {
@@ -85,7 +86,8 @@ export function renderPlan(
         ...(requeue.enabled ? { signal: `B:${requeue.signal}@${requeue.leadSeconds}` } : {}),
       },
     };
-    if (tableFile && rendered.arrayTable !== undefined) result.table = { file: tableFile, text: rendered.arrayTable };
+    if (tableFile && rendered.arrayTable !== undefined)
+      result.table = { file: tableFile, text: rendered.arrayTable };
     return result;
   });
 }

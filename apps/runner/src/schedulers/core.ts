@@ -39,8 +39,20 @@ export function isFailure(state: JobState): boolean {
 export function normaliseState(raw: string): JobState {
   const word = raw.trim().split(/[\s+]/)[0]?.toUpperCase() ?? '';
   const known: readonly JobState[] = [
-    'PENDING', 'RUNNING', 'REQUEUED', 'SUSPENDED', 'COMPLETING', 'COMPLETED', 'FAILED',
-    'CANCELLED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL', 'PREEMPTED', 'BOOT_FAIL', 'DEADLINE',
+    'PENDING',
+    'RUNNING',
+    'REQUEUED',
+    'SUSPENDED',
+    'COMPLETING',
+    'COMPLETED',
+    'FAILED',
+    'CANCELLED',
+    'TIMEOUT',
+    'OUT_OF_MEMORY',
+    'NODE_FAIL',
+    'PREEMPTED',
+    'BOOT_FAIL',
+    'DEADLINE',
   ];
   if ((known as readonly string[]).includes(word)) return word as JobState;
   if (word === 'REQUEUE_HOLD' || word === 'REQUEUE_FED' || word === 'CONFIGURING') return 'PENDING';

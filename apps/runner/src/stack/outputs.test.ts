@@ -2,13 +2,32 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FileStackOutputs, StackNotProvisionedError, checkEnvironmentMatches, type StackOutputs } from './outputs.ts';
+import {
+  FileStackOutputs,
+  StackNotProvisionedError,
+  checkEnvironmentMatches,
+  type StackOutputs,
+} from './outputs.ts';
 
 export const sampleOutputs: StackOutputs = {
   profile: { name: 'local' },
-  environment: { name: 'cpu-local', backend: 'venv', prefix: '/opt/venv', activate: 'source /opt/venv/bin/activate', specHash: 'a'.repeat(64), lockPath: '/opt/lock.txt', lockHash: 'b'.repeat(64) },
+  environment: {
+    name: 'cpu-local',
+    backend: 'venv',
+    prefix: '/opt/venv',
+    activate: 'source /opt/venv/bin/activate',
+    specHash: 'a'.repeat(64),
+    lockPath: '/opt/lock.txt',
+    lockHash: 'b'.repeat(64),
+  },
   scratch: { root: '/s', cacheDirs: { synth: '/s/cache/synth' }, runsDir: '/s/runs', logsDir: '/s/logs' },
-  scripts: { dir: '/s/scripts', stageData: '/s/scripts/stage-data.sh', epilog: '/s/scripts/epilog.sh', trainGpu: '/s/scripts/train-gpu.sh', preprocessGpu: '/s/scripts/preprocess-gpu.sh' },
+  scripts: {
+    dir: '/s/scripts',
+    stageData: '/s/scripts/stage-data.sh',
+    epilog: '/s/scripts/epilog.sh',
+    trainGpu: '/s/scripts/train-gpu.sh',
+    preprocessGpu: '/s/scripts/preprocess-gpu.sh',
+  },
 };
 
 describe('FileStackOutputs', () => {
@@ -21,7 +40,9 @@ describe('FileStackOutputs', () => {
     const many = join(dir, 'many.json');
     writeFileSync(many, JSON.stringify({ 'osc-pitzer': sampleOutputs }));
     expect((await new FileStackOutputs(many).read('osc-pitzer')).environment.name).toBe('cpu-local');
-    await expect(new FileStackOutputs(many).read('local')).rejects.toThrow(/run `pulumi up` on stack local first/);
+    await expect(new FileStackOutputs(many).read('local')).rejects.toThrow(
+      /run `pulumi up` on stack local first/,
+    );
   });
 
   it('refuses outputs missing a field, naming it', async () => {
@@ -33,7 +54,9 @@ describe('FileStackOutputs', () => {
 
 describe('checkEnvironmentMatches', () => {
   it('refuses a stack provisioned from another environment spec', () => {
-    expect(() => checkEnvironmentMatches('osc-pitzer', sampleOutputs, 'gnn-rapids', 'c'.repeat(64))).toThrow(StackNotProvisionedError);
+    expect(() => checkEnvironmentMatches('osc-pitzer', sampleOutputs, 'gnn-rapids', 'c'.repeat(64))).toThrow(
+      StackNotProvisionedError,
+    );
     expect(() => checkEnvironmentMatches('osc-pitzer', sampleOutputs, 'gnn-rapids', 'c'.repeat(64))).toThrow(
       /provisioned with environment cpu-local .* asks for gnn-rapids .*: run `pulumi up` on stack osc-pitzer first/,
     );

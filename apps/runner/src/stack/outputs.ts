@@ -109,16 +109,23 @@ export class FileStackOutputs implements StackOutputsSource {
   }
 
   async read(stack: string): Promise<StackOutputs> {
-    if (!existsSync(this.path)) throw new StackNotProvisionedError(stack, `stack outputs file ${this.path} does not exist`);
+    if (!existsSync(this.path))
+      throw new StackNotProvisionedError(stack, `stack outputs file ${this.path} does not exist`);
     const json = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, unknown>;
     const value = 'environment' in json ? json : json[stack];
-    if (value === undefined) throw new StackNotProvisionedError(stack, `${this.path} has no outputs for stack ${stack}`);
+    if (value === undefined)
+      throw new StackNotProvisionedError(stack, `${this.path} has no outputs for stack ${stack}`);
     return validate(stack, value, this.path);
   }
 }
 
 /** Refuses a stack provisioned from another environment spec than the experiment asks for. */
-export function checkEnvironmentMatches(stack: string, outputs: StackOutputs, wantedName: string, wantedHash: string): void {
+export function checkEnvironmentMatches(
+  stack: string,
+  outputs: StackOutputs,
+  wantedName: string,
+  wantedHash: string,
+): void {
   if (outputs.environment.specHash !== wantedHash) {
     throw new StackNotProvisionedError(
       stack,

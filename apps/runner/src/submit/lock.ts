@@ -31,7 +31,9 @@ export async function acquireLock(path: string, timeoutMs = 120_000): Promise<He
       continue;
     }
     if (Date.now() > deadline) {
-      throw new Error(`another kdgat-runner (pid ${holder ?? '?'}) holds ${path}; waited ${timeoutMs / 1000} s`);
+      throw new Error(
+        `another kdgat-runner (pid ${holder ?? '?'}) holds ${path}; waited ${timeoutMs / 1000} s`,
+      );
     }
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -5,7 +5,11 @@ import type { PlannedJob } from '../plan/build.ts';
 import type { RenderedJob } from '../plan/render.ts';
 import { SchedulerError, type Scheduler, type SubmitRequest } from '../schedulers/core.ts';
 
-export function requestFor(rendered: RenderedJob, runDir: string, jobIds: ReadonlyMap<string, string>): SubmitRequest {
+export function requestFor(
+  rendered: RenderedJob,
+  runDir: string,
+  jobIds: ReadonlyMap<string, string>,
+): SubmitRequest {
   const { job, hints, logs } = rendered;
   const request: SubmitRequest = {
     name: job.name,
@@ -46,7 +50,11 @@ export class PreflightError extends Error {
 }
 
 /** `sbatch --test-only` (or the local equivalent) for every script, before anything is queued. */
-export async function preflightPlan(rendered: readonly RenderedJob[], runDir: string, scheduler: Scheduler): Promise<PreflightReport[]> {
+export async function preflightPlan(
+  rendered: readonly RenderedJob[],
+  runDir: string,
+  scheduler: Scheduler,
+): Promise<PreflightReport[]> {
   const reports: PreflightReport[] = [];
   for (const r of rendered) {
     const request = requestFor({ ...r, job: { ...r.job, dependsOn: [] } }, runDir, new Map());
@@ -62,7 +70,11 @@ export interface SubmissionResult {
   cancelledAfterFailure?: string[];
 }
 
-export async function submitPlan(rendered: readonly RenderedJob[], runDir: string, scheduler: Scheduler): Promise<SubmissionResult> {
+export async function submitPlan(
+  rendered: readonly RenderedJob[],
+  runDir: string,
+  scheduler: Scheduler,
+): Promise<SubmissionResult> {
   const jobIds = new Map<string, string>();
   for (const r of rendered) {
     try {
@@ -75,7 +87,8 @@ export async function submitPlan(rendered: readonly RenderedJob[], runDir: strin
       } catch (c) {
         cancelError = `; cancelling ${queued.join(',')} also failed: ${(c as Error).message}`;
       }
-      const why = e instanceof SchedulerError ? e.message : `submitting ${r.job.key} failed: ${(e as Error).message}`;
+      const why =
+        e instanceof SchedulerError ? e.message : `submitting ${r.job.key} failed: ${(e as Error).message}`;
       return { jobIds, error: why + cancelError, cancelledAfterFailure: queued };
     }
   }

@@ -2,11 +2,25 @@
 // dir → preflight → (lock, idempotency check, atomic submit) → manifest.json.
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { environmentSpecHash, loadExperimentSpec, validateOverrides, type ResolvedExperiment } from '@kdgat/config';
+import {
+  environmentSpecHash,
+  loadExperimentSpec,
+  validateOverrides,
+  type ResolvedExperiment,
+} from '@kdgat/config';
 import { buildPlan, type RunPlan } from '../plan/build.ts';
 import { renderPlan, type RenderedJob } from '../plan/render.ts';
 import { jobNameFor } from '@kdgat/slurm-templates';
-import { gitInfo, readManifest, sha256, writeManifest, MANIFEST_FILE, MANIFEST_VERSION, type Manifest, type Scalar } from '../manifest/manifest.ts';
+import {
+  gitInfo,
+  readManifest,
+  sha256,
+  writeManifest,
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  type Manifest,
+  type Scalar,
+} from '../manifest/manifest.ts';
 import { isActive, type Scheduler } from '../schedulers/core.ts';
 import { LocalScheduler } from '../schedulers/local/index.ts';
 import { SlurmScheduler } from '../schedulers/slurm/index.ts';
@@ -68,7 +82,10 @@ export function schedulerForManifest(manifest: Manifest): Scheduler {
 }
 
 function utcStamp(d = new Date()): string {
-  return d.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  return d
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 /** Checks stage overrides and every sweep point against the pipeline's JSON Schema. */
@@ -76,14 +93,27 @@ function checkOverrides(resolved: ResolvedExperiment): void {
   const problems: string[] = [];
   const check = (where: string, overrides: Record<string, Scalar>) => {
     const result = (validateOverrides as (o: Record<string, Scalar>, s?: unknown) => unknown)(overrides);
-    const issues = Array.isArray(result) ? result : result && typeof result === 'object' && 'issues' in result ? (result as { issues: unknown[] }).issues : [];
-    for (const i of issues) problems.push(`${where}: ${typeof i === 'string' ? i : ((i as { message?: string }).message ?? JSON.stringify(i))}`);
+    const issues = Array.isArray(result)
+      ? result
+      : result && typeof result === 'object' && 'issues' in result
+        ? (result as { issues: unknown[] }).issues
+        : [];
+    for (const i of issues)
+      problems.push(
+        `${where}: ${typeof i === 'string' ? i : ((i as { message?: string }).message ?? JSON.stringify(i))}`,
+      );
   };
   for (const s of resolved.stages) {
     check(`stages.${s.id}.overrides`, s.overrides as Record<string, Scalar>);
-    resolved.sweepPoints.forEach((p, i) => check(`sweep point ${i} (stage ${s.id})`, { ...(s.overrides as Record<string, Scalar>), ...(p as Record<string, Scalar>) }));
+    resolved.sweepPoints.forEach((p, i) =>
+      check(`sweep point ${i} (stage ${s.id})`, {
+        ...(s.overrides as Record<string, Scalar>),
+        ...(p as Record<string, Scalar>),
+      }),
+    );
   }
-  if (problems.length > 0) throw new Error(`overrides rejected by the pipeline schema:\n  ${problems.join('\n  ')}`);
+  if (problems.length > 0)
+    throw new Error(`overrides rejected by the pipeline schema:\n  ${problems.join('\n  ')}`);
 }
 
 /** Manifests of earlier runs of the same experiment and spec hash. */
@@ -125,7 +155,12 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   const stackName = opts.stack ?? source?.stack.name ?? 'local';
   const stack: StackOutputs = await opts.stackSource.read(stackName);
-  checkEnvironmentMatches(stackName, stack, resolved.environment.name, environmentSpecHash(resolved.environment));
+  checkEnvironmentMatches(
+    stackName,
+    stack,
+    resolved.environment.name,
+    environmentSpecHash(resolved.environment),
+  );
 
   const runsRoot = stack.scratch.runsDir;
   const kind = opts.scheduler ?? source?.scheduler ?? resolved.cluster.scheduler;
@@ -216,7 +251,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         logs,
       })),
       arrayIndex,
-      submission: { status: 'planned', ...(opts.force ? { forced: true } : {}), ...(source ? { reproducedFrom: source.runDir } : {}) },
+      submission: {
+        status: 'planned',
+        ...(opts.force ? { forced: true } : {}),
+        ...(source ? { reproducedFrom: source.runDir } : {}),
+      },
     };
     writeManifest(runDir, manifest);
     log(`rendered ${rendered.length} script(s) into ${runDir}`);

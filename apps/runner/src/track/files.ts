@@ -8,7 +8,10 @@ import type { TaskStatus } from '../schedulers/core.ts';
 import { expandLogPattern } from '../schedulers/local/directives.ts';
 
 /** The log files of one task (stdout and stderr), from the patterns recorded in the manifest. */
-export function logPathsOf(job: Pick<ManifestJob, 'logs' | 'name'>, task: TaskStatus): { output: string; error: string } {
+export function logPathsOf(
+  job: Pick<ManifestJob, 'logs' | 'name'>,
+  task: TaskStatus,
+): { output: string; error: string } {
   const ids: Parameters<typeof expandLogPattern>[1] = {
     jobId: task.taskJobId ?? task.jobId,
     arrayJobId: task.arrayIndex !== undefined ? task.jobId : undefined,
@@ -23,7 +26,9 @@ export function logPathsOf(job: Pick<ManifestJob, 'logs' | 'name'>, task: TaskSt
 /** Both logs' tails together (stderr last: tracebacks and SLURM's own messages land there). */
 export function tailLogs(job: Pick<ManifestJob, 'logs' | 'name'>, task: TaskStatus, lines: number): string {
   const p = logPathsOf(job, task);
-  return [tailFile(p.output, lines), p.error === p.output ? '' : tailFile(p.error, lines)].filter(Boolean).join('\n');
+  return [tailFile(p.output, lines), p.error === p.output ? '' : tailFile(p.error, lines)]
+    .filter(Boolean)
+    .join('\n');
 }
 
 /** The last `lines` lines of a file (reads at most the final 64 KiB); '' when absent. */

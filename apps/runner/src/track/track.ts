@@ -24,7 +24,8 @@ export function jobStateOf(tasks: readonly TaskStatus[], expected: number): JobS
   const failed = tasks.find((t) => isFailure(t.state));
   if (failed) return tasks.some((t) => isActive(t.state)) ? 'RUNNING' : failed.state;
   if (tasks.some((t) => t.state === 'RUNNING' || t.state === 'COMPLETING')) return 'RUNNING';
-  if (tasks.some((t) => isActive(t.state))) return tasks.some((t) => t.state === 'COMPLETED') ? 'RUNNING' : 'PENDING';
+  if (tasks.some((t) => isActive(t.state)))
+    return tasks.some((t) => t.state === 'COMPLETED') ? 'RUNNING' : 'PENDING';
   if (tasks.every((t) => t.state === 'COMPLETED') && tasks.length >= expected) return 'COMPLETED';
   return tasks.every((t) => t.state === 'COMPLETED') ? 'UNKNOWN' : tasks[0]!.state;
 }
@@ -36,7 +37,9 @@ export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>
       // Forgotten by the scheduler (MinJobAge): fall back to the last state the runner saw.
       const jobId = job.jobId ?? '';
       tasks = job.lastSeen.tasks
-        ? Object.entries(job.lastSeen.tasks).map(([i, state]): TaskStatus => (i === '-' ? { jobId, state } : { jobId, arrayIndex: Number(i), state }))
+        ? Object.entries(job.lastSeen.tasks).map(([i, state]): TaskStatus =>
+            i === '-' ? { jobId, state } : { jobId, arrayIndex: Number(i), state },
+          )
         : [{ jobId, state: job.lastSeen.state }];
     }
     const counts = { pending: 0, running: 0, done: 0, failed: 0 };
@@ -98,7 +101,14 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
   const rows: SummaryRow[] = [];
   const resolved = manifest.resolved as
     | {
-        stages?: { id: string; stage?: string; model?: string; scale?: string; dataset?: string; resources?: { time?: string; memGB?: number } }[];
+        stages?: {
+          id: string;
+          stage?: string;
+          model?: string;
+          scale?: string;
+          dataset?: string;
+          resources?: { time?: string; memGB?: number };
+        }[];
         spec?: { requeue?: { maxRestarts?: number } };
       }
     | undefined;
@@ -114,7 +124,8 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
       }
       const root = taskRunRoot(p.job, t.arrayIndex);
       // A chain shares one run root: keep this stage's own `<model>_<scale>_<stage>/` outputs.
-      const ownDir = stage?.model && stage.scale && stage.stage ? `/${stage.model}_${stage.scale}_${stage.stage}/` : '/';
+      const ownDir =
+        stage?.model && stage.scale && stage.stage ? `/${stage.model}_${stage.scale}_${stage.stage}/` : '/';
       const metrics = findMetrics(root, 3)
         .filter((m) => p.job.array || !m.path.includes('/point_'))
         .filter((m) => m.path.includes(ownDir));
@@ -130,7 +141,11 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
         state: t.state,
         exitCode: t.exitCode ?? '-',
         elapsed: t.elapsedSeconds === undefined ? '-' : formatElapsed(t.elapsedSeconds),
-        metrics: metrics.map((m) => keyMetrics(m.metrics)).filter(Boolean).join('; ') || '-',
+        metrics:
+          metrics
+            .map((m) => keyMetrics(m.metrics))
+            .filter(Boolean)
+            .join('; ') || '-',
         triage: triageTask(t, tail, ctx),
       });
     }
@@ -142,12 +157,14 @@ export function formatTable(rows: readonly SummaryRow[]): string {
   const header = ['job', 'job id', 'state', 'exit', 'elapsed', 'metrics'];
   const body = rows.map((r) => [r.job, r.jobId, r.state, r.exitCode, r.elapsed, r.metrics]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   const out = [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)];
   const triaged = rows.filter((r) => r.triage);
   if (triaged.length > 0) {
     out.push('');
-    for (const r of triaged) out.push(`${r.job}: ${r.triage!.kind}: ${r.triage!.what}\n    fix: ${r.triage!.fix}`);
+    for (const r of triaged)
+      out.push(`${r.job}: ${r.triage!.kind}: ${r.triage!.what}\n    fix: ${r.triage!.fix}`);
   }
   return out.join('\n');
 }
@@ -177,7 +194,9 @@ export async function watchRun(opts: WatchOptions): Promise<JobProgress[]> {
     const progress = progressOf(manifest, states);
     opts.onPoll?.(progress);
     const lines = progress.map(statusLine);
-    const running = progress.flatMap((p) => p.tasks.filter((t) => t.state === 'RUNNING').map((t) => ({ p, t })))[0];
+    const running = progress.flatMap((p) =>
+      p.tasks.filter((t) => t.state === 'RUNNING').map((t) => ({ p, t })),
+    )[0];
     let logLine = '';
     if (running) {
       try {
@@ -199,7 +218,10 @@ export async function watchRun(opts: WatchOptions): Promise<JobProgress[]> {
     else interval = Math.min(max, Math.round(interval * 1.5));
     previous = snapshot;
     lastLogLine = logLine;
-    if (progress.every((p) => !isActive(p.state) && p.state !== 'UNKNOWN') || progress.every((p) => p.tasks.length > 0 && p.tasks.every((t) => !isActive(t.state)))) {
+    if (
+      progress.every((p) => !isActive(p.state) && p.state !== 'UNKNOWN') ||
+      progress.every((p) => p.tasks.length > 0 && p.tasks.every((t) => !isActive(t.state)))
+    ) {
       if (tty) out.write('\n');
       return progress;
     }

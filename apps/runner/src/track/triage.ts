@@ -21,12 +21,14 @@ export interface Triage {
   fix: string;
 }
 
-const CUDA_OOM = /CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation/i;
+const CUDA_OOM =
+  /CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation/i;
 const HOST_OOM = /oom[-_ ]kill|Out Of Memory|Exceeded job memory limit|MemoryError|Killed process \d+/i;
 const TIME_LIMIT = /DUE TO TIME LIMIT|time limit exceeded/i;
 const NODE = /NODE[_ ]FAIL|node failure|Socket timed out on send\/recv/i;
+// `kdgat stage: ERROR: dataset …` is what @kdgat/slurm-templates' stage_data.sh prints.
 const STAGING =
-  /stag(e|ing)[^\n]*(fail|missing|not found|verif|mismatch)|missing staged|cache[^\n]*(does not exist|not found|missing|is empty)|No such file or directory[^\n]*cache|FileNotFoundError[^\n]*(cache|graphs?|processed)|KD_GAT_CACHE_ROOT[^\n]*(not|missing|unset)/i;
+  /kdgat stage: ERROR|stag(e|ing)[^\n]*(fail|missing|not found|verif|mismatch)|missing staged|cache[^\n]*(does not exist|not found|missing|is empty)|No such file or directory[^\n]*cache|FileNotFoundError[^\n]*(cache|graphs?|processed)|KD_GAT_CACHE_ROOT[^\n]*(not|missing|unset)/i;
 const REQUEUE = /requeue/i;
 
 /** Returns null for a task that completed cleanly without restarts. */
@@ -42,7 +44,10 @@ export function triageTask(
   const dataset = context.dataset ?? '<dataset>';
 
   if (state === 'COMPLETED' || state === 'RUNNING' || state === 'PENDING') {
-    if (restarts > 0 || (state === 'COMPLETED' && /requeue_ack|requeued/i.test(logTail) && REQUEUE.test(logTail))) {
+    if (
+      restarts > 0 ||
+      (state === 'COMPLETED' && /requeue_ack|requeued/i.test(logTail) && REQUEUE.test(logTail))
+    ) {
       return {
         kind: 'PREEMPTED_REQUEUED',
         what: `preempted or near its time limit, checkpointed and requeued${restarts ? ` ${restarts} time(s)` : ''}; resumed from checkpoints/last.ckpt`,
@@ -97,10 +102,18 @@ export function triageTask(
     };
   }
   if (state === 'CANCELLED' && /Dependency/i.test(task.reason ?? '')) {
-    return { kind: 'DEPENDENCY', what: 'not run: a job it depends on (afterok) did not complete', fix: 'fix the earlier stage, then train again' };
+    return {
+      kind: 'DEPENDENCY',
+      what: 'not run: a job it depends on (afterok) did not complete',
+      fix: 'fix the earlier stage, then train again',
+    };
   }
   if (state === 'CANCELLED') {
-    return { kind: 'CANCELLED', what: `cancelled${task.reason ? ` (${task.reason})` : ''}`, fix: 'train again when wanted' };
+    return {
+      kind: 'CANCELLED',
+      what: `cancelled${task.reason ? ` (${task.reason})` : ''}`,
+      fix: 'train again when wanted',
+    };
   }
   const lastError = logTail
     .split('\n')

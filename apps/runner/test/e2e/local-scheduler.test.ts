@@ -11,8 +11,12 @@ async function waitDone(s: Scheduler, ids: string[], timeoutMs = 30_000): Promis
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const states = await s.query(ids);
-    if (ids.every((id) => (states.get(id) ?? []).length > 0 && states.get(id)!.every((t) => !isActive(t.state)))) return states;
-    if (Date.now() > deadline) throw new Error(`jobs ${ids.join(',')} not done: ${JSON.stringify([...states])}`);
+    if (
+      ids.every((id) => (states.get(id) ?? []).length > 0 && states.get(id)!.every((t) => !isActive(t.state)))
+    )
+      return states;
+    if (Date.now() > deadline)
+      throw new Error(`jobs ${ids.join(',')} not done: ${JSON.stringify([...states])}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -40,7 +44,10 @@ describe('local scheduler', () => {
     });
     const b = await scheduler.submit({
       name: 'second',
-      scriptPath: script('b.sh', `echo "b $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_CPUS_PER_TASK $TMPDIR" >> ${order}; test -d "$TMPDIR"`),
+      scriptPath: script(
+        'b.sh',
+        `echo "b $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_CPUS_PER_TASK $TMPDIR" >> ${order}; test -d "$TMPDIR"`,
+      ),
       cwd: dir,
       dependsOn: [a],
       array: { size: 3, concurrency: 1 },
@@ -56,15 +63,29 @@ describe('local scheduler', () => {
     ]);
     const lines = readFileSync(order, 'utf8').trim().split('\n');
     expect(lines[0]).toBe(`a ${a}`);
-    expect(lines.slice(1).map((l) => l.split(' ').slice(0, 4).join(' '))).toEqual([`b ${b} 0 1`, `b ${b} 1 1`, `b ${b} 2 1`]);
+    expect(lines.slice(1).map((l) => l.split(' ').slice(0, 4).join(' '))).toEqual([
+      `b ${b} 0 1`,
+      `b ${b} 1 1`,
+      `b ${b} 2 1`,
+    ]);
     expect(lines[1]!.split(' ')[4]).toMatch(/kdgat-local-/);
     expect(readFileSync(join(dir, `logs/first-${a}.out`), 'utf8')).toBe('');
   });
 
   it('cancels the dependants of a failed job, and reports the exit code', async () => {
     const { script, dir, scheduler } = setup();
-    const a = await scheduler.submit({ name: 'fails', scriptPath: script('f.sh', 'echo boom >&2; exit 3'), cwd: dir, dependsOn: [] });
-    const b = await scheduler.submit({ name: 'after', scriptPath: script('g.sh', 'echo never'), cwd: dir, dependsOn: [a] });
+    const a = await scheduler.submit({
+      name: 'fails',
+      scriptPath: script('f.sh', 'echo boom >&2; exit 3'),
+      cwd: dir,
+      dependsOn: [],
+    });
+    const b = await scheduler.submit({
+      name: 'after',
+      scriptPath: script('g.sh', 'echo never'),
+      cwd: dir,
+      dependsOn: [a],
+    });
     const states = await waitDone(scheduler, [a, b]);
     expect(states.get(a)![0]).toMatchObject({ state: 'FAILED', exitCode: '3:0' });
     expect(states.get(b)![0]).toMatchObject({ state: 'CANCELLED' });
@@ -73,8 +94,18 @@ describe('local scheduler', () => {
 
   it('cancel stops a running job and its pending dependants', async () => {
     const { script, dir, scheduler } = setup();
-    const a = await scheduler.submit({ name: 'long', scriptPath: script('l.sh', 'sleep 60'), cwd: dir, dependsOn: [] });
-    const b = await scheduler.submit({ name: 'next', scriptPath: script('n.sh', 'true'), cwd: dir, dependsOn: [a] });
+    const a = await scheduler.submit({
+      name: 'long',
+      scriptPath: script('l.sh', 'sleep 60'),
+      cwd: dir,
+      dependsOn: [],
+    });
+    const b = await scheduler.submit({
+      name: 'next',
+      scriptPath: script('n.sh', 'true'),
+      cwd: dir,
+      dependsOn: [a],
+    });
     const deadline = Date.now() + 10_000;
     while ((await scheduler.query([a])).get(a)![0]!.state !== 'RUNNING') {
       if (Date.now() > deadline) throw new Error('never started');
@@ -104,10 +135,21 @@ describe('local scheduler', () => {
 
   it('preflight refuses more CPUs than the machine has, and a script bash cannot parse', async () => {
     const { script, dir, scheduler } = setup();
-    const big = await scheduler.preflight({ name: 'x', scriptPath: script('x.sh', 'true'), cwd: dir, dependsOn: [], cpusPerTask: 4096 });
+    const big = await scheduler.preflight({
+      name: 'x',
+      scriptPath: script('x.sh', 'true'),
+      cwd: dir,
+      dependsOn: [],
+      cpusPerTask: 4096,
+    });
     expect(big).toMatchObject({ ok: false });
     expect(big.message).toMatch(/requested 4096 CPUs per task \(--cpus-per-task\); this machine has \d+/);
-    const bad = await scheduler.preflight({ name: 'y', scriptPath: script('y.sh', 'if then fi'), cwd: dir, dependsOn: [] });
+    const bad = await scheduler.preflight({
+      name: 'y',
+      scriptPath: script('y.sh', 'if then fi'),
+      cwd: dir,
+      dependsOn: [],
+    });
     expect(bad.ok).toBe(false);
     expect(bad.message).toMatch(/syntax error/);
   });

@@ -8,7 +8,10 @@ import { waitForJobs } from './helpers.ts';
 
 function script(dir: string, name: string, body: string, directives: string[] = []): string {
   const p = join(dir, name);
-  writeFileSync(p, ['#!/bin/bash', ...directives.map((d) => `#SBATCH ${d}`), 'set -euo pipefail', body, ''].join('\n'));
+  writeFileSync(
+    p,
+    ['#!/bin/bash', ...directives.map((d) => `#SBATCH ${d}`), 'set -euo pipefail', body, ''].join('\n'),
+  );
   return p;
 }
 
@@ -25,13 +28,23 @@ describe('slurm scheduler', () => {
     const order = join(dir, 'order.txt');
     const a = await slurm.submit({
       name: 'e2e-a',
-      scriptPath: script(dir, 'a.sh', `sleep 1; echo a >> ${order}`, ['--job-name=e2e-a', `--output=${dir}/%x-%j.out`, '--partition=gpu', '--time=2']),
+      scriptPath: script(dir, 'a.sh', `sleep 1; echo a >> ${order}`, [
+        '--job-name=e2e-a',
+        `--output=${dir}/%x-%j.out`,
+        '--partition=gpu',
+        '--time=2',
+      ]),
       cwd: dir,
       dependsOn: [],
     });
     const b = await slurm.submit({
       name: 'e2e-b',
-      scriptPath: script(dir, 'b.sh', `echo "b $SLURM_ARRAY_TASK_ID" >> ${order}`, ['--job-name=e2e-b', `--output=${dir}/%x-%A_%a.out`, '--partition=gpu', '--time=2']),
+      scriptPath: script(dir, 'b.sh', `echo "b $SLURM_ARRAY_TASK_ID" >> ${order}`, [
+        '--job-name=e2e-b',
+        `--output=${dir}/%x-%A_%a.out`,
+        '--partition=gpu',
+        '--time=2',
+      ]),
       cwd: dir,
       dependsOn: [a],
       array: { size: 3, concurrency: 1 },

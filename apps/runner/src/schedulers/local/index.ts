@@ -17,7 +17,14 @@ import {
   type TaskStatus,
 } from '../core.ts';
 import { parseSbatchDirectives } from './directives.ts';
-import { allocateJobIds, cancelMarker, pidAlive, readRecord, writeRecord, type LocalJobRecord } from './records.ts';
+import {
+  allocateJobIds,
+  cancelMarker,
+  pidAlive,
+  readRecord,
+  writeRecord,
+  type LocalJobRecord,
+} from './records.ts';
 
 const SUPERVISOR = fileURLToPath(new URL('./supervisor.ts', import.meta.url));
 
@@ -39,14 +46,19 @@ export class LocalScheduler implements Scheduler {
   }
 
   async preflight(request: SubmitRequest): Promise<PreflightResult> {
-    if (!existsSync(request.scriptPath)) return { ok: false, message: `script ${request.scriptPath} does not exist` };
+    if (!existsSync(request.scriptPath))
+      return { ok: false, message: `script ${request.scriptPath} does not exist` };
     const syntax = await runCommand('bash', ['-n', request.scriptPath]);
-    if (syntax.code !== 0) return { ok: false, message: `bash -n ${request.scriptPath}: ${syntax.stderr.trim()}` };
+    if (syntax.code !== 0)
+      return { ok: false, message: `bash -n ${request.scriptPath}: ${syntax.stderr.trim()}` };
     const directives = parseSbatchDirectives(readFileSync(request.scriptPath, 'utf8'));
     const wanted = Number(directives.get('cpus-per-task') ?? request.cpusPerTask ?? 1);
     const have = cpus().length;
     if (wanted > have) {
-      return { ok: false, message: `requested ${wanted} CPUs per task (--cpus-per-task); this machine has ${have}` };
+      return {
+        ok: false,
+        message: `requested ${wanted} CPUs per task (--cpus-per-task); this machine has ${have}`,
+      };
     }
     return { ok: true, message: `would run locally with bash (${wanted} of ${have} CPUs per task)` };
   }
@@ -55,7 +67,11 @@ export class LocalScheduler implements Scheduler {
     this.#submitCalls++;
     for (const dep of request.dependsOn) {
       if (!readRecord(this.stateDir, dep)) {
-        throw new SchedulerError(`local scheduler refused ${request.name}: dependency job ${dep} does not exist`, 'submit', '');
+        throw new SchedulerError(
+          `local scheduler refused ${request.name}: dependency job ${dep} does not exist`,
+          'submit',
+          '',
+        );
       }
     }
     const size = request.array?.size ?? 0;
@@ -66,7 +82,11 @@ export class LocalScheduler implements Scheduler {
       request,
       submittedAt: new Date().toISOString(),
       tasks: request.array
-        ? Array.from({ length: size }, (_, i) => ({ index: i, jobId: String(first + 1 + i), state: 'PENDING' as const }))
+        ? Array.from({ length: size }, (_, i) => ({
+            index: i,
+            jobId: String(first + 1 + i),
+            state: 'PENDING' as const,
+          }))
         : [{ jobId: id, state: 'PENDING' as const }],
     };
     writeRecord(this.stateDir, record);
@@ -85,7 +105,8 @@ export class LocalScheduler implements Scheduler {
 
   async cancel(jobIds: string[]): Promise<void> {
     for (const id of jobIds) {
-      if (!readRecord(this.stateDir, id)) throw new SchedulerError(`local scheduler: no job ${id}`, 'cancel', '');
+      if (!readRecord(this.stateDir, id))
+        throw new SchedulerError(`local scheduler: no job ${id}`, 'cancel', '');
       writeFileSync(cancelMarker(this.stateDir, id), new Date().toISOString() + '\n');
     }
     // The supervisors stop their tasks within a poll interval; wait so `cancel` returns settled.

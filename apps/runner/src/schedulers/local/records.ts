@@ -58,7 +58,8 @@ export async function allocateJobIds(stateDir: string, count: number): Promise<n
       break;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      if (attempt > 400) throw new Error(`local scheduler: ${lock} held for over 20 s; remove it if no runner is running`);
+      if (attempt > 400)
+        throw new Error(`local scheduler: ${lock} held for over 20 s; remove it if no runner is running`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

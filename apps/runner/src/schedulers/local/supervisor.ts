@@ -8,7 +8,13 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isActive } from '../core.ts';
 import { parseElapsed } from '../slurm/parse.ts';
 import { defaultLogPattern, expandLogPattern, parseSbatchDirectives } from './directives.ts';
-import { cancelMarker, readRecord, writeRecord, type LocalJobRecord, type LocalTaskRecord } from './records.ts';
+import {
+  cancelMarker,
+  readRecord,
+  writeRecord,
+  type LocalJobRecord,
+  type LocalTaskRecord,
+} from './records.ts';
 
 const POLL_MS = 200;
 const KILL_WAIT_MS = 5000;
@@ -64,7 +70,9 @@ const req = record.request;
 const cpusPerTask = Number(directives.get('cpus-per-task') ?? req.cpusPerTask ?? '1') || 1;
 const limitSeconds = parseElapsed(directives.get('time') ?? req.timeLimit ?? '');
 const signalSpec = /^(B:)?([A-Z0-9]+)@(\d+)$/.exec(directives.get('signal') ?? req.signal ?? '');
-const workDir = directives.get('chdir') ? resolve(record.request.cwd, directives.get('chdir')!) : record.request.cwd;
+const workDir = directives.get('chdir')
+  ? resolve(record.request.cwd, directives.get('chdir')!)
+  : record.request.cwd;
 const isArray = record.request.array !== undefined;
 const outputPattern = directives.get('output') ?? req.output ?? defaultLogPattern(isArray);
 const errorPattern = directives.get('error') ?? req.error;
@@ -143,17 +151,22 @@ async function runTask(task: LocalTaskRecord): Promise<void> {
   if (limitSeconds !== undefined) {
     if (signalSpec) {
       const lead = Number(signalSpec[3]);
-      const sig = (signalSpec[2]!.startsWith('SIG') ? signalSpec[2] : `SIG${signalSpec[2]}`) as NodeJS.Signals;
+      const sig = (
+        signalSpec[2]!.startsWith('SIG') ? signalSpec[2] : `SIG${signalSpec[2]}`
+      ) as NodeJS.Signals;
       timers.push(
-        setTimeout(() => {
-          // B: means the batch shell only, as in SLURM.
-          try {
-            if (signalSpec[1]) child.kill(sig);
-            else killGroup(sig);
-          } catch {
-            /* gone */
-          }
-        }, Math.max(0, limitSeconds - lead) * 1000),
+        setTimeout(
+          () => {
+            // B: means the batch shell only, as in SLURM.
+            try {
+              if (signalSpec[1]) child.kill(sig);
+              else killGroup(sig);
+            } catch {
+              /* gone */
+            }
+          },
+          Math.max(0, limitSeconds - lead) * 1000,
+        ),
       );
     }
     timers.push(
@@ -186,7 +199,13 @@ async function runTask(task: LocalTaskRecord): Promise<void> {
 }
 
 function signalNumber(sig: NodeJS.Signals): number {
-  const table: Partial<Record<NodeJS.Signals, number>> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGUSR1: 10, SIGUSR2: 12 };
+  const table: Partial<Record<NodeJS.Signals, number>> = {
+    SIGKILL: 9,
+    SIGTERM: 15,
+    SIGINT: 2,
+    SIGUSR1: 10,
+    SIGUSR2: 12,
+  };
   return table[sig] ?? 1;
 }
 

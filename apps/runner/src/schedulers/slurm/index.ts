@@ -19,7 +19,11 @@ import {
 } from './parse.ts';
 
 /** The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit. */
-export function sbatchArgs(request: SubmitRequest, mode: 'submit' | 'test', extra: readonly string[] = []): string[] {
+export function sbatchArgs(
+  request: SubmitRequest,
+  mode: 'submit' | 'test',
+  extra: readonly string[] = [],
+): string[] {
   const args = mode === 'submit' ? ['--parsable', ...extra] : ['--test-only', ...extra];
   if (request.array) {
     const { size, concurrency } = request.array;
@@ -67,7 +71,12 @@ export class SlurmScheduler implements Scheduler {
   async #showConfig(): Promise<Map<string, string>> {
     if (!this.#config) {
       const r = await runCommand('scontrol', ['show', 'config']);
-      if (r.code !== 0) throw new SchedulerError(`scontrol show config failed: ${reasonOf(r)}`, 'scontrol show config', r.stderr);
+      if (r.code !== 0)
+        throw new SchedulerError(
+          `scontrol show config failed: ${reasonOf(r)}`,
+          'scontrol show config',
+          r.stderr,
+        );
       this.#config = parseShowConfig(r.stdout);
     }
     return this.#config;
@@ -110,7 +119,8 @@ export class SlurmScheduler implements Scheduler {
   async cancel(jobIds: string[]): Promise<void> {
     if (jobIds.length === 0) return;
     const r = await runCommand('scancel', jobIds);
-    if (r.code !== 0) throw new SchedulerError(`scancel failed: ${reasonOf(r)}`, `scancel ${jobIds.join(' ')}`, r.stderr);
+    if (r.code !== 0)
+      throw new SchedulerError(`scancel failed: ${reasonOf(r)}`, `scancel ${jobIds.join(' ')}`, r.stderr);
   }
 
   /**
@@ -145,7 +155,14 @@ export class SlurmScheduler implements Scheduler {
       } else if (!tasks) missing.push(id);
     }
     if (missing.length > 0 && (await this.accountingEnabled())) {
-      const r = await runCommand('sacct', ['-n', '-P', '-X', `--jobs=${missing.join(',')}`, '-o', 'JobIDRaw,JobID,State,ExitCode,ElapsedRaw']);
+      const r = await runCommand('sacct', [
+        '-n',
+        '-P',
+        '-X',
+        `--jobs=${missing.join(',')}`,
+        '-o',
+        'JobIDRaw,JobID,State,ExitCode,ElapsedRaw',
+      ]);
       if (r.code === 0) for (const t of parseSacct(r.stdout)) add(t);
     }
     return result;

@@ -1,9 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { sbatchArgs } from './index.ts';
-import { expandIndexRange, parseElapsed, parseParsableJobId, parseSacct, parseShowConfig, parseShowJob, parseSqueue } from './parse.ts';
+import {
+  expandIndexRange,
+  parseElapsed,
+  parseParsableJobId,
+  parseSacct,
+  parseShowConfig,
+  parseShowJob,
+  parseSqueue,
+} from './parse.ts';
 
 describe('sbatch arguments', () => {
-  const request = { name: 'sw-train', scriptPath: '/r/scripts/train.sbatch', cwd: '/r', dependsOn: ['11', '12'], array: { size: 3, concurrency: 2 } };
+  const request = {
+    name: 'sw-train',
+    scriptPath: '/r/scripts/train.sbatch',
+    cwd: '/r',
+    dependsOn: ['11', '12'],
+    array: { size: 3, concurrency: 2 },
+  };
 
   it('submits arrays with %K and afterok chains', () => {
     expect(sbatchArgs(request, 'submit')).toEqual([
@@ -20,7 +34,9 @@ describe('sbatch arguments', () => {
   });
 
   it('leaves %K off when every task may run at once', () => {
-    expect(sbatchArgs({ ...request, dependsOn: [], array: { size: 3, concurrency: 3 } }, 'submit')).toContain('--array=0-2');
+    expect(sbatchArgs({ ...request, dependsOn: [], array: { size: 3, concurrency: 3 } }, 'submit')).toContain(
+      '--array=0-2',
+    );
   });
 });
 
@@ -32,7 +48,9 @@ describe('parsers', () => {
   });
 
   it('reads MaxArraySize and AccountingStorageType from scontrol show config', () => {
-    const cfg = parseShowConfig('Configuration data as of 2026-11-22T10:00:00\nAccountingStorageType   = (null)\nMaxArraySize            = 1001\n');
+    const cfg = parseShowConfig(
+      'Configuration data as of 2026-11-22T10:00:00\nAccountingStorageType   = (null)\nMaxArraySize            = 1001\n',
+    );
     expect(cfg.get('MaxArraySize')).toBe('1001');
     expect(cfg.get('AccountingStorageType')).toBe('(null)');
   });
@@ -46,7 +64,9 @@ describe('parsers', () => {
   });
 
   it('reads squeue -r lines per task', () => {
-    const tasks = parseSqueue('12|0|12_0|RUNNING|0:07|None\n12|2|12_2|PENDING|0:00|JobArrayTaskLimit\n15|N/A|15|PENDING|0:00|Dependency\n');
+    const tasks = parseSqueue(
+      '12|0|12_0|RUNNING|0:07|None\n12|2|12_2|PENDING|0:00|JobArrayTaskLimit\n15|N/A|15|PENDING|0:00|Dependency\n',
+    );
     expect(tasks).toEqual([
       { jobId: '12', arrayIndex: 0, state: 'RUNNING', elapsedSeconds: 7 },
       { jobId: '12', arrayIndex: 2, state: 'PENDING', elapsedSeconds: 0, reason: 'JobArrayTaskLimit' },
@@ -61,10 +81,26 @@ describe('parsers', () => {
       'JobId=20 JobName=x-cur JobState=PENDING Reason=BeginTime Restarts=1 ExitCode=0:0 RunTime=00:00:00',
     ].join('\n');
     expect(parseShowJob(text)).toEqual([
-      { jobId: '12', taskJobId: '13', arrayIndex: 1, state: 'COMPLETED', exitCode: '0:0', elapsedSeconds: 4, restarts: 0 },
+      {
+        jobId: '12',
+        taskJobId: '13',
+        arrayIndex: 1,
+        state: 'COMPLETED',
+        exitCode: '0:0',
+        elapsedSeconds: 4,
+        restarts: 0,
+      },
       { jobId: '12', arrayIndex: 2, state: 'PENDING' },
       { jobId: '12', arrayIndex: 3, state: 'PENDING' },
-      { jobId: '20', taskJobId: '20', state: 'PENDING', exitCode: '0:0', elapsedSeconds: 0, reason: 'BeginTime', restarts: 1 },
+      {
+        jobId: '20',
+        taskJobId: '20',
+        state: 'PENDING',
+        exitCode: '0:0',
+        elapsedSeconds: 0,
+        reason: 'BeginTime',
+        restarts: 1,
+      },
     ]);
   });
 

@@ -4,7 +4,8 @@ import { normaliseState, type TaskStatus } from '../core.ts';
 /** `sbatch --parsable` prints `jobid` or `jobid;cluster`. */
 export function parseParsableJobId(stdout: string): string {
   const first = stdout.trim().split('\n').pop()?.split(';')[0]?.trim() ?? '';
-  if (!/^\d+$/.test(first)) throw new Error(`sbatch --parsable printed ${JSON.stringify(stdout.trim())}, expected a numeric job id`);
+  if (!/^\d+$/.test(first))
+    throw new Error(`sbatch --parsable printed ${JSON.stringify(stdout.trim())}, expected a numeric job id`);
   return first;
 }
 

@@ -1,0 +1,59 @@
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { main, normaliseArgv } from './main.ts';
+
+function capture() {
+  let text = '';
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      text += String(chunk);
+      cb();
+    },
+  });
+  return { stream, text: () => text };
+}
+
+async function run(argv: string[]) {
+  const out = capture();
+  const err = capture();
+  const code = await main(argv, { out: out.stream, err: err.stream });
+  return { code, out: out.text(), err: err.text() };
+}
+
+describe('kdgat-runner CLI', () => {
+  it('prints its help with every command', async () => {
+    const r = await run(['--help']);
+    expect(r.code).toBe(0);
+    for (const c of ['train', 'plan', 'status', 'logs', 'cancel', '--from-manifest', '--stack-outputs'])
+      expect(r.out).toContain(c);
+  });
+
+  it('names an unknown command and an unknown option', async () => {
+    expect(await run(['launch'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/unknown command "launch": expected train, plan, status, logs or cancel/),
+    });
+    expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);
+  });
+
+  it('asks for a spec, and names a spec file that is not there', async () => {
+    expect((await run(['train'])).err).toMatch(/train needs --spec <file.yaml> or --from-manifest/);
+    expect((await run(['plan', '--spec', '/nonexistent/x.yaml'])).err).toMatch(
+      /--spec \/nonexistent\/x\.yaml: no such file/,
+    );
+  });
+
+  it('takes the boolean flags Nx forwards as --flag=true', () => {
+    expect(normaliseArgv(['train', '--wait=true', '--force=false', '--spec=x.yaml'])).toEqual([
+      'train',
+      '--wait',
+      '--spec=x.yaml',
+    ]);
+  });
+
+  it('names a run directory that does not exist', async () => {
+    expect((await run(['status', '/nonexistent/run'])).err).toMatch(
+      /run \/nonexistent\/run: no such directory or file/,
+    );
+  });
+});
