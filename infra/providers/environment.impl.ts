@@ -203,11 +203,11 @@ export async function diff(_id: string, olds: EnvironmentOutputs, news: Environm
   return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: true };
 }
 
-export async function create(inputs: EnvironmentInputs): Promise<pulumi.dynamic.CreateResult<EnvironmentOutputs>> {
+export async function create(inputs: EnvironmentInputs): Promise<{ id: string; outs: EnvironmentOutputs }> {
   return { id: `${targetKey(inputs.connection)}:${inputs.prefix}`, outs: await converge(inputs) };
 }
 
-export async function update(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<pulumi.dynamic.UpdateResult<EnvironmentOutputs>> {
+export async function update(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<{ outs: EnvironmentOutputs }> {
   const outs = await converge(news);
   const ex = connect(news.connection);
   if (olds.lockPath !== news.lockPath) await removeFile(ex, olds.lockPath);
@@ -216,7 +216,7 @@ export async function update(_id: string, olds: EnvironmentOutputs, news: Enviro
 }
 
 /** The live environment: its package list, so hand-made changes show as drift. */
-export async function read(id: string, props: EnvironmentOutputs): Promise<pulumi.dynamic.ReadResult<EnvironmentOutputs>> {
+export async function read(id: string, props: EnvironmentOutputs): Promise<{ id: string; props: EnvironmentOutputs }> {
   const ex = connect(props.connection);
   if (!(await pathExists(ex, props.prefix))) return { id: '', props: {} as EnvironmentOutputs };
   const installed = await listInstalled(ex, props);

@@ -34,15 +34,15 @@ async function apply(inputs: TargetDirectoryInputs): Promise<TargetDirectoryOutp
   return { ...inputs, appliedMode };
 }
 
-export async function create(inputs: TargetDirectoryInputs): Promise<pulumi.dynamic.CreateResult<TargetDirectoryOutputs>> {
+export async function create(inputs: TargetDirectoryInputs): Promise<{ id: string; outs: TargetDirectoryOutputs }> {
   return { id: `${targetKey(inputs.connection)}:${inputs.path}`, outs: await apply(inputs) };
 }
 
-export async function update(_id: string, _olds: TargetDirectoryOutputs, news: TargetDirectoryInputs): Promise<pulumi.dynamic.UpdateResult<TargetDirectoryOutputs>> {
+export async function update(_id: string, _olds: TargetDirectoryOutputs, news: TargetDirectoryInputs): Promise<{ outs: TargetDirectoryOutputs }> {
   return { outs: await apply(news) };
 }
 
-export async function read(id: string, props: TargetDirectoryOutputs): Promise<pulumi.dynamic.ReadResult<TargetDirectoryOutputs>> {
+export async function read(id: string, props: TargetDirectoryOutputs): Promise<{ id: string; props: TargetDirectoryOutputs }> {
   const ex = connect(props.connection);
   const mode = await statMode(ex, props.path);
   if (mode === null) return { id: '', props: {} as TargetDirectoryOutputs };

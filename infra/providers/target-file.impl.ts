@@ -22,18 +22,18 @@ export async function diff(_id: string, olds: TargetFileOutputs, news: TargetFil
   return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: false };
 }
 
-export async function create(inputs: TargetFileInputs): Promise<pulumi.dynamic.CreateResult<TargetFileOutputs>> {
+export async function create(inputs: TargetFileInputs): Promise<{ id: string; outs: TargetFileOutputs }> {
   await writeFile(connect(inputs.connection), inputs.path, inputs.content, inputs.mode);
   return { id: `${targetKey(inputs.connection)}:${inputs.path}`, outs: { ...inputs, sha256: sha256(inputs.content) } };
 }
 
-export async function update(_id: string, _olds: TargetFileOutputs, news: TargetFileInputs): Promise<pulumi.dynamic.UpdateResult<TargetFileOutputs>> {
+export async function update(_id: string, _olds: TargetFileOutputs, news: TargetFileInputs): Promise<{ outs: TargetFileOutputs }> {
   await writeFile(connect(news.connection), news.path, news.content, news.mode);
   return { outs: { ...news, sha256: sha256(news.content) } };
 }
 
 /** The live file: a hand edit shows up as a content change on refresh, a removed file as gone. */
-export async function read(id: string, props: TargetFileOutputs): Promise<pulumi.dynamic.ReadResult<TargetFileOutputs>> {
+export async function read(id: string, props: TargetFileOutputs): Promise<{ id: string; props: TargetFileOutputs }> {
   const ex = connect(props.connection);
   const content = await readFile(ex, props.path);
   if (content === null) return { id: '', props: {} as TargetFileOutputs };
