@@ -37,6 +37,7 @@ function makeDataset(name: string, files: Record<string, number>): string {
 function stage(args: string[], env: Record<string, string> = {}) {
   const r = spawnSync('bash', [script, ...args], {
     encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local, ...env },
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -75,6 +76,7 @@ describe('stage_data.sh', () => {
     const b = makeDataset('set_01', { 'b.pt': 2000 });
     const out = execFileSync('bash', ['-c', 'set -euo pipefail; source "$1"; kdgat_stage_data hcrl_sa "$2" set_01 "$3" >/dev/null; echo "$KD_GAT_CACHE_ROOT"', 'x', script, a, b], {
       encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local },
     });
     expect(out.trim()).toBe(join(local, 'kdgat-cache'));
@@ -141,6 +143,7 @@ describe('stage_data.sh', () => {
     const src = makeDataset('hcrl_sa', { 'a.pt': 100 });
     const r = spawnSync('bash', [script, 'hcrl_sa', src], {
       encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SLURM_JOB_ID: `test${process.pid}` },
     });
     const root = `/tmp/kdgat-job-test${process.pid}/kdgat-cache`;

@@ -111,15 +111,7 @@ export function makeSandbox(options: { stubs?: string[] } = {}): Sandbox {
       TMPDIR: tmp,
       ...extra,
     }),
-    calls: (tool) =>
-      readdirSync(log)
-        .filter((f) => f.startsWith(`${tool}.`) && f.endsWith('.argv'))
-        .sort((a, b) => (BigInt(a.split('.')[1] ?? 0) < BigInt(b.split('.')[1] ?? 0) ? -1 : 1))
-        .map((f) => {
-          const parts = readFileSync(join(log, f), 'utf8').split('\0');
-          parts.pop();
-          return parts;
-        }),
+    calls: (tool) => recordedCalls(log, tool),
     write: (rel, text, mode = 0o644) => {
       const path = join(dir, rel);
       mkdirSync(join(path, '..'), { recursive: true });
@@ -131,6 +123,18 @@ export function makeSandbox(options: { stubs?: string[] } = {}): Sandbox {
   return sandbox;
 }
 
+/** argv of every call a stub recorded in `log`, in call order (file names carry a ns timestamp). */
+export function recordedCalls(log: string, tool: string): string[][] {
+  return readdirSync(log)
+    .filter((f) => f.startsWith(`${tool}.`) && f.endsWith('.argv'))
+    .sort((a, b) => (BigInt(a.split('.')[1] ?? 0) < BigInt(b.split('.')[1] ?? 0) ? -1 : 1))
+    .map((f) => {
+      const parts = readFileSync(join(log, f), 'utf8').split('\0');
+      parts.pop();
+      return parts;
+    });
+}
+
 export interface RunResult {
   status: number | null;
   stdout: string;
@@ -138,7 +142,14 @@ export interface RunResult {
 }
 
 export function runBash(script: string, args: string[], opts: { cwd: string; env: Record<string, string> }): RunResult {
-  const r = spawnSync('bash', [script, ...args], { cwd: opts.cwd, env: opts.env, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync('bash', [script, ...args], {
+    cwd: opts.cwd,
+    env: opts.env,
+    encoding: 'utf8',
+    timeout: 60_000,
+    // A socket on stdin makes bash source ~/.bashrc (its rshd heuristic): give it none.
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -148,7 +159,7 @@ export function runBashSignalled(
   opts: { cwd: string; env: Record<string, string>; readyFile: string; signal: NodeJS.Signals },
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [script], { cwd: opts.cwd, env: opts.env });
+    const child = spawn('bash', [script], { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
