@@ -1,0 +1,122 @@
+// The `local` stack through the real Pulumi CLI: venv environment, scratch layout, scripts.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TempStack, ok } from './pulumi-harness.ts';
+import { makeWheels } from './tools.ts';
+
+/** Stack config of a `local` site under `root`, with a venv of the given pip lines. */
+export function localConfig(root: string, wheels: string, pip: string[], datasets = ['hcrl_sa', 'set_01']) {
+  return {
+    cluster: 'local',
+    clusterOverrides: {
+      paths: {
+        projectRoot: join(root, 'project'),
+        scratchRoot: join(root, 'scratch'),
+        homeCacheRoot: join(root, 'home-cache'),
+        logsDir: join(root, 'scratch', 'logs'),
+      },
+    },
+    environment: 'cpu-local',
+    environmentOverrides: { name: 'cpu-e2e', pip },
+    datasets,
+    build: { frontend: 'pip', frontendCommand: 'python3', pipOptions: ['--no-index', '--find-links', wheels] },
+  };
+}
+
+describe('local stack with the Pulumi CLI', () => {
+  let root: string;
+  let wheels: string;
+  let s: TempStack;
+  let out: Record<string, any>;
+
+  beforeAll(() => {
+    root = mkdtempSync(join(tmpdir(), 'kdgat-local-'));
+    wheels = makeWheels(join(root, 'wheels'), ['alpha==1.0', 'alpha==2.0', 'beta==0.1', 'gamma==3.0']);
+    s = new TempStack('e2e-local', localConfig(root, wheels, ['alpha==1.0']));
+  });
+  afterAll(() => {
+    s?.destroy();
+  });
+
+  it('up creates the environment, the scratch layout and the scripts, and exports the contract outputs', () => {
+    ok(s.up());
+    out = s.outputs();
+    const env = out.environment;
+    expect(env).toMatchObject({ name: 'cpu-e2e', backend: 'venv', prefix: join(root, 'project', 'envs', 'cpu-e2e') });
+    expect(execFileSync(join(env.prefix, 'bin', 'python'), ['-c', 'import alpha; print(alpha.__version__)'], { encoding: 'utf8' })).toBe('1.0\n');
+    const lock = readFileSync(env.lockPath, 'utf8');
+    expect(lock).toContain('alpha==1.0');
+    expect(env.lockHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(env.specHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(env.activate).toContain(`${env.prefix}/bin/activate`);
+
+    for (const dir of [out.scratch.root, out.scratch.runsDir, out.scratch.logsDir, ...Object.values(out.scratch.cacheDirs as Record<string, string>)]) {
+      expect(statSync(dir).isDirectory()).toBe(true);
+    }
+    expect(Object.keys(out.scratch.cacheDirs).sort()).toEqual(['hcrl_sa', 'set_01']);
+    expect(readFileSync(join(out.scratch.root, 'README.md'), 'utf8')).toContain('Purge policy');
+
+    expect(out.scripts.dir).toBe(join(root, 'project', 'scripts'));
+    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu']) {
+      expect(statSync(out.scripts[key]).mode & 0o111).toBe(0o111);
+    }
+  });
+
+  it('a second up reports no changes', () => {
+    ok(s.up(['--expect-no-changes']));
+  });
+
+  it('a spec change shows the package lines in preview --diff, and up applies it', () => {
+    s.setConfig(localConfig(root, wheels, ['alpha==2.0', 'beta==0.1']));
+    const preview = ok(s.preview());
+    expect(preview.stdout).toMatch(/^\s*-\s.*alpha==1\.0/m);
+    expect(preview.stdout).toMatch(/^\s*\+\s.*alpha==2\.0/m);
+    expect(preview.stdout).toMatch(/^\s*\+\s.*beta==0\.1/m);
+    ok(s.up());
+    expect(readFileSync(out.environment.lockPath, 'utf8')).toMatch(/alpha==2\.0[\s\S]*beta==0\.1/);
+    ok(s.up(['--expect-no-changes']));
+  });
+
+  it('a package installed by hand is reported as drift by refresh and preview --refresh', () => {
+    execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'install', '-q', '--no-index', '--find-links', wheels, 'gamma==3.0']);
+    const preview = s.preview(['--refresh', '--expect-no-changes']);
+    expect(preview.code).not.toBe(0);
+    expect(preview.output).toContain('gamma=3.0');
+    const refresh = ok(s.refresh());
+    expect(refresh.output).toContain('gamma=3.0');
+  });
+
+  it('an up killed in the middle of the environment build converges on the next up', async () => {
+    const marker = `${out.environment.prefix}.kdgat-owner.json`;
+    const run = s.startUp();
+    for (let i = 0; i < 1200 && !readFileSync(marker, 'utf8').includes('"building"'); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(readFileSync(marker, 'utf8')).toContain('"building"');
+    process.kill(-run.pid, 'SIGKILL');
+    await run.done;
+    ok(s.up());
+    ok(s.up(['--expect-no-changes']));
+    expect(execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'list'], { encoding: 'utf8' })).not.toContain('gamma');
+  });
+
+  it('dropping a dataset keeps its cached data, and the preview says so', () => {
+    writeFileSync(join(out.scratch.cacheDirs.set_01, 'graphs.pt'), 'cached');
+    s.setConfig(localConfig(root, wheels, ['alpha==2.0', 'beta==0.1'], ['hcrl_sa']));
+    const preview = ok(s.preview());
+    expect(preview.stdout).toMatch(/cache-set_01.*\[retain\]|\[retain\].*cache-set_01/);
+    ok(s.up());
+    expect(readFileSync(join(out.scratch.cacheDirs.set_01, 'graphs.pt'), 'utf8')).toBe('cached');
+  });
+
+  it('destroy removes the environment and the scripts, and keeps cached data', () => {
+    writeFileSync(join(out.scratch.cacheDirs.hcrl_sa, 'graphs.pt'), 'cached');
+    const r = ok(s.destroy());
+    expect(r.stdout).toMatch(/\[retain\]/);
+    expect(existsSync(out.environment.prefix)).toBe(false);
+    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu']) expect(existsSync(out.scripts[key])).toBe(false);
+    expect(readFileSync(join(out.scratch.cacheDirs.hcrl_sa, 'graphs.pt'), 'utf8')).toBe('cached');
+    expect(existsSync(join(out.scratch.root, 'README.md'))).toBe(true);
+  });
+});
