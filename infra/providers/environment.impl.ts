@@ -184,23 +184,32 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
   return { ...env, lock, lockHash: sha256(lock), builtPackages: installed, installedPackages: installed, adopted };
 }
 
+const SPEC_KEYS = [
+  'environmentYml',
+  'packages',
+  'channels',
+  'pipOptions',
+  'inheritSitePackages',
+  'frontend',
+  'frontendCommand',
+  'specPath',
+  'lockPath',
+] as const;
+
+/** What needs a rebuild: the spec or how it is built changed, or packages drifted by hand since the last build. */
+function rebuildReasons(olds: EnvironmentOutputs, news: EnvironmentInputs): string[] {
+  const changed = changedKeys(olds as never, news as never, SPEC_KEYS);
+  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages)) changed.push('installedPackages');
+  return changed;
+}
+
 export async function diff(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['prefix', 'name', 'backend']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
-  const changed = changedKeys(olds as never, news as never, [
-    'environmentYml',
-    'packages',
-    'channels',
-    'pipOptions',
-    'inheritSitePackages',
-    'frontend',
-    'frontendCommand',
-    'specPath',
-    'lockPath',
-  ]);
-  // Drift: packages installed or removed by hand since the last build (seen after a refresh).
-  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages)) changed.push('installedPackages');
-  return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: true };
+  const changed = rebuildReasons(olds, news);
+  // A new host key or private key for the same machine: an update that only records it.
+  const connectionOnly = changedKeys(olds as never, news as never, ['connection', 'adopt', 'owner']);
+  return { changes: replaces.length + changed.length + connectionOnly.length > 0, replaces, deleteBeforeReplace: true };
 }
 
 export async function create(inputs: EnvironmentInputs): Promise<{ id: string; outs: EnvironmentOutputs }> {
@@ -208,6 +217,11 @@ export async function create(inputs: EnvironmentInputs): Promise<{ id: string; o
 }
 
 export async function update(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<{ outs: EnvironmentOutputs }> {
+  if (rebuildReasons(olds, news).length === 0) {
+    // Only the connection (or adopt flag) changed: check we can reach the environment, keep the build.
+    const installedPackages = await listInstalled(connect(news.connection), news);
+    return { outs: { ...olds, ...news, installedPackages } };
+  }
   const outs = await converge(news);
   const ex = connect(news.connection);
   if (olds.lockPath !== news.lockPath) await removeFile(ex, olds.lockPath);

@@ -23,7 +23,7 @@ export interface TargetDirectoryOutputs extends TargetDirectoryInputs {
 export async function diff(_id: string, olds: TargetDirectoryOutputs, news: TargetDirectoryInputs): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['path']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
-  const changed = changedKeys(olds as never, news as never, ['mode', 'group', 'readme']);
+  const changed = changedKeys(olds as never, news as never, ['mode', 'group', 'readme', 'connection']);
   return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: false };
 }
 

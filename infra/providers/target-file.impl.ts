@@ -18,7 +18,7 @@ export interface TargetFileOutputs extends TargetFileInputs {
 export async function diff(_id: string, olds: TargetFileOutputs, news: TargetFileInputs): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['path']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
-  const changed = changedKeys(olds as never, news as never, ['content', 'mode']);
+  const changed = changedKeys(olds as never, news as never, ['content', 'mode', 'connection']);
   return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: false };
 }
 

@@ -63,9 +63,9 @@ describe('environment diff', () => {
     expect((await env.diff('id', o, { ...i, prefix: '/other' })).replaces).toEqual(['prefix']);
     const ssh = { kind: 'ssh' as const, host: 'h', port: 22, user: 'u', hostKey: 'k' };
     expect((await env.diff('id', o, { ...i, connection: ssh })).replaces).toEqual(['connection']);
-    // a new key for the same machine is not a new environment
+    // a new key for the same machine is not a new environment: an update that records it
     const withKey = { ...o, connection: { ...ssh, privateKey: 'old' } };
-    expect((await env.diff('id', withKey, { ...i, connection: { ...ssh, privateKey: 'new' } })).changes).toBe(false);
+    expect(await env.diff('id', withKey, { ...i, connection: { ...ssh, privateKey: 'new' } })).toMatchObject({ changes: true, replaces: [] });
   });
 
   it('sees drift: a package installed by hand since the last build', async () => {

@@ -80,7 +80,7 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
 
   it('refuses a server whose host key is not the pinned one', () => {
     s.setConfig(sshConfig(root, sshd, channel, ['pytorch=2.8', 'cugraph=26.10'], strayHostKey()));
-    const r = s.refresh();
+    const r = s.up();
     expect(r.code).not.toBe(0);
     expect(r.output).toContain("the server's host key does not match the pinned hostKey");
     s.setConfig(sshConfig(root, sshd, channel, ['pytorch=2.8', 'cugraph=26.10']));
