@@ -5,26 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TempStack, ok } from './pulumi-harness.ts';
+import { localConfig } from './pulumi-local.config.ts';
 import { makeWheels } from './tools.ts';
-
-/** Stack config of a `local` site under `root`, with a venv of the given pip lines. */
-export function localConfig(root: string, wheels: string, pip: string[], datasets = ['hcrl_sa', 'set_01']) {
-  return {
-    cluster: 'local',
-    clusterOverrides: {
-      paths: {
-        projectRoot: join(root, 'project'),
-        scratchRoot: join(root, 'scratch'),
-        homeCacheRoot: join(root, 'home-cache'),
-        logsDir: join(root, 'scratch', 'logs'),
-      },
-    },
-    environment: 'cpu-local',
-    environmentOverrides: { name: 'cpu-e2e', pip },
-    datasets,
-    build: { frontend: 'pip', frontendCommand: 'python3', pipOptions: ['--no-index', '--find-links', wheels] },
-  };
-}
 
 describe('local stack with the Pulumi CLI', () => {
   let root: string;
