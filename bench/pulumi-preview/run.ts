@@ -18,7 +18,8 @@ function time(fn: () => void): number {
   return (performance.now() - t0) / 1000;
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (xs: number[]) => `median ${median(xs).toFixed(2)} s  (min ${Math.min(...xs).toFixed(2)}, max ${Math.max(...xs).toFixed(2)}, n=${xs.length})`;
+const fmt = (xs: number[]) =>
+  `median ${median(xs).toFixed(2)} s  (min ${Math.min(...xs).toFixed(2)}, max ${Math.max(...xs).toFixed(2)}, n=${xs.length})`;
 
 const root = mkdtempSync(join(tmpdir(), 'kdgat-bench-'));
 const wheels = makeWheels(join(root, 'wheels'), ['alpha==1.0', 'alpha==2.0']);

@@ -106,7 +106,12 @@ export class ClusterSite extends pulumi.ComponentResource {
         lockPath: env.lockPath,
         lockHash: env.lockHash,
       },
-      scratch: { root: scratch.root, cacheDirs: scratch.cacheDirs, runsDir: scratch.runsDir, logsDir: scratch.logsDir },
+      scratch: {
+        root: scratch.root,
+        cacheDirs: scratch.cacheDirs,
+        runsDir: scratch.runsDir,
+        logsDir: scratch.logsDir,
+      },
       scripts: { dir: scripts.dir, ...scripts.paths },
     };
     this.registerOutputs({ ...this.outputs });

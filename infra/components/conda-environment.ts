@@ -60,10 +60,14 @@ export class CondaEnvironment extends pulumi.ComponentResource {
     super('kdgat:hpc:CondaEnvironment', name, {}, opts);
     const { spec } = args;
     if (spec.backend === 'venv' && args.frontend !== 'pip') {
-      throw new Error(`environment ${spec.name}: backend 'venv' is built with frontend 'pip', got frontend '${args.frontend}'`);
+      throw new Error(
+        `environment ${spec.name}: backend 'venv' is built with frontend 'pip', got frontend '${args.frontend}'`,
+      );
     }
     if (spec.backend === 'conda' && args.frontend === 'pip') {
-      throw new Error(`environment ${spec.name}: backend 'conda' needs a conda frontend (conda, mamba, micromamba, rattler), got 'pip'`);
+      throw new Error(
+        `environment ${spec.name}: backend 'conda' needs a conda frontend (conda, mamba, micromamba, rattler), got 'pip'`,
+      );
     }
     this.name = spec.name;
     this.backend = spec.backend;
@@ -97,6 +101,11 @@ export class CondaEnvironment extends pulumi.ComponentResource {
     this.lock = env.lock;
     this.lockHash = env.lockHash;
     this.installedPackages = env.installedPackages;
-    this.registerOutputs({ prefix: this.prefix, specHash: this.specHash, lockPath: this.lockPath, lockHash: this.lockHash });
+    this.registerOutputs({
+      prefix: this.prefix,
+      specHash: this.specHash,
+      lockPath: this.lockPath,
+      lockHash: this.lockHash,
+    });
   }
 }

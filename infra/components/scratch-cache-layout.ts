@@ -46,16 +46,26 @@ export class ScratchCacheLayout extends pulumi.ComponentResource {
     super('kdgat:hpc:ScratchCacheLayout', name, {}, opts);
     const { layout, connection, group } = args;
     const dir = (id: string, path: string, readme?: string, parent?: pulumi.Resource) =>
-      new TargetDirectory(`${name}-${id}`, { connection, path, mode: layout.mode, group, readme }, { parent: parent ?? this });
+      new TargetDirectory(
+        `${name}-${id}`,
+        { connection, path, mode: layout.mode, group, readme },
+        { parent: parent ?? this },
+      );
     const root = dir('root', layout.root, scratchReadme(layout, args.clusterName));
     dir('runs', layout.runsDir, undefined, root);
     dir('logs', layout.logsDir, undefined, root);
-    for (const [dataset, path] of Object.entries(layout.cacheDirs)) dir(`cache-${dataset}`, path, undefined, root);
+    for (const [dataset, path] of Object.entries(layout.cacheDirs))
+      dir(`cache-${dataset}`, path, undefined, root);
 
     this.root = layout.root;
     this.cacheDirs = layout.cacheDirs;
     this.runsDir = layout.runsDir;
     this.logsDir = layout.logsDir;
-    this.registerOutputs({ root: this.root, cacheDirs: this.cacheDirs, runsDir: this.runsDir, logsDir: this.logsDir });
+    this.registerOutputs({
+      root: this.root,
+      cacheDirs: this.cacheDirs,
+      runsDir: this.runsDir,
+      logsDir: this.logsDir,
+    });
   }
 }

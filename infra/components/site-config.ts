@@ -38,14 +38,25 @@ export function deepMerge(base: unknown, patch: unknown): unknown {
 function pick<T>(key: string, value: unknown, presets: Record<string, T>): unknown {
   if (typeof value === 'string') {
     const preset = presets[value];
-    if (!preset) throw new StackConfigError(key, value, `one of ${Object.keys(presets).join(', ')} or an object`);
+    if (!preset)
+      throw new StackConfigError(key, value, `one of ${Object.keys(presets).join(', ')} or an object`);
     return preset;
   }
   if (isObject(value)) return value;
   throw new StackConfigError(key, value, `a preset name (${Object.keys(presets).join(', ')}) or an object`);
 }
 
-function parse<T>(key: string, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, value: unknown): T {
+function parse<T>(
+  key: string,
+  schema: {
+    safeParse(
+      v: unknown,
+    ):
+      | { success: true; data: T }
+      | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+  },
+  value: unknown,
+): T {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issues = r.error.issues.map((i) => `${key}.${i.path.map(String).join('.')}: ${i.message}`).join('; ');
@@ -55,7 +66,10 @@ function parse<T>(key: string, schema: { safeParse(v: unknown): { success: true;
 /** Relative profile paths (the local stack's `.hpc/…`) are taken from the repository root. */
 function anchorPaths(profile: ClusterProfile, repoRoot: string): ClusterProfile {
   const paths = Object.fromEntries(
-    Object.entries(profile.paths).map(([k, p]) => [k, typeof p === 'string' && !isAbsolute(p) ? resolve(repoRoot, p) : p]),
+    Object.entries(profile.paths).map(([k, p]) => [
+      k,
+      typeof p === 'string' && !isAbsolute(p) ? resolve(repoRoot, p) : p,
+    ]),
   ) as ClusterProfile['paths'];
   return { ...profile, paths };
 }
@@ -71,9 +85,16 @@ export interface RawSiteConfig {
 }
 
 /** Validated site arguments from raw config values (pure; the secret key is added by the caller). */
-export function siteArgsFrom(raw: RawSiteConfig, repoRoot: string): Omit<ClusterSiteArgs, 'connection' | 'owner'> & { connection: Connection } {
+export function siteArgsFrom(
+  raw: RawSiteConfig,
+  repoRoot: string,
+): Omit<ClusterSiteArgs, 'connection' | 'owner'> & { connection: Connection } {
   const profile = anchorPaths(
-    parse<ClusterProfile>('cluster', ClusterProfileSchema, deepMerge(pick('cluster', raw.cluster, clusterPresets), raw.clusterOverrides)),
+    parse<ClusterProfile>(
+      'cluster',
+      ClusterProfileSchema,
+      deepMerge(pick('cluster', raw.cluster, clusterPresets), raw.clusterOverrides),
+    ),
     repoRoot,
   );
   const environment = parse<EnvironmentSpec>(
@@ -82,14 +103,19 @@ export function siteArgsFrom(raw: RawSiteConfig, repoRoot: string): Omit<Cluster
     deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides),
   );
   const datasets = raw.datasets ?? [];
-  if (!Array.isArray(datasets) || !datasets.every((d) => typeof d === 'string' && /^[A-Za-z0-9_.-]+$/.test(d))) {
+  if (
+    !Array.isArray(datasets) ||
+    !datasets.every((d) => typeof d === 'string' && /^[A-Za-z0-9_.-]+$/.test(d))
+  ) {
     throw new StackConfigError('datasets', datasets, 'a list of dataset names (letters, digits, _ . -)');
   }
   const build = (raw.build ?? {}) as Partial<EnvironmentBuild>;
   const frontends = ['conda', 'mamba', 'micromamba', 'rattler', 'pip'];
   const frontend = build.frontend ?? (environment.backend === 'venv' ? 'pip' : 'conda');
-  if (!frontends.includes(frontend)) throw new StackConfigError('build.frontend', frontend, frontends.join(' | '));
-  const frontendCommand = build.frontendCommand ?? (frontend === 'pip' ? 'python3' : frontend === 'rattler' ? 'python3' : frontend);
+  if (!frontends.includes(frontend))
+    throw new StackConfigError('build.frontend', frontend, frontends.join(' | '));
+  const frontendCommand =
+    build.frontendCommand ?? (frontend === 'pip' ? 'python3' : frontend === 'rattler' ? 'python3' : frontend);
   const anchor = (p: string) => (isAbsolute(p) ? p : resolve(repoRoot, p));
   return {
     profile,
@@ -125,7 +151,12 @@ export function readSiteConfig(config: pulumi.Config, repoRoot: string): Cluster
   const key = config.getSecret('sshPrivateKey');
   const connection: pulumi.Input<Connection> =
     key && args.connection.kind === 'ssh'
-      ? pulumi.all([key]).apply(([privateKey]) => ({ ...(args.connection as Extract<Connection, { kind: 'ssh' }>), privateKey }))
+      ? pulumi
+          .all([key])
+          .apply(([privateKey]) => ({
+            ...(args.connection as Extract<Connection, { kind: 'ssh' }>),
+            privateKey,
+          }))
       : args.connection;
   return { ...args, connection, owner: `${pulumi.getProject()}/${pulumi.getStack()}` };
 }

@@ -30,7 +30,11 @@ export class SlurmTemplates extends pulumi.ComponentResource {
     const keyOf = Object.fromEntries(Object.entries(args.names ?? {}).map(([k, f]) => [f, k]));
     for (const [fileName, content] of Object.entries(args.scripts).sort(([a], [b]) => a.localeCompare(b))) {
       const path = `${args.dir}/${fileName}`;
-      new TargetFile(`${name}-${fileName}`, { connection: args.connection, path, content, mode: '0755' }, { parent: this });
+      new TargetFile(
+        `${name}-${fileName}`,
+        { connection: args.connection, path, content, mode: '0755' },
+        { parent: this },
+      );
       this.paths[keyOf[fileName] ?? scriptKey(fileName)] = path;
     }
     this.registerOutputs({ dir: this.dir, paths: this.paths });

@@ -16,6 +16,10 @@ export function connect(connection: Connection): Executor {
 }
 
 /** Names of the keys whose values differ (compared as JSON). */
-export function changedKeys(olds: Record<string, unknown>, news: Record<string, unknown>, keys: readonly string[]): string[] {
+export function changedKeys(
+  olds: Record<string, unknown>,
+  news: Record<string, unknown>,
+  keys: readonly string[],
+): string[] {
   return keys.filter((k) => JSON.stringify(olds[k] ?? null) !== JSON.stringify(news[k] ?? null));
 }

@@ -60,7 +60,8 @@ interface OwnerMarker {
 
 const markerPath = (prefix: string) => `${prefix}.kdgat-owner.json`;
 const rattlerHelperPath = (specPath: string) => `${specPath.replace(/[^/]*$/, '')}.kdgat-rattler_env.py`;
-const requirementsPath = (specPath: string) => specPath.replace(/(\.environment)?\.ya?ml$/, '') + '.requirements.txt';
+const requirementsPath = (specPath: string) =>
+  specPath.replace(/(\.environment)?\.ya?ml$/, '') + '.requirements.txt';
 
 async function readMarker(ex: Executor, prefix: string): Promise<OwnerMarker | null> {
   const text = await readFile(ex, markerPath(prefix));
@@ -92,14 +93,29 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
           [`${env.prefix}/bin/python`, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
           { ...bound, what },
         );
-        await writeFile(ex, `${purelib.trim()}/kdgat-inherit.pth`, `${env.inheritSitePackages.join('\n')}\n`, '0644');
+        await writeFile(
+          ex,
+          `${purelib.trim()}/kdgat-inherit.pth`,
+          `${env.inheritSitePackages.join('\n')}\n`,
+          '0644',
+        );
       }
       if (env.packages.length > 0) {
         const reqs = requirementsPath(env.specPath);
         await writeFile(ex, reqs, `${env.packages.join('\n')}\n`, '0644');
         await runChecked(
           ex,
-          [`${env.prefix}/bin/python`, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...env.pipOptions, '-r', reqs],
+          [
+            `${env.prefix}/bin/python`,
+            '-m',
+            'pip',
+            'install',
+            '--disable-pip-version-check',
+            '--no-input',
+            ...env.pipOptions,
+            '-r',
+            reqs,
+          ],
           { ...bound, what },
         );
       }
@@ -109,18 +125,30 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
       const helper = rattlerHelperPath(env.specPath);
       await writeFile(ex, helper, rattlerHelperText(), '0644');
       const request = JSON.stringify({ channels: env.channels, specs: env.packages });
-      await runChecked(ex, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], { ...bound, input: request, what });
+      await runChecked(ex, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], {
+        ...bound,
+        input: request,
+        what,
+      });
       return;
     }
     case 'micromamba':
-      await runChecked(ex, [env.frontendCommand, 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath], { ...bound, what });
+      await runChecked(
+        ex,
+        [env.frontendCommand, 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath],
+        { ...bound, what },
+      );
       return;
     case 'conda':
     case 'mamba':
-      await runChecked(ex, [env.frontendCommand, 'env', 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath], {
-        ...bound,
-        what,
-      });
+      await runChecked(
+        ex,
+        [env.frontendCommand, 'env', 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath],
+        {
+          ...bound,
+          what,
+        },
+      );
       return;
   }
 }
@@ -130,11 +158,23 @@ async function exportLock(ex: Executor, env: EnvironmentInputs): Promise<string>
   const bound = { timeoutSeconds: 600, what: `exporting the lock of '${env.name}'` };
   switch (env.frontend) {
     case 'pip':
-      return runChecked(ex, [`${env.prefix}/bin/python`, '-m', 'pip', 'freeze', '--all', '--disable-pip-version-check'], bound);
+      return runChecked(
+        ex,
+        [`${env.prefix}/bin/python`, '-m', 'pip', 'freeze', '--all', '--disable-pip-version-check'],
+        bound,
+      );
     case 'rattler':
-      return runChecked(ex, [env.frontendCommand, rattlerHelperPath(env.specPath), 'lock', '--prefix', env.prefix], bound);
+      return runChecked(
+        ex,
+        [env.frontendCommand, rattlerHelperPath(env.specPath), 'lock', '--prefix', env.prefix],
+        bound,
+      );
     default:
-      return runChecked(ex, [env.frontendCommand, 'list', '--explicit', '--md5', '--prefix', env.prefix], bound);
+      return runChecked(
+        ex,
+        [env.frontendCommand, 'list', '--explicit', '--md5', '--prefix', env.prefix],
+        bound,
+      );
   }
 }
 
@@ -145,14 +185,26 @@ export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promi
   switch (env.frontend) {
     case 'pip':
       entries = JSON.parse(
-        await runChecked(ex, [`${env.prefix}/bin/python`, '-m', 'pip', 'list', '--format=json', '--disable-pip-version-check'], bound),
+        await runChecked(
+          ex,
+          [`${env.prefix}/bin/python`, '-m', 'pip', 'list', '--format=json', '--disable-pip-version-check'],
+          bound,
+        ),
       );
       break;
     case 'rattler':
-      entries = JSON.parse(await runChecked(ex, [env.frontendCommand, rattlerHelperPath(env.specPath), 'list', '--prefix', env.prefix], bound));
+      entries = JSON.parse(
+        await runChecked(
+          ex,
+          [env.frontendCommand, rattlerHelperPath(env.specPath), 'list', '--prefix', env.prefix],
+          bound,
+        ),
+      );
       break;
     default:
-      entries = JSON.parse(await runChecked(ex, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound));
+      entries = JSON.parse(
+        await runChecked(ex, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound),
+      );
   }
   return entries.map((e) => `${e.name.toLowerCase()}=${e.version}`).sort();
 }
@@ -181,7 +233,14 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
   await writeFile(ex, env.lockPath, lock, '0644');
   const installed = await listInstalled(ex, env);
   await writeMarker(ex, env.prefix, { owner: env.owner, adopted, state: 'ready', specHash: env.specHash });
-  return { ...env, lock, lockHash: sha256(lock), builtPackages: installed, installedPackages: installed, adopted };
+  return {
+    ...env,
+    lock,
+    lockHash: sha256(lock),
+    builtPackages: installed,
+    installedPackages: installed,
+    adopted,
+  };
 }
 
 const SPEC_KEYS = [
@@ -199,24 +258,37 @@ const SPEC_KEYS = [
 /** What needs a rebuild: the spec or how it is built changed, or packages drifted by hand since the last build. */
 function rebuildReasons(olds: EnvironmentOutputs, news: EnvironmentInputs): string[] {
   const changed = changedKeys(olds as never, news as never, SPEC_KEYS);
-  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages)) changed.push('installedPackages');
+  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages))
+    changed.push('installedPackages');
   return changed;
 }
 
-export async function diff(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<pulumi.dynamic.DiffResult> {
+export async function diff(
+  _id: string,
+  olds: EnvironmentOutputs,
+  news: EnvironmentInputs,
+): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['prefix', 'name', 'backend']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
   const changed = rebuildReasons(olds, news);
   // A new host key or private key for the same machine: an update that only records it.
   const connectionOnly = changedKeys(olds as never, news as never, ['connection', 'adopt', 'owner']);
-  return { changes: replaces.length + changed.length + connectionOnly.length > 0, replaces, deleteBeforeReplace: true };
+  return {
+    changes: replaces.length + changed.length + connectionOnly.length > 0,
+    replaces,
+    deleteBeforeReplace: true,
+  };
 }
 
 export async function create(inputs: EnvironmentInputs): Promise<{ id: string; outs: EnvironmentOutputs }> {
   return { id: `${targetKey(inputs.connection)}:${inputs.prefix}`, outs: await converge(inputs) };
 }
 
-export async function update(_id: string, olds: EnvironmentOutputs, news: EnvironmentInputs): Promise<{ outs: EnvironmentOutputs }> {
+export async function update(
+  _id: string,
+  olds: EnvironmentOutputs,
+  news: EnvironmentInputs,
+): Promise<{ outs: EnvironmentOutputs }> {
   if (rebuildReasons(olds, news).length === 0) {
     // Only the connection (or adopt flag) changed: check we can reach the environment, keep the build.
     const installedPackages = await listInstalled(connect(news.connection), news);
@@ -230,7 +302,10 @@ export async function update(_id: string, olds: EnvironmentOutputs, news: Enviro
 }
 
 /** The live environment: its package list, so hand-made changes show as drift. */
-export async function read(id: string, props: EnvironmentOutputs): Promise<{ id: string; props: EnvironmentOutputs }> {
+export async function read(
+  id: string,
+  props: EnvironmentOutputs,
+): Promise<{ id: string; props: EnvironmentOutputs }> {
   const ex = connect(props.connection);
   if (!(await pathExists(ex, props.prefix))) return { id: '', props: {} as EnvironmentOutputs };
   const installed = await listInstalled(ex, props);
@@ -242,7 +317,12 @@ export async function remove(_id: string, props: EnvironmentOutputs): Promise<vo
   const marker = await readMarker(ex, props.prefix);
   if (marker?.owner !== props.owner) return; // not ours (any more): leave it alone
   if (!marker.adopted) await removeTree(ex, props.prefix);
-  for (const path of [props.specPath, props.lockPath, requirementsPath(props.specPath), rattlerHelperPath(props.specPath)]) {
+  for (const path of [
+    props.specPath,
+    props.lockPath,
+    requirementsPath(props.specPath),
+    rattlerHelperPath(props.specPath),
+  ]) {
     await removeFile(ex, path);
   }
   await removeFile(ex, markerPath(props.prefix));

@@ -21,8 +21,19 @@ export class Environment extends pulumi.dynamic.Resource {
     super(
       provider,
       name,
-      { ...args, lock: undefined, lockHash: undefined, installedPackages: undefined, builtPackages: undefined, adopted: undefined },
-      { ...opts, additionalSecretOutputs: ['connection'], customTimeouts: { create: '6h', update: '6h', delete: '1h' } },
+      {
+        ...args,
+        lock: undefined,
+        lockHash: undefined,
+        installedPackages: undefined,
+        builtPackages: undefined,
+        adopted: undefined,
+      },
+      {
+        ...opts,
+        additionalSecretOutputs: ['connection'],
+        customTimeouts: { create: '6h', update: '6h', delete: '1h' },
+      },
       'kdgat',
       'Environment',
     );

@@ -150,20 +150,33 @@ export function sshExecutor(connection: Extract<Connection, { kind: 'ssh' }>): E
       const dir = mkdtempSync(join(tmpdir(), 'kdgat-ssh-'));
       try {
         const knownHosts = join(dir, 'known_hosts');
-        writeFileSync(knownHosts, knownHostsLine(connection.host, connection.port, connection.hostKey), { mode: 0o600 });
+        writeFileSync(knownHosts, knownHostsLine(connection.host, connection.port, connection.hostKey), {
+          mode: 0o600,
+        });
         let identity = connection.privateKeyPath;
         if (connection.privateKey) {
           identity = join(dir, 'id');
-          const key = connection.privateKey.endsWith('\n') ? connection.privateKey : `${connection.privateKey}\n`;
+          const key = connection.privateKey.endsWith('\n')
+            ? connection.privateKey
+            : `${connection.privateKey}\n`;
           writeFileSync(identity, key, { mode: 0o600 });
         }
         // `timeout` bounds the remote side too: killing the local ssh alone leaves the remote command running.
-        const remote = ['timeout', '-k', '10', String(options.timeoutSeconds), ...argv].map((a) => shq(a)).join(' ');
-        const result = await spawnBounded('ssh', [...sshArgs(connection, { knownHosts, identity }), '--', remote], {
-          ...options,
-          timeoutSeconds: options.timeoutSeconds + 30,
-        });
-        if (result.code === 255 && /host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED/i.test(result.stderr)) {
+        const remote = ['timeout', '-k', '10', String(options.timeoutSeconds), ...argv]
+          .map((a) => shq(a))
+          .join(' ');
+        const result = await spawnBounded(
+          'ssh',
+          [...sshArgs(connection, { knownHosts, identity }), '--', remote],
+          {
+            ...options,
+            timeoutSeconds: options.timeoutSeconds + 30,
+          },
+        );
+        if (
+          result.code === 255 &&
+          /host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED/i.test(result.stderr)
+        ) {
           throw new Error(
             `ssh to ${target} refused: the server's host key does not match the pinned hostKey of the cluster profile ` +
               `(expected ${connection.hostKey.trim().split(/\s+/)[0]} key ${connection.hostKey.trim().slice(0, 40)}…). ` +
@@ -171,7 +184,9 @@ export function sshExecutor(connection: Extract<Connection, { kind: 'ssh' }>): E
           );
         }
         if (result.code === 255) {
-          throw new Error(`ssh to ${target} failed (status 255): ${result.stderr.trim().split('\n').slice(-5).join('\n')}`);
+          throw new Error(
+            `ssh to ${target} failed (status 255): ${result.stderr.trim().split('\n').slice(-5).join('\n')}`,
+          );
         }
         // 124/137: the remote `timeout` fired.
         return result.code === 124 || result.code === 137 ? { ...result, timedOut: true } : result;

@@ -20,7 +20,11 @@ export interface TargetDirectoryOutputs extends TargetDirectoryInputs {
   appliedMode: string;
 }
 
-export async function diff(_id: string, olds: TargetDirectoryOutputs, news: TargetDirectoryInputs): Promise<pulumi.dynamic.DiffResult> {
+export async function diff(
+  _id: string,
+  olds: TargetDirectoryOutputs,
+  news: TargetDirectoryInputs,
+): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['path']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
   const changed = changedKeys(olds as never, news as never, ['mode', 'group', 'readme', 'connection']);
@@ -34,15 +38,24 @@ async function apply(inputs: TargetDirectoryInputs): Promise<TargetDirectoryOutp
   return { ...inputs, appliedMode };
 }
 
-export async function create(inputs: TargetDirectoryInputs): Promise<{ id: string; outs: TargetDirectoryOutputs }> {
+export async function create(
+  inputs: TargetDirectoryInputs,
+): Promise<{ id: string; outs: TargetDirectoryOutputs }> {
   return { id: `${targetKey(inputs.connection)}:${inputs.path}`, outs: await apply(inputs) };
 }
 
-export async function update(_id: string, _olds: TargetDirectoryOutputs, news: TargetDirectoryInputs): Promise<{ outs: TargetDirectoryOutputs }> {
+export async function update(
+  _id: string,
+  _olds: TargetDirectoryOutputs,
+  news: TargetDirectoryInputs,
+): Promise<{ outs: TargetDirectoryOutputs }> {
   return { outs: await apply(news) };
 }
 
-export async function read(id: string, props: TargetDirectoryOutputs): Promise<{ id: string; props: TargetDirectoryOutputs }> {
+export async function read(
+  id: string,
+  props: TargetDirectoryOutputs,
+): Promise<{ id: string; props: TargetDirectoryOutputs }> {
   const ex = connect(props.connection);
   const mode = await statMode(ex, props.path);
   if (mode === null) return { id: '', props: {} as TargetDirectoryOutputs };

@@ -15,7 +15,11 @@ export interface TargetFileOutputs extends TargetFileInputs {
   sha256: string;
 }
 
-export async function diff(_id: string, olds: TargetFileOutputs, news: TargetFileInputs): Promise<pulumi.dynamic.DiffResult> {
+export async function diff(
+  _id: string,
+  olds: TargetFileOutputs,
+  news: TargetFileInputs,
+): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['path']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
   const changed = changedKeys(olds as never, news as never, ['content', 'mode', 'connection']);
@@ -24,16 +28,26 @@ export async function diff(_id: string, olds: TargetFileOutputs, news: TargetFil
 
 export async function create(inputs: TargetFileInputs): Promise<{ id: string; outs: TargetFileOutputs }> {
   await writeFile(connect(inputs.connection), inputs.path, inputs.content, inputs.mode);
-  return { id: `${targetKey(inputs.connection)}:${inputs.path}`, outs: { ...inputs, sha256: sha256(inputs.content) } };
+  return {
+    id: `${targetKey(inputs.connection)}:${inputs.path}`,
+    outs: { ...inputs, sha256: sha256(inputs.content) },
+  };
 }
 
-export async function update(_id: string, _olds: TargetFileOutputs, news: TargetFileInputs): Promise<{ outs: TargetFileOutputs }> {
+export async function update(
+  _id: string,
+  _olds: TargetFileOutputs,
+  news: TargetFileInputs,
+): Promise<{ outs: TargetFileOutputs }> {
   await writeFile(connect(news.connection), news.path, news.content, news.mode);
   return { outs: { ...news, sha256: sha256(news.content) } };
 }
 
 /** The live file: a hand edit shows up as a content change on refresh, a removed file as gone. */
-export async function read(id: string, props: TargetFileOutputs): Promise<{ id: string; props: TargetFileOutputs }> {
+export async function read(
+  id: string,
+  props: TargetFileOutputs,
+): Promise<{ id: string; props: TargetFileOutputs }> {
   const ex = connect(props.connection);
   const content = await readFile(ex, props.path);
   if (content === null) return { id: '', props: {} as TargetFileOutputs };

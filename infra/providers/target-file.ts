@@ -20,6 +20,13 @@ export class TargetFile extends pulumi.dynamic.Resource {
   declare readonly sha256: pulumi.Output<string>;
 
   constructor(name: string, args: TargetFileArgs, opts?: pulumi.CustomResourceOptions) {
-    super(provider, name, { ...args, sha256: undefined }, { ...opts, additionalSecretOutputs: ['connection'] }, 'kdgat', 'TargetFile');
+    super(
+      provider,
+      name,
+      { ...args, sha256: undefined },
+      { ...opts, additionalSecretOutputs: ['connection'] },
+      'kdgat',
+      'TargetFile',
+    );
   }
 }

@@ -6,7 +6,10 @@ const QUICK = { timeoutSeconds: 120 };
 
 /** Contents of a file, or null when it does not exist. */
 export async function readFile(ex: Executor, path: string): Promise<string | null> {
-  const result = await ex.run(['sh', '-c', 'if [ -f "$1" ]; then cat -- "$1"; else exit 3; fi', 'sh', path], QUICK);
+  const result = await ex.run(
+    ['sh', '-c', 'if [ -f "$1" ]; then cat -- "$1"; else exit 3; fi', 'sh', path],
+    QUICK,
+  );
   if (result.code === 3) return null;
   if (result.code !== 0) throw new Error(`reading ${path} on ${ex.target} failed: ${result.stderr.trim()}`);
   return result.stdout;
@@ -45,7 +48,12 @@ export async function pathExists(ex: Executor, path: string): Promise<boolean> {
  * Creates a directory (and parents) and applies mode and, when given, group. Returns the mode
  * actually applied: a setgid mode falls back to the plain mode where the filesystem refuses it.
  */
-export async function ensureDirectory(ex: Executor, path: string, mode: string, group?: string): Promise<string> {
+export async function ensureDirectory(
+  ex: Executor,
+  path: string,
+  mode: string,
+  group?: string,
+): Promise<string> {
   const script = [
     'set -e',
     'mkdir -p -- "$1"',

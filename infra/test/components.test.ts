@@ -14,7 +14,10 @@ beforeAll(() => {
     {
       newResource: (args) => {
         created.push({ type: args.type, name: args.name, inputs: args.inputs });
-        return { id: `${args.name}-id`, state: { ...args.inputs, lockHash: 'lockhash', appliedMode: args.inputs.mode } };
+        return {
+          id: `${args.name}-id`,
+          state: { ...args.inputs, lockHash: 'lockhash', appliedMode: args.inputs.mode },
+        };
       },
       call: (args) => args.inputs,
     },
@@ -31,7 +34,11 @@ describe('SlurmTemplates', () => {
   it('installs every rendered script executable under <projectRoot>/scripts and names it in the outputs', async () => {
     const { SlurmTemplates } = await import('../components/slurm-templates.ts');
     const t = new SlurmTemplates('scripts', {
-      scripts: { 'stage-data.sh': '#!/bin/bash\n', 'train-gpu.sh': '#!/bin/bash\n', 'epilog.sh': '#!/bin/bash\n' },
+      scripts: {
+        'stage-data.sh': '#!/bin/bash\n',
+        'train-gpu.sh': '#!/bin/bash\n',
+        'epilog.sh': '#!/bin/bash\n',
+      },
       dir: '/proj/scripts',
       connection: local,
     });
@@ -41,7 +48,9 @@ describe('SlurmTemplates', () => {
       epilog: '/proj/scripts/epilog.sh',
     });
     await new Promise((r) => setTimeout(r, 50));
-    const files = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetFile' && c.name.startsWith('scripts-'));
+    const files = created.filter(
+      (c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetFile' && c.name.startsWith('scripts-'),
+    );
     expect(files.map((f) => [f.inputs.path, f.inputs.mode])).toEqual([
       ['/proj/scripts/epilog.sh', '0755'],
       ['/proj/scripts/stage-data.sh', '0755'],
@@ -55,7 +64,10 @@ describe('ScratchCacheLayout', () => {
     const { ScratchCacheLayout } = await import('../components/scratch-cache-layout.ts');
     const layout = {
       root: '/fs/scratch/PAS1266/kd-gat',
-      cacheDirs: { hcrl_sa: '/fs/scratch/PAS1266/kd-gat/cache/hcrl_sa', set_01: '/fs/scratch/PAS1266/kd-gat/cache/set_01' },
+      cacheDirs: {
+        hcrl_sa: '/fs/scratch/PAS1266/kd-gat/cache/hcrl_sa',
+        set_01: '/fs/scratch/PAS1266/kd-gat/cache/set_01',
+      },
       runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
       logsDir: '/fs/scratch/PAS1266/kd-gat/logs',
       mode: '2770',
@@ -82,12 +94,25 @@ describe('ScratchCacheLayout', () => {
 describe('CondaEnvironment', () => {
   it('declares one environment with the canonical spec text, the package list, the lock beside the spec', async () => {
     const { CondaEnvironment } = await import('../components/conda-environment.ts');
-    const yml = 'name: gnn-rapids\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n';
+    const yml =
+      'name: gnn-rapids\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n';
     const env = new CondaEnvironment('gnn', {
-      spec: { name: 'gnn-rapids', backend: 'conda', channels: ['rapidsai', 'conda-forge'], dependencies: ['cugraph=26.10', 'pytorch=2.8'] },
+      spec: {
+        name: 'gnn-rapids',
+        backend: 'conda',
+        channels: ['rapidsai', 'conda-forge'],
+        dependencies: ['cugraph=26.10', 'pytorch=2.8'],
+      },
       environmentYml: yml,
       specHash: 'spechash',
-      connection: pulumi.secret({ kind: 'ssh' as const, host: 'h', port: 22, user: 'u', hostKey: 'k', privateKey: 'KEY' }),
+      connection: pulumi.secret({
+        kind: 'ssh' as const,
+        host: 'h',
+        port: 22,
+        user: 'u',
+        hostKey: 'k',
+        privateKey: 'KEY',
+      }),
       owner: 'kdgat-hpc/unit',
       prefix: '/proj/envs/gnn-rapids',
       envsDir: '/proj/envs',

@@ -29,7 +29,14 @@ function inputs(root: string): env.EnvironmentInputs {
 
 function outputs(i: env.EnvironmentInputs): env.EnvironmentOutputs {
   const pkgs = ['python=3.12.1', 'pytorch=2.7.0'];
-  return { ...i, lock: '@EXPLICIT\n', lockHash: 'h', builtPackages: pkgs, installedPackages: pkgs, adopted: false };
+  return {
+    ...i,
+    lock: '@EXPLICIT\n',
+    lockHash: 'h',
+    builtPackages: pkgs,
+    installedPackages: pkgs,
+    adopted: false,
+  };
 }
 
 describe('environment ownership', () => {
@@ -38,7 +45,9 @@ describe('environment ownership', () => {
     const i = inputs(root);
     mkdirSync(join(i.prefix, 'conda-meta'), { recursive: true });
     await expect(env.create(i)).rejects.toThrow(
-      new RegExp(`environment 'gnn-rapids' already exists at ${i.prefix} on local and was not created by stack kdgat-hpc/test \\(no ownership marker\\)\\. Set adopt: true`),
+      new RegExp(
+        `environment 'gnn-rapids' already exists at ${i.prefix} on local and was not created by stack kdgat-hpc/test \\(no ownership marker\\)\\. Set adopt: true`,
+      ),
     );
     // nothing was touched
     expect(readdirSync(i.prefix)).toEqual(['conda-meta']);
@@ -65,7 +74,10 @@ describe('environment diff', () => {
     expect((await env.diff('id', o, { ...i, connection: ssh })).replaces).toEqual(['connection']);
     // a new key for the same machine is not a new environment: an update that records it
     const withKey = { ...o, connection: { ...ssh, privateKey: 'old' } };
-    expect(await env.diff('id', withKey, { ...i, connection: { ...ssh, privateKey: 'new' } })).toMatchObject({ changes: true, replaces: [] });
+    expect(await env.diff('id', withKey, { ...i, connection: { ...ssh, privateKey: 'new' } })).toMatchObject({
+      changes: true,
+      replaces: [],
+    });
   });
 
   it('sees drift: a package installed by hand since the last build', async () => {

@@ -10,7 +10,9 @@ describe('local executor', () => {
   });
 
   it('feeds stdin', async () => {
-    expect(await runChecked(ex, ['cat'], { input: 'line one\nline two\n', timeoutSeconds: 10 })).toBe('line one\nline two\n');
+    expect(await runChecked(ex, ['cat'], { input: 'line one\nline two\n', timeoutSeconds: 10 })).toBe(
+      'line one\nline two\n',
+    );
   });
 
   it('kills a command that runs past its timeout and says so', async () => {
@@ -18,36 +20,50 @@ describe('local executor', () => {
     const r = await ex.run(['sleep', '30'], { timeoutSeconds: 1 });
     expect(r.timedOut).toBe(true);
     expect(Date.now() - started).toBeLessThan(10_000);
-    await expect(runChecked(ex, ['sleep', '30'], { timeoutSeconds: 1, what: 'building environment x' })).rejects.toThrow(
-      /building environment x on local timed out/,
-    );
+    await expect(
+      runChecked(ex, ['sleep', '30'], { timeoutSeconds: 1, what: 'building environment x' }),
+    ).rejects.toThrow(/building environment x on local timed out/);
   });
 
   it('names the command, the status and the output tail on failure', async () => {
-    await expect(runChecked(ex, ['sh', '-c', 'echo boom >&2; exit 7'], { timeoutSeconds: 10 })).rejects.toThrow(
-      /exited with status 7:\nboom/,
-    );
+    await expect(
+      runChecked(ex, ['sh', '-c', 'echo boom >&2; exit 7'], { timeoutSeconds: 10 }),
+    ).rejects.toThrow(/exited with status 7:\nboom/);
   });
 
   it('reports a missing program clearly', async () => {
-    await expect(ex.run(['/nonexistent/conda'], { timeoutSeconds: 5 })).rejects.toThrow(/could not start `\/nonexistent\/conda`/);
+    await expect(ex.run(['/nonexistent/conda'], { timeoutSeconds: 5 })).rejects.toThrow(
+      /could not start `\/nonexistent\/conda`/,
+    );
   });
 });
 
 describe('ssh invocation', () => {
-  const conn = { kind: 'ssh' as const, host: 'pitzer.osc.edu', port: 2222, user: 'alice', hostKey: 'ssh-ed25519 AAAAkey' };
+  const conn = {
+    kind: 'ssh' as const,
+    host: 'pitzer.osc.edu',
+    port: 2222,
+    user: 'alice',
+    hostKey: 'ssh-ed25519 AAAAkey',
+  };
 
   it('pins the host key strictly and never prompts', () => {
     const args = sshArgs(conn, { knownHosts: '/tmp/kh', identity: '/tmp/id' });
-    expect(args.join(' ')).toContain('-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/kh -o GlobalKnownHostsFile=/dev/null');
+    expect(args.join(' ')).toContain(
+      '-o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/kh -o GlobalKnownHostsFile=/dev/null',
+    );
     expect(args).toContain('BatchMode=yes');
     expect(args.slice(-3)).toEqual(['-l', 'alice', 'pitzer.osc.edu']);
     expect(args).not.toContain('-J');
-    expect(sshArgs({ ...conn, proxy: 'bob@gw:22' }, { knownHosts: '/tmp/kh' })).toEqual(expect.arrayContaining(['-J', 'bob@gw:22']));
+    expect(sshArgs({ ...conn, proxy: 'bob@gw:22' }, { knownHosts: '/tmp/kh' })).toEqual(
+      expect.arrayContaining(['-J', 'bob@gw:22']),
+    );
   });
 
   it('writes the known_hosts line in the form ssh looks up for the port', () => {
     expect(knownHostsLine('h', 22, 'ssh-ed25519 AAAA')).toBe('h ssh-ed25519 AAAA\n');
-    expect(knownHostsLine('127.0.0.1', 2222, ' ssh-ed25519 AAAA\n')).toBe('[127.0.0.1]:2222 ssh-ed25519 AAAA\n');
+    expect(knownHostsLine('127.0.0.1', 2222, ' ssh-ed25519 AAAA\n')).toBe(
+      '[127.0.0.1]:2222 ssh-ed25519 AAAA\n',
+    );
   });
 });

@@ -18,8 +18,14 @@ describe('TargetFile provider', () => {
     expect(statSync(path).mode & 0o777).toBe(0o755);
 
     expect((await file.diff(id, outs, inputs)).changes).toBe(false);
-    expect(await file.diff(id, outs, { ...inputs, content: '#!/bin/bash\necho two\n' })).toMatchObject({ changes: true, replaces: [] });
-    expect(await file.diff(id, outs, { ...inputs, path: join(root, 'x.sh') })).toMatchObject({ changes: true, replaces: ['path'] });
+    expect(await file.diff(id, outs, { ...inputs, content: '#!/bin/bash\necho two\n' })).toMatchObject({
+      changes: true,
+      replaces: [],
+    });
+    expect(await file.diff(id, outs, { ...inputs, path: join(root, 'x.sh') })).toMatchObject({
+      changes: true,
+      replaces: ['path'],
+    });
 
     writeFileSync(path, '#!/bin/bash\necho edited by hand\n');
     const live = await file.read(id, outs);

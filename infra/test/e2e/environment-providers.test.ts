@@ -10,7 +10,13 @@ import { makeCondaChannel, makeWheels, rattlerPython } from './tools.ts';
 
 const local = { kind: 'local' as const };
 
-function base(root: string, name: string): Omit<env.EnvironmentInputs, 'backend' | 'frontend' | 'frontendCommand' | 'packages' | 'channels' | 'pipOptions'> {
+function base(
+  root: string,
+  name: string,
+): Omit<
+  env.EnvironmentInputs,
+  'backend' | 'frontend' | 'frontendCommand' | 'packages' | 'channels' | 'pipOptions'
+> {
   return {
     connection: local,
     owner: 'kdgat-hpc/e2e',
@@ -48,7 +54,10 @@ describe('venv backend (pip from local wheels)', () => {
     expect(outs.installedPackages).toContain('alpha=1.0');
     expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==1.0');
     expect(readFileSync(inputs.specPath, 'utf8')).toBe(inputs.environmentYml);
-    expect(JSON.parse(readFileSync(`${inputs.prefix}.kdgat-owner.json`, 'utf8'))).toMatchObject({ owner: 'kdgat-hpc/e2e', state: 'ready' });
+    expect(JSON.parse(readFileSync(`${inputs.prefix}.kdgat-owner.json`, 'utf8'))).toMatchObject({
+      owner: 'kdgat-hpc/e2e',
+      state: 'ready',
+    });
 
     const next = { ...inputs, packages: ['alpha==2.0', 'beta==0.1'] };
     expect((await env.diff(id, outs, next)).changes).toBe(true);
@@ -57,7 +66,16 @@ describe('venv backend (pip from local wheels)', () => {
     expect(updated.installedPackages).not.toContain('alpha=1.0');
     expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==2.0');
 
-    execFileSync(join(inputs.prefix, 'bin', 'python'), ['-m', 'pip', 'install', '-q', '--no-index', '--find-links', wheels, 'gamma==3.0']);
+    execFileSync(join(inputs.prefix, 'bin', 'python'), [
+      '-m',
+      'pip',
+      'install',
+      '-q',
+      '--no-index',
+      '--find-links',
+      wheels,
+      'gamma==3.0',
+    ]);
     const live = await env.read(id, updated);
     expect(live.props!.installedPackages).toContain('gamma=3.0');
     expect((await env.diff(id, live.props!, next)).changes).toBe(true);
@@ -72,7 +90,12 @@ describe('venv backend (pip from local wheels)', () => {
 describe('conda backend (py-rattler from a local channel)', () => {
   it('creates, updates (dropping a package) and removes a conda environment', async () => {
     const root = mkdtempSync(join(tmpdir(), 'kdgat-conda-'));
-    const channel = makeCondaChannel(join(root, 'channel'), ['pytorch=2.7', 'pytorch=2.8', 'cugraph=26.10:pytorch', 'numpy=2.3']);
+    const channel = makeCondaChannel(join(root, 'channel'), [
+      'pytorch=2.7',
+      'pytorch=2.8',
+      'cugraph=26.10:pytorch',
+      'numpy=2.3',
+    ]);
     const inputs: env.EnvironmentInputs = {
       ...base(root, 'gnn-rapids'),
       backend: 'conda',

@@ -1,7 +1,15 @@
 // Runs the real Pulumi CLI on this project in a throwaway project directory: a temp file backend,
 // a temp Pulumi.yaml whose `main` points at infra/index.ts, and a stack config file we write.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join, relative } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -23,6 +31,28 @@ export function pulumiBinDir(): string {
   throw new Error(
     'the Pulumi CLI (pulumi and pulumi-language-nodejs) is not on PATH nor in the tool cache: run scripts/bootstrap.sh first',
   );
+}
+
+/** `pulumi stack output --json` of this project (docs/CONTRACTS.md "Stack outputs"). */
+export interface SiteStackOutputs {
+  profile: string;
+  environment: {
+    name: string;
+    backend: string;
+    prefix: string;
+    activate: string;
+    specHash: string;
+    lockPath: string;
+    lockHash: string;
+  };
+  scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
+  scripts: {
+    dir: string;
+    stageData: string;
+    epilog: string;
+    trainGpu: string;
+    preprocessGpu: string;
+  } & Record<string, string>;
 }
 
 export interface CliResult {
@@ -69,7 +99,9 @@ export class TempStack {
     const file = join(this.dir, `Pulumi.${this.stack}.yaml`);
     const current = existsSync(file) ? (parse(readFileSync(file, 'utf8')) ?? {}) : {};
     const secrets = Object.fromEntries(
-      Object.entries((current.config ?? {}) as Record<string, unknown>).filter(([, v]) => typeof v === 'object' && v !== null && 'secure' in v),
+      Object.entries((current.config ?? {}) as Record<string, unknown>).filter(
+        ([, v]) => typeof v === 'object' && v !== null && 'secure' in v,
+      ),
     );
     const namespaced = Object.fromEntries(Object.entries(config).map(([k, v]) => [`kdgat-hpc:${k}`, v]));
     writeFileSync(file, stringify({ ...current, config: { ...namespaced, ...secrets } }));
@@ -83,13 +115,22 @@ export class TempStack {
       encoding: 'utf8',
       maxBuffer: 64 * 1024 * 1024,
     });
-    const res = { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr, output: `${r.stdout}\n${r.stderr}` };
-    if (opts.check && res.code !== 0) throw new Error(`pulumi ${args.join(' ')} failed (${res.code}):\n${res.output}`);
+    const res = {
+      code: r.status ?? 1,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      output: `${r.stdout}\n${r.stderr}`,
+    };
+    if (opts.check && res.code !== 0)
+      throw new Error(`pulumi ${args.join(' ')} failed (${res.code}):\n${res.output}`);
     return res;
   }
 
   setSecret(key: string, value: string): void {
-    this.cli(['config', 'set', '--secret', `kdgat-hpc:${key}`, '--stack', this.stack], { check: true, input: value });
+    this.cli(['config', 'set', '--secret', `kdgat-hpc:${key}`, '--stack', this.stack], {
+      check: true,
+      input: value,
+    });
   }
 
   up(extra: string[] = []): CliResult {
@@ -104,14 +145,16 @@ export class TempStack {
   destroy(extra: string[] = []): CliResult {
     return this.cli(['destroy', '--yes', '--stack', this.stack, ...extra]);
   }
-  outputs(): Record<string, unknown> {
+  outputs(): SiteStackOutputs {
     return JSON.parse(this.cli(['stack', 'output', '--json', '--stack', this.stack], { check: true }).stdout);
   }
 
   /** Every file of the backend (the state and its backups), for secret checks. */
   stateText(): string {
     const walk = (d: string): string[] =>
-      readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(d, e.name)) : [join(d, e.name)]));
+      readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? walk(join(d, e.name)) : [join(d, e.name)],
+      );
     return walk(this.backend)
       .map((f) => readFileSync(f, 'latin1'))
       .join('\n');
@@ -125,7 +168,10 @@ export class TempStack {
       detached: true,
       stdio: 'ignore',
     });
-    return { pid: child.pid!, done: new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 137))) };
+    return {
+      pid: child.pid!,
+      done: new Promise((resolve) => child.on('exit', (code) => resolve(code ?? 137))),
+    };
   }
 }
 

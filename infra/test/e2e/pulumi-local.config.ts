@@ -16,6 +16,10 @@ export function localConfig(root: string, wheels: string, pip: string[], dataset
     environment: 'cpu-local',
     environmentOverrides: { name: 'cpu-e2e', pip },
     datasets,
-    build: { frontend: 'pip', frontendCommand: 'python3', pipOptions: ['--no-index', '--find-links', wheels] },
+    build: {
+      frontend: 'pip',
+      frontendCommand: 'python3',
+      pipOptions: ['--no-index', '--find-links', wheels],
+    },
   };
 }

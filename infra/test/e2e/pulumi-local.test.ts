@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TempStack, ok } from './pulumi-harness.ts';
+import { TempStack, ok, type SiteStackOutputs } from './pulumi-harness.ts';
 import { localConfig } from './pulumi-local.config.ts';
 import { makeWheels } from './tools.ts';
 
@@ -12,7 +12,7 @@ describe('local stack with the Pulumi CLI', () => {
   let root: string;
   let wheels: string;
   let s: TempStack;
-  let out: Record<string, any>;
+  let out: SiteStackOutputs;
 
   beforeAll(() => {
     root = mkdtempSync(join(tmpdir(), 'kdgat-local-'));
@@ -27,22 +27,35 @@ describe('local stack with the Pulumi CLI', () => {
     ok(s.up());
     out = s.outputs();
     const env = out.environment;
-    expect(env).toMatchObject({ name: 'cpu-e2e', backend: 'venv', prefix: join(root, 'project', 'envs', 'cpu-e2e') });
-    expect(execFileSync(join(env.prefix, 'bin', 'python'), ['-c', 'import alpha; print(alpha.__version__)'], { encoding: 'utf8' })).toBe('1.0\n');
+    expect(env).toMatchObject({
+      name: 'cpu-e2e',
+      backend: 'venv',
+      prefix: join(root, 'project', 'envs', 'cpu-e2e'),
+    });
+    expect(
+      execFileSync(join(env.prefix, 'bin', 'python'), ['-c', 'import alpha; print(alpha.__version__)'], {
+        encoding: 'utf8',
+      }),
+    ).toBe('1.0\n');
     const lock = readFileSync(env.lockPath, 'utf8');
     expect(lock).toContain('alpha==1.0');
     expect(env.lockHash).toMatch(/^[0-9a-f]{64}$/);
     expect(env.specHash).toMatch(/^[0-9a-f]{64}$/);
     expect(env.activate).toContain(`${env.prefix}/bin/activate`);
 
-    for (const dir of [out.scratch.root, out.scratch.runsDir, out.scratch.logsDir, ...Object.values(out.scratch.cacheDirs as Record<string, string>)]) {
+    for (const dir of [
+      out.scratch.root,
+      out.scratch.runsDir,
+      out.scratch.logsDir,
+      ...Object.values(out.scratch.cacheDirs),
+    ]) {
       expect(statSync(dir).isDirectory()).toBe(true);
     }
     expect(Object.keys(out.scratch.cacheDirs).sort()).toEqual(['hcrl_sa', 'set_01']);
     expect(readFileSync(join(out.scratch.root, 'README.md'), 'utf8')).toContain('Purge policy');
 
     expect(out.scripts.dir).toBe(join(root, 'project', 'scripts'));
-    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu']) {
+    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu'] as const) {
       expect(statSync(out.scripts[key]).mode & 0o111).toBe(0o111);
     }
   });
@@ -63,7 +76,16 @@ describe('local stack with the Pulumi CLI', () => {
   });
 
   it('a package installed by hand is reported as drift by refresh and preview --refresh', () => {
-    execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'install', '-q', '--no-index', '--find-links', wheels, 'gamma==3.0']);
+    execFileSync(join(out.environment.prefix, 'bin', 'python'), [
+      '-m',
+      'pip',
+      'install',
+      '-q',
+      '--no-index',
+      '--find-links',
+      wheels,
+      'gamma==3.0',
+    ]);
     const preview = s.preview(['--refresh', '--expect-no-changes']);
     expect(preview.code).not.toBe(0);
     expect(preview.output).toContain('gamma=3.0');
@@ -74,31 +96,37 @@ describe('local stack with the Pulumi CLI', () => {
   it('an up killed in the middle of the environment build converges on the next up', async () => {
     const marker = `${out.environment.prefix}.kdgat-owner.json`;
     const run = s.startUp();
-    for (let i = 0; i < 1200 && !readFileSync(marker, 'utf8').includes('"building"'); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 1200 && !readFileSync(marker, 'utf8').includes('"building"'); i++)
+      await new Promise((r) => setTimeout(r, 50));
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
     process.kill(-run.pid, 'SIGKILL');
     await run.done;
     ok(s.up());
     ok(s.up(['--expect-no-changes']));
-    expect(execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'list'], { encoding: 'utf8' })).not.toContain('gamma');
+    expect(
+      execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'list'], {
+        encoding: 'utf8',
+      }),
+    ).not.toContain('gamma');
   });
 
   it('dropping a dataset keeps its cached data, and the preview says so', () => {
-    writeFileSync(join(out.scratch.cacheDirs.set_01, 'graphs.pt'), 'cached');
+    writeFileSync(join(out.scratch.cacheDirs.set_01!, 'graphs.pt'), 'cached');
     s.setConfig(localConfig(root, wheels, ['alpha==2.0', 'beta==0.1'], ['hcrl_sa']));
     const preview = ok(s.preview());
     expect(preview.stdout).toMatch(/cache-set_01.*\[retain\]|\[retain\].*cache-set_01/);
     ok(s.up());
-    expect(readFileSync(join(out.scratch.cacheDirs.set_01, 'graphs.pt'), 'utf8')).toBe('cached');
+    expect(readFileSync(join(out.scratch.cacheDirs.set_01!, 'graphs.pt'), 'utf8')).toBe('cached');
   });
 
   it('destroy removes the environment and the scripts, and keeps cached data', () => {
-    writeFileSync(join(out.scratch.cacheDirs.hcrl_sa, 'graphs.pt'), 'cached');
+    writeFileSync(join(out.scratch.cacheDirs.hcrl_sa!, 'graphs.pt'), 'cached');
     const r = ok(s.destroy());
     expect(r.stdout).toMatch(/\[retain\]/);
     expect(existsSync(out.environment.prefix)).toBe(false);
-    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu']) expect(existsSync(out.scripts[key])).toBe(false);
-    expect(readFileSync(join(out.scratch.cacheDirs.hcrl_sa, 'graphs.pt'), 'utf8')).toBe('cached');
+    for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu'] as const)
+      expect(existsSync(out.scripts[key])).toBe(false);
+    expect(readFileSync(join(out.scratch.cacheDirs.hcrl_sa!, 'graphs.pt'), 'utf8')).toBe('cached');
     expect(existsSync(join(out.scratch.root, 'README.md'))).toBe(true);
   });
 });

@@ -4,11 +4,17 @@ import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TempStack, ok } from './pulumi-harness.ts';
+import { TempStack, ok, type SiteStackOutputs } from './pulumi-harness.ts';
 import { startSshd, strayHostKey, type LoopbackSshd } from './sshd.ts';
 import { makeCondaChannel, rattlerPython } from './tools.ts';
 
-function sshConfig(root: string, sshd: LoopbackSshd, channel: string, dependencies: string[], hostKey = sshd.hostKey) {
+function sshConfig(
+  root: string,
+  sshd: LoopbackSshd,
+  channel: string,
+  dependencies: string[],
+  hostKey = sshd.hostKey,
+) {
   return {
     cluster: 'local',
     clusterOverrides: {
@@ -33,11 +39,16 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
   let channel: string;
   let sshd: LoopbackSshd;
   let s: TempStack;
-  let out: Record<string, any>;
+  let out: SiteStackOutputs;
 
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'kdgat-ssh-site-'));
-    channel = makeCondaChannel(join(root, 'channel'), ['pytorch=2.7', 'pytorch=2.8', 'cugraph=26.10:pytorch', 'numpy=2.3']);
+    channel = makeCondaChannel(join(root, 'channel'), [
+      'pytorch=2.7',
+      'pytorch=2.8',
+      'cugraph=26.10:pytorch',
+      'numpy=2.3',
+    ]);
     sshd = await startSshd();
     s = new TempStack('e2e-ssh', sshConfig(root, sshd, channel, ['pytorch=2.7', 'numpy=2.3']));
     s.setSecret('sshPrivateKey', sshd.clientKey);
@@ -52,9 +63,11 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     out = s.outputs();
     expect(out.environment).toMatchObject({ name: 'gnn-e2e', backend: 'conda' });
     expect(existsSync(join(out.environment.prefix, 'conda-meta'))).toBe(true);
-    expect(readFileSync(out.environment.lockPath, 'utf8')).toMatch(/@EXPLICIT\n[\s\S]*pytorch-2\.7-0\.tar\.bz2#[0-9a-f]{32}/);
+    expect(readFileSync(out.environment.lockPath, 'utf8')).toMatch(
+      /@EXPLICIT\n[\s\S]*pytorch-2\.7-0\.tar\.bz2#[0-9a-f]{32}/,
+    );
     expect(statSync(out.scripts.trainGpu).mode & 0o111).toBe(0o111);
-    expect(statSync(out.scratch.cacheDirs.hcrl_sa).isDirectory()).toBe(true);
+    expect(statSync(out.scratch.cacheDirs.hcrl_sa!).isDirectory()).toBe(true);
   });
 
   it('never writes the private key to the state in clear', () => {
@@ -90,6 +103,6 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     ok(s.destroy());
     expect(existsSync(out.environment.prefix)).toBe(false);
     expect(existsSync(out.scripts.trainGpu)).toBe(false);
-    expect(statSync(out.scratch.cacheDirs.hcrl_sa).isDirectory()).toBe(true);
+    expect(statSync(out.scratch.cacheDirs.hcrl_sa!).isDirectory()).toBe(true);
   });
 });

@@ -13,20 +13,31 @@ let conn: Extract<Connection, { kind: 'ssh' }>;
 
 beforeAll(async () => {
   sshd = await startSshd();
-  conn = { kind: 'ssh', host: sshd.host, port: sshd.port, user: sshd.user, hostKey: sshd.hostKey, privateKey: sshd.clientKey };
+  conn = {
+    kind: 'ssh',
+    host: sshd.host,
+    port: sshd.port,
+    user: sshd.user,
+    hostKey: sshd.hostKey,
+    privateKey: sshd.clientKey,
+  };
 });
 afterAll(() => sshd?.stop());
 
 describe('ssh executor against a real sshd', () => {
   it('runs argv remotely with every value arriving intact', async () => {
-    const out = await runChecked(sshExecutor(conn), ['printf', '%s|', "it's", '$HOME', 'a b', 'new\nline', ''], { timeoutSeconds: 30 });
+    const out = await runChecked(
+      sshExecutor(conn),
+      ['printf', '%s|', "it's", '$HOME', 'a b', 'new\nline', ''],
+      { timeoutSeconds: 30 },
+    );
     expect(out).toBe("it's|$HOME|a b|new\nline||");
   });
 
   it('refuses a server whose host key is not the pinned one, and says so', async () => {
-    await expect(runChecked(sshExecutor({ ...conn, hostKey: strayHostKey() }), ['true'], { timeoutSeconds: 30 })).rejects.toThrow(
-      /refused: the server's host key does not match the pinned hostKey/,
-    );
+    await expect(
+      runChecked(sshExecutor({ ...conn, hostKey: strayHostKey() }), ['true'], { timeoutSeconds: 30 }),
+    ).rejects.toThrow(/refused: the server's host key does not match the pinned hostKey/);
   });
 
   it('bounds a remote command with the timeout on both sides', async () => {
@@ -49,7 +60,12 @@ describe('file and directory providers through ssh', () => {
   it('installs a script and a group-shared directory on the remote side', async () => {
     const root = mkdtempSync(join(tmpdir(), 'kdgat-remote-'));
     const path = join(root, 'scripts', "job epilog's.sh");
-    const { id, outs } = await file.create({ connection: conn, path, content: '#!/bin/bash\necho "$1"\n', mode: '0755' });
+    const { id, outs } = await file.create({
+      connection: conn,
+      path,
+      content: '#!/bin/bash\necho "$1"\n',
+      mode: '0755',
+    });
     expect(readFileSync(path, 'utf8')).toBe('#!/bin/bash\necho "$1"\n');
     expect(statSync(path).mode & 0o777).toBe(0o755);
     await file.remove(id, outs);

@@ -80,7 +80,9 @@ export async function startSshd(): Promise<LoopbackSshd> {
   );
   mkdirSync('/run/sshd', { recursive: true, mode: 0o755 }); // privilege separation directory
   let log = '';
-  const child = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', join(dir, 'sshd_config')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (log += d));
   await waitForPort(port, child, () => log);
   return {

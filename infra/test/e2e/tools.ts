@@ -15,7 +15,9 @@ export function rattlerPython(): string {
   const python = join(venv, 'bin', 'python');
   if (!existsSync(python)) {
     execFileSync('uv', ['venv', '-q', '-p', 'python3', venv], { stdio: 'inherit' });
-    execFileSync('uv', ['pip', 'install', '-q', '-p', python, `py-rattler==${PY_RATTLER_VERSION}`], { stdio: 'inherit' });
+    execFileSync('uv', ['pip', 'install', '-q', '-p', python, `py-rattler==${PY_RATTLER_VERSION}`], {
+      stdio: 'inherit',
+    });
   }
   return python;
 }
