@@ -30,7 +30,11 @@ const shape: Record<string, Record<string, number>> = {
   hcrl_sa: { 'train_graphs.pt': 1400, 'val_graphs.pt': 400, 'test_graphs.pt': 100 },
   set_01: { 'train_graphs.pt': 600, 'test_graphs.pt': 150 },
 };
-const small: Record<string, number> = { 'id_vocab.pkl': 0.2, 'norm_stats.pkl': 0.05, 'cache_meta.json': 0.002 };
+const small: Record<string, number> = {
+  'id_vocab.pkl': 0.2,
+  'norm_stats.pkl': 0.05,
+  'cache_meta.json': 0.002,
+};
 
 const src = join(root, 'scratch-cache');
 const tmp = join(root, 'local-tmp');
@@ -98,28 +102,36 @@ const ours = `bash "$SCRIPT" ${datasets.map((d) => `${d} "$SRC/${d}"`).join(' ')
 const baseline = `for ds in ${datasets.join(' ')}; do mkdir -p "$TMPDIR/cache/$ds"; cp -r "$SRC/$ds"/* "$TMPDIR/cache/$ds/" 2>/dev/null || true; done`;
 
 const total = generate();
-console.log(`bench/stage-data: ${(total / 1e6).toFixed(0)} MB in ${datasets.length} datasets (scale ${scale}), median of ${repeats}, ${dropNote}`);
+console.log(
+  `bench/stage-data: ${(total / 1e6).toFixed(0)} MB in ${datasets.length} datasets (scale ${scale}), median of ${repeats}, ${dropNote}`,
+);
 console.log(`source ${src}, TMPDIR ${tmp} (same disk here; on a cluster: scratch -> node-local disk)`);
 
 const rows: [string, number, number][] = [];
 const tBase = timed('baseline', baseline, {}, true);
-rows.push(['baseline: plan\'s cp loop', tBase, total]);
+rows.push(["baseline: plan's cp loop", tBase, total]);
 const tSerial = timed('ours -j1', ours, { KDGAT_STAGE_JOBS: '1' }, true);
 rows.push(['stage_data.sh, 1 copy at a time', tSerial, total]);
 const tOurs = timed('ours', ours, { KDGAT_STAGE_JOBS: jobs }, true);
 rows.push([`stage_data.sh, ${jobs} parallel copies`, tOurs, total]);
 const tBaseAgain = timed('baseline re-stage', baseline, {}, false);
-rows.push(['re-stage: plan\'s cp loop again', tBaseAgain, total]);
+rows.push(["re-stage: plan's cp loop again", tBaseAgain, total]);
 const tRestage = timed('ours re-stage', ours, { KDGAT_STAGE_JOBS: jobs }, false);
 rows.push(['re-stage: stage_data.sh (verified skip)', tRestage, total]);
 
 console.log('');
-console.log(`${'scenario'.padEnd(42)} ${'seconds'.padStart(8)} ${'MB/s'.padStart(9)} ${'vs baseline'.padStart(12)}`);
+console.log(
+  `${'scenario'.padEnd(42)} ${'seconds'.padStart(8)} ${'MB/s'.padStart(9)} ${'vs baseline'.padStart(12)}`,
+);
 for (const [label, secs, bytes] of rows) {
   const ref = label.startsWith('re-stage') ? tBaseAgain : tBase;
   const speedup = ref / secs;
-  console.log(`${label.padEnd(42)} ${secs.toFixed(2).padStart(8)} ${(bytes / 1e6 / secs).toFixed(0).padStart(9)} ${`${speedup.toFixed(2)}x`.padStart(12)}`);
+  console.log(
+    `${label.padEnd(42)} ${secs.toFixed(2).padStart(8)} ${(bytes / 1e6 / secs).toFixed(0).padStart(9)} ${`${speedup.toFixed(2)}x`.padStart(12)}`,
+  );
 }
 console.log('');
-console.log('MB/s = dataset bytes / seconds (for a re-stage: bytes made available per second). Ratio = baseline seconds / seconds.');
+console.log(
+  'MB/s = dataset bytes / seconds (for a re-stage: bytes made available per second). Ratio = baseline seconds / seconds.',
+);
 rmSync(root, { recursive: true, force: true });

@@ -14,8 +14,22 @@ export const pitzer: SiteProfileView = {
   postJobHint: 'gpu-seff -M {cluster} {jobid}',
   defaultPartition: 'gpu',
   partitions: [
-    { name: 'gpu', gpuType: 'v100', gpusPerNode: 2, coresPerNode: 40, memPerNodeGB: 363, maxWalltime: '7-00:00:00' },
-    { name: 'gpu-quad', gpuType: 'v100', gpusPerNode: 4, coresPerNode: 48, memPerNodeGB: 744, maxWalltime: '7-00:00:00' },
+    {
+      name: 'gpu',
+      gpuType: 'v100',
+      gpusPerNode: 2,
+      coresPerNode: 40,
+      memPerNodeGB: 363,
+      maxWalltime: '7-00:00:00',
+    },
+    {
+      name: 'gpu-quad',
+      gpuType: 'v100',
+      gpusPerNode: 4,
+      coresPerNode: 48,
+      memPerNodeGB: 744,
+      maxWalltime: '7-00:00:00',
+    },
   ],
 };
 
@@ -27,11 +41,21 @@ export const localProfile: SiteProfileView = {
   gpuDirective: 'gres',
   modules: {},
   defaultPartition: 'local',
-  partitions: [{ name: 'local', gpusPerNode: 0, coresPerNode: 2, memPerNodeGB: 8, maxWalltime: '1-00:00:00' }],
+  partitions: [
+    { name: 'local', gpusPerNode: 0, coresPerNode: 2, memPerNodeGB: 8, maxWalltime: '1-00:00:00' },
+  ],
 };
 
-export const condaEnv: EnvironmentView = { name: 'gnn-rapids', backend: 'conda', prefix: '/fs/ess/PAS1266/envs/gnn-rapids' };
-export const venvEnv: EnvironmentView = { name: 'cpu-local', backend: 'venv', prefix: '/work/main/.hpc/envs/cpu-local' };
+export const condaEnv: EnvironmentView = {
+  name: 'gnn-rapids',
+  backend: 'conda',
+  prefix: '/fs/ess/PAS1266/envs/gnn-rapids',
+};
+export const venvEnv: EnvironmentView = {
+  name: 'cpu-local',
+  backend: 'venv',
+  prefix: '/work/main/.hpc/envs/cpu-local',
+};
 
 const scratch = '/fs/scratch/PAS1266/kd-gat';
 export const pitzerLayout: LayoutView = {
@@ -72,7 +96,12 @@ const scriptsDir = `${scratch}/scripts`;
 export function pitzerJob(partial: Partial<TrainJobInput> = {}): TrainJobInput {
   return {
     experiment: 'hcrl_sa teacher',
-    stage: stage({ id: 'autoencoder', stage: 'autoencoder', model: 'vgae', overrides: { 'training.max_epochs': 300 } }),
+    stage: stage({
+      id: 'autoencoder',
+      stage: 'autoencoder',
+      model: 'vgae',
+      overrides: { 'training.max_epochs': 300 },
+    }),
     profile: pitzer,
     environment: condaEnv,
     layout: pitzerLayout,

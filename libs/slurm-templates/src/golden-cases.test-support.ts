@@ -18,7 +18,8 @@ const scratch = pitzerLayout.root;
 export function sweepPoints(): Record<string, Scalar>[] {
   const points: Record<string, Scalar>[] = [];
   for (const lr of [0.0003, 0.001, 0.003]) {
-    for (const batch of [256, 512, 1024, 2048]) points.push({ 'training.lr': lr, 'training.batch_size': batch });
+    for (const batch of [256, 512, 1024, 2048])
+      points.push({ 'training.lr': lr, 'training.batch_size': batch });
   }
   return points;
 }
@@ -33,18 +34,31 @@ export function goldenFiles(): Record<string, string> {
     { s: stage({ id: 'autoencoder', stage: 'autoencoder', model: 'vgae' }), after: [] },
     { s: stage({ id: 'curriculum', stage: 'curriculum', model: 'gat' }), after: ['1001'] },
     {
-      s: stage({ id: 'distillation', stage: 'distillation', model: 'gat', scale: 'small', overrides: { 'kd.alpha': 0.7, 'kd.temperature': 4 } }),
+      s: stage({
+        id: 'distillation',
+        stage: 'distillation',
+        model: 'gat',
+        scale: 'small',
+        overrides: { 'kd.alpha': 0.7, 'kd.temperature': 4 },
+      }),
       after: ['1002'],
     },
   ];
   chain.forEach(({ s, after }, i) => {
-    files[`chain-${i + 1}-${s.id}.sh`] = renderTrainJob(pitzerJob({ experiment: 'hcrl_sa kd chain', stage: s, runRoot: chainRoot, afterOk: after })).script;
+    files[`chain-${i + 1}-${s.id}.sh`] = renderTrainJob(
+      pitzerJob({ experiment: 'hcrl_sa kd chain', stage: s, runRoot: chainRoot, afterOk: after }),
+    ).script;
   });
 
   const sweep = renderTrainJob(
     pitzerJob({
       experiment: 'gat lr x batch sweep',
-      stage: stage({ id: 'curriculum', stage: 'curriculum', model: 'gat', overrides: { 'training.max_epochs': 50 } }),
+      stage: stage({
+        id: 'curriculum',
+        stage: 'curriculum',
+        model: 'gat',
+        overrides: { 'training.max_epochs': 50 },
+      }),
       runRoot: `${scratch}/runs/gat-sweep`,
       sweepPoints: sweepPoints(),
       arrayTablePath: `${scratch}/runs/gat-sweep/curriculum.array.tsv`,
@@ -86,18 +100,32 @@ export function goldenFiles(): Record<string, string> {
       model: 'vgae',
       scale: 'small',
       overrides: { 'training.max_epochs': 2 },
-      resources: { cpus: 2, memGB: 4, gpus: { count: 0 }, nodes: 1, ntasksPerNode: 1, time: '30:00', partition: 'local', arrayConcurrency: 1 },
+      resources: {
+        cpus: 2,
+        memGB: 4,
+        gpus: { count: 0 },
+        nodes: 1,
+        ntasksPerNode: 1,
+        time: '30:00',
+        partition: 'local',
+        arrayConcurrency: 1,
+      },
     }),
     profile: localProfile,
     environment: venvEnv,
     layout: localLayout,
     runRoot: `${localLayout.runsDir}/quickstart`,
-    scripts: { stageData: `${localLayout.root}/scripts/stage_data.sh`, epilog: `${localLayout.root}/scripts/job_epilog.sh` },
+    scripts: {
+      stageData: `${localLayout.root}/scripts/stage_data.sh`,
+      epilog: `${localLayout.root}/scripts/job_epilog.sh`,
+    },
     requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
     staging: { enabled: true, datasets: ['hcrl_sa'] },
   }).script;
 
-  for (const [name, text] of Object.entries(renderSiteScripts(pitzer, condaEnv, pitzerLayout))) files[`site-osc-pitzer/${name}`] = text;
-  for (const [name, text] of Object.entries(renderSiteScripts(localProfile, venvEnv, localLayout))) files[`site-local/${name}`] = text;
+  for (const [name, text] of Object.entries(renderSiteScripts(pitzer, condaEnv, pitzerLayout)))
+    files[`site-osc-pitzer/${name}`] = text;
+  for (const [name, text] of Object.entries(renderSiteScripts(localProfile, venvEnv, localLayout)))
+    files[`site-local/${name}`] = text;
   return files;
 }

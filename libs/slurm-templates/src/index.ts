@@ -1,6 +1,11 @@
 export { shq } from './quote/shq.ts';
 export { TemplateInputError } from './quote/errors.ts';
-export { renderTrainJob, jobNameFor, type TrainJobInput, type RenderedTrainJob } from './train-job/render-train-job.ts';
+export {
+  renderTrainJob,
+  jobNameFor,
+  type TrainJobInput,
+  type RenderedTrainJob,
+} from './train-job/render-train-job.ts';
 export { encodeArrayTable, encodeTableValue } from './train-job/array-table.ts';
 export { activationSnippet, REQUEUE_EXIT_STATUS } from './train-job/blocks.ts';
 export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';

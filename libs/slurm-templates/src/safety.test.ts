@@ -8,7 +8,14 @@ import { TemplateInputError } from './quote/errors.ts';
 import { renderEpilog } from './epilog/render-epilog.ts';
 import { renderSiteScripts } from './site/render-site-scripts.ts';
 import { jobInput, makeSite, type SandboxSite } from './test-support/job-harness.ts';
-import { bashSyntax, makeSandbox, recordedCalls, runBash, shellcheck, type Sandbox } from './test-support/sandbox.ts';
+import {
+  bashSyntax,
+  makeSandbox,
+  recordedCalls,
+  runBash,
+  shellcheck,
+  type Sandbox,
+} from './test-support/sandbox.ts';
 import { renderTrainJob, type TrainJobInput } from './train-job/render-train-job.ts';
 
 // Property-based safety: specs whose free-text fields carry shell syntax render to scripts that parse,
@@ -40,26 +47,49 @@ const payloads = [
   '-O x y --run-root /etc',
 ];
 const noNul = (s: string) => !s.includes('\0');
-const hostileText = fc.oneof(
-  fc.constantFrom(...payloads),
-  fc.tuple(fc.string({ unit: 'binary', maxLength: 8 }), fc.constantFrom(...payloads), fc.string({ unit: 'grapheme', maxLength: 8 })).map((p) => p.join('')),
-  fc.string({ unit: 'binary', maxLength: 24 }),
-).filter(noNul);
+const hostileText = fc
+  .oneof(
+    fc.constantFrom(...payloads),
+    fc
+      .tuple(
+        fc.string({ unit: 'binary', maxLength: 8 }),
+        fc.constantFrom(...payloads),
+        fc.string({ unit: 'grapheme', maxLength: 8 }),
+      )
+      .map((p) => p.join('')),
+    fc.string({ unit: 'binary', maxLength: 24 }),
+  )
+  .filter(noNul);
 /** A path component: hostile text without '/' and within the 255-byte name limit. */
-const hostileName = hostileText.map((s) => s.replaceAll('/', '_').slice(0, 60)).filter((s) => s !== '' && s !== '.' && s !== '..' && Buffer.byteLength(s) < 200);
+const hostileName = hostileText
+  .map((s) => s.replaceAll('/', '_').slice(0, 60))
+  .filter((s) => s !== '' && s !== '.' && s !== '..' && Buffer.byteLength(s) < 200);
 
 const withCanary = (s: string) => s.replaceAll(CANARY, sb.canary);
-const scalar: fc.Arbitrary<Scalar> = fc.oneof(hostileText, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean());
+const scalar: fc.Arbitrary<Scalar> = fc.oneof(
+  hostileText,
+  fc.integer(),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.boolean(),
+);
 const textOf = (v: Scalar) => (v === null ? 'null' : typeof v === 'boolean' ? String(v) : String(v));
 
 const spec = fc.record({
   experiment: hostileText,
-  overrides: fc.dictionary(fc.constantFrom('training.lr', 'model.name', 'data.note', 'kd.alpha'), scalar, { maxKeys: 3 }),
+  overrides: fc.dictionary(fc.constantFrom('training.lr', 'model.name', 'data.note', 'kd.alpha'), scalar, {
+    maxKeys: 3,
+  }),
   runDirName: hostileName,
   cacheDirName: hostileName,
   envDirName: hostileName,
   hint: hostileText,
-  sweep: fc.option(fc.array(fc.dictionary(fc.constantFrom('training.lr', 'model.name'), scalar, { minKeys: 1, maxKeys: 2 }), { minLength: 1, maxLength: 4 }), { nil: undefined }),
+  sweep: fc.option(
+    fc.array(
+      fc.dictionary(fc.constantFrom('training.lr', 'model.name'), scalar, { minKeys: 1, maxKeys: 2 }),
+      { minLength: 1, maxLength: 4 },
+    ),
+    { nil: undefined },
+  ),
 });
 
 let counter = 0;
@@ -77,8 +107,14 @@ describe('rendered scripts with hostile values', () => {
         const envPrefix = `${sb.dir}/envs/${withCanary(s.envDirName)}`;
         const hint = withCanary(s.hint);
         const epilog = sb.write(`${id}/job_epilog.sh`, renderEpilog({ ...pitzer, postJobHint: hint }));
-        const overrides = Object.fromEntries(Object.entries(s.overrides).map(([k, v]) => [k, typeof v === 'string' ? withCanary(v) : v]));
-        const sweep = s.sweep?.map((p) => Object.fromEntries(Object.entries(p).map(([k, v]) => [k, typeof v === 'string' ? withCanary(v) : v])));
+        const overrides = Object.fromEntries(
+          Object.entries(s.overrides).map(([k, v]) => [k, typeof v === 'string' ? withCanary(v) : v]),
+        );
+        const sweep = s.sweep?.map((p) =>
+          Object.fromEntries(
+            Object.entries(p).map(([k, v]) => [k, typeof v === 'string' ? withCanary(v) : v]),
+          ),
+        );
         const base = jobInput(site);
         const input: TrainJobInput = {
           ...base,
@@ -99,20 +135,35 @@ describe('rendered scripts with hostile values', () => {
         mkdirSync(log);
         const r = runBash(script, [], {
           cwd: join(sb.dir, id),
-          env: sb.env({ STUB_LOG: log, SLURM_JOB_ID: String(n), ...(sweep ? { SLURM_ARRAY_TASK_ID: String(sweep.length - 1) } : {}) }),
+          env: sb.env({
+            STUB_LOG: log,
+            SLURM_JOB_ID: String(n),
+            ...(sweep ? { SLURM_ARRAY_TASK_ID: String(sweep.length - 1) } : {}),
+          }),
         });
         expect(r.status, r.stderr).toBe(0);
         expect(existsSync(sb.canary)).toBe(false);
         const point = sweep?.at(-1) ?? {};
         const expected = [
-          '-m', 'kdgat', 'autoencoder', '--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa',
-          '--run-root', sweep ? `${runRoot}/point_${sweep.length - 1}` : runRoot,
+          '-m',
+          'kdgat',
+          'autoencoder',
+          '--model',
+          'vgae',
+          '--scale',
+          'large',
+          '--dataset',
+          'hcrl_sa',
+          '--run-root',
+          sweep ? `${runRoot}/point_${sweep.length - 1}` : runRoot,
           ...Object.entries(overrides).flatMap(([k, v]) => ['-O', k, textOf(v)]),
           ...Object.entries(point).flatMap(([k, v]) => ['-O', k, textOf(v)]),
         ];
         expect(recordedCalls(log, 'python')).toEqual([expected]);
         expect(recordedCalls(log, 'conda')).toEqual([['activate', envPrefix]]);
-        expect(r.stdout).toContain(`next:             ${hint.replaceAll('{cluster}', 'pitzer').replaceAll('{jobid}', String(n))}\n`);
+        expect(r.stdout).toContain(
+          `next:             ${hint.replaceAll('{cluster}', 'pitzer').replaceAll('{jobid}', String(n))}\n`,
+        );
         expect(r.stdout).toContain(`kdgat: experiment ${withCanary(s.experiment)}, stage autoencoder`);
       }),
       { numRuns: 25, seed: Number(process.env.KDGAT_FC_SEED ?? 20261122) },
@@ -129,7 +180,12 @@ describe('rendered scripts with hostile values', () => {
         const scripts = renderSiteScripts(
           { ...pitzer, postJobHint: hint },
           { ...condaEnv, prefix: `/envs/${b}` },
-          { root, cacheDirs: { hcrl_sa: `${root}/cache/hcrl_sa` }, runsDir: `${root}/runs`, logsDir: '/scratch/logs' },
+          {
+            root,
+            cacheDirs: { hcrl_sa: `${root}/cache/hcrl_sa` },
+            runsDir: `${root}/runs`,
+            logsDir: '/scratch/logs',
+          },
           { scriptsDir: `/opt/${b}` },
         );
         const n = ++counter;
@@ -144,25 +200,47 @@ describe('rendered scripts with hostile values', () => {
   it('values sbatch or a directory name would read are refused by name, never rendered', () => {
     const fields: [string, (v: string) => TrainJobInput][] = [
       ['profile.account', (v) => pitzerJob({ profile: { ...pitzer, account: v } })],
-      ['resources.partition', (v) => pitzerJob({ stage: { ...pitzerJob().stage, resources: { ...pitzerJob().stage.resources, partition: v } } })],
+      [
+        'resources.partition',
+        (v) =>
+          pitzerJob({
+            stage: { ...pitzerJob().stage, resources: { ...pitzerJob().stage.resources, partition: v } },
+          }),
+      ],
       ['layout.logsDir', (v) => pitzerJob({ layout: { ...pitzerJob().layout, logsDir: `/x/${v}` } })],
       ['profile.modules.cuda', (v) => pitzerJob({ profile: { ...pitzer, modules: { cuda: v } } })],
-      ['stage.dataset', (v) => pitzerJob({ stage: stageOf({ id: 'a', stage: 'autoencoder', model: 'vgae', dataset: v }) })],
+      [
+        'stage.dataset',
+        (v) => pitzerJob({ stage: stageOf({ id: 'a', stage: 'autoencoder', model: 'vgae', dataset: v }) }),
+      ],
       ['stage.overrides key', (v) => pitzerJob({ stage: { ...pitzerJob().stage, overrides: { [v]: 1 } } })],
-      ['resources.time', (v) => pitzerJob({ stage: { ...pitzerJob().stage, resources: { ...pitzerJob().stage.resources, time: v } } })],
+      [
+        'resources.time',
+        (v) =>
+          pitzerJob({
+            stage: { ...pitzerJob().stage, resources: { ...pitzerJob().stage.resources, time: v } },
+          }),
+      ],
       ['afterOk[0]', (v) => pitzerJob({ afterOk: [v] })],
     ];
     fc.assert(
-      fc.property(fc.constantFrom(...fields), hostileText.filter((s) => /[^A-Za-z0-9._-]/.test(s)), ([field, make], value) => {
-        let error: unknown;
-        try {
-          renderTrainJob(make(value));
-        } catch (e) {
-          error = e;
-        }
-        expect(error).toBeInstanceOf(TemplateInputError);
-        expect((error as TemplateInputError).field.startsWith(field.replace(/\[0\]$/, '')) || (error as TemplateInputError).field === field).toBe(true);
-      }),
+      fc.property(
+        fc.constantFrom(...fields),
+        hostileText.filter((s) => /[^A-Za-z0-9._-]/.test(s)),
+        ([field, make], value) => {
+          let error: unknown;
+          try {
+            renderTrainJob(make(value));
+          } catch (e) {
+            error = e;
+          }
+          expect(error).toBeInstanceOf(TemplateInputError);
+          expect(
+            (error as TemplateInputError).field.startsWith(field.replace(/\[0\]$/, '')) ||
+              (error as TemplateInputError).field === field,
+          ).toBe(true);
+        },
+      ),
       { numRuns: 150, seed: 5 },
     );
   });

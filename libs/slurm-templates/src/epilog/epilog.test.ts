@@ -16,12 +16,22 @@ afterEach(() => sb.cleanup());
 
 describe('job_epilog.sh', () => {
   it('reports job, state, elapsed, peak GPU memory from metrics.json, a utilisation summary and the hint', () => {
-    sb.write('run/metrics.json', JSON.stringify({ stage: 'curriculum', status: 'ok', peak_gpu_mem_mb: 10240.5, scores: { f1: 0.99 } }, null, 2));
+    sb.write(
+      'run/metrics.json',
+      JSON.stringify(
+        { stage: 'curriculum', status: 'ok', peak_gpu_mem_mb: 10240.5, scores: { f1: 0.99 } },
+        null,
+        2,
+      ),
+    );
     // 20 samples over a restart (second header): util 0 x4, 50 x6, 90 x8, 100 x2; nearest-rank p50 = 10th = 50.
     const rows = [...Array(4).fill(0), ...Array(6).fill(50), ...Array(8).fill(90), ...Array(2).fill(100)].map(
       (u, i) => `${u} %, 10 %, ${1000 + i * 100} MiB, 16384 MiB`,
     );
-    sb.write('run/gpu_samples.csv', [header, ...rows.slice(0, 10), header, ...rows.slice(10)].join('\n') + '\n');
+    sb.write(
+      'run/gpu_samples.csv',
+      [header, ...rows.slice(0, 10), header, ...rows.slice(10)].join('\n') + '\n',
+    );
     const start = Math.floor(Date.now() / 1000) - 3725;
     const r = runBash(epilog, [`${sb.dir}/run`, '0', String(start), 'COMPLETED'], {
       cwd: sb.dir,
@@ -66,9 +76,14 @@ describe('job_epilog.sh', () => {
 
   it('prints a hostile post-job hint as text and never runs it', () => {
     const hint = `seff {jobid}; touch ${sb.canary} $(touch ${sb.canary}) \`touch ${sb.canary}\` & {cluster}`;
-    const path = sb.write('hostile_epilog.sh', renderEpilog({ ...profile, clusterName: 'pitzer', postJobHint: hint }));
+    const path = sb.write(
+      'hostile_epilog.sh',
+      renderEpilog({ ...profile, clusterName: 'pitzer', postJobHint: hint }),
+    );
     const r = runBash(path, [`${sb.dir}/run`, '0'], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '9' }) });
-    expect(r.stdout).toContain(`next:             ${hint.replace('{jobid}', '9').replace('{cluster}', 'pitzer')}`);
+    expect(r.stdout).toContain(
+      `next:             ${hint.replace('{jobid}', '9').replace('{cluster}', 'pitzer')}`,
+    );
     expect(existsSync(sb.canary)).toBe(false);
   });
 });

@@ -7,7 +7,12 @@ import { shq } from './shq.ts';
 /** What bash makes of each quoted word: one `printf '%s\0' <word>` per value, read back NUL-separated. */
 function bashReadsBack(values: string[]): string[] {
   const script = values.map((v) => `printf '%s\\0' ${shq(v)}`).join('\n');
-  const r = spawnSync('bash', ['-c', script], { encoding: 'utf8', cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' } });
+  const r = spawnSync('bash', ['-c', script], {
+    encoding: 'utf8',
+    cwd: '/',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' },
+  });
   expect(r.stderr).toBe('');
   const out = r.stdout.split('\0');
   out.pop();
@@ -32,8 +37,27 @@ describe('shq', () => {
   });
 
   it('bash reads every quoted string back exactly (hostile and arbitrary unicode text)', () => {
-    const hostile = ['$(touch /tmp/x)', '`id`', "'; rm -rf / ; '", '"$HOME"', 'a\nb\r\tc', '&& ls', '*?[a]{b,c}~', '\\', "\\'", '\x01\x7f', 'ünï 🚀 ﷽', '-n', '--', '!!', '$1 ${x:-y}'];
-    const random = fc.sample(fc.string({ unit: 'binary', maxLength: 40 }).filter((s) => !s.includes('\0')), { numRuns: 400, seed: 42 });
+    const hostile = [
+      '$(touch /tmp/x)',
+      '`id`',
+      "'; rm -rf / ; '",
+      '"$HOME"',
+      'a\nb\r\tc',
+      '&& ls',
+      '*?[a]{b,c}~',
+      '\\',
+      "\\'",
+      '\x01\x7f',
+      'ünï 🚀 ﷽',
+      '-n',
+      '--',
+      '!!',
+      '$1 ${x:-y}',
+    ];
+    const random = fc.sample(
+      fc.string({ unit: 'binary', maxLength: 40 }).filter((s) => !s.includes('\0')),
+      { numRuns: 400, seed: 42 },
+    );
     const values = [...hostile, ...random];
     expect(bashReadsBack(values)).toEqual(values);
   });

@@ -69,9 +69,14 @@ export function scriptsDirFor(layout: Pick<LayoutView, 'root'>, options: SiteScr
 
 /** The directory holding `<dataset>` caches on scratch: the common parent of layout.cacheDirs. */
 export function cacheRootFor(layout: Pick<LayoutView, 'root' | 'cacheDirs'>): string {
-  const parents = new Set(Object.values(layout.cacheDirs).map((d) => d.replace(/\/+$/, '').replace(/\/[^/]*$/, '')));
+  const parents = new Set(
+    Object.values(layout.cacheDirs).map((d) => d.replace(/\/+$/, '').replace(/\/[^/]*$/, '')),
+  );
   const [only] = parents;
-  return requireAbsolutePath('layout.cacheDirs', parents.size === 1 && only ? only : joinPath(layout.root, 'cache'));
+  return requireAbsolutePath(
+    'layout.cacheDirs',
+    parents.size === 1 && only ? only : joinPath(layout.root, 'cache'),
+  );
 }
 
 /** `sbatch train_gpu.sh <stage> --model M --scale S --dataset D [-O key value]…`: stages, trains, reports. */
@@ -103,14 +108,16 @@ function renderHandScript(
 ): string {
   const dir = scriptsDirFor(layout, options);
   const cacheRoot = cacheRootFor(layout);
-  const requeue: RequeuePolicy = kind === 'train' ? (options.requeue ?? DEFAULT_REQUEUE) : { ...DEFAULT_REQUEUE, enabled: false };
+  const requeue: RequeuePolicy =
+    kind === 'train' ? (options.requeue ?? DEFAULT_REQUEUE) : { ...DEFAULT_REQUEUE, enabled: false };
   const usage =
     kind === 'train'
       ? 'usage: sbatch train_gpu.sh STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...'
       : 'usage: sbatch preprocess_gpu.sh --model M --scale S --dataset D [--run-root DIR] [-O key value]...';
 
   const lines: string[] = ['#!/bin/bash'];
-  if (profile.scheduler === 'slurm') lines.push(...sbatchLines(handDirectives(profile, layout, options, kind, requeue)));
+  if (profile.scheduler === 'slurm')
+    lines.push(...sbatchLines(handDirectives(profile, layout, options, kind, requeue)));
   lines.push(
     `# ${usage.replace('usage: ', 'Usage: ')}`,
     '# sbatch options on the command line override the defaults above.',
@@ -172,7 +179,14 @@ function renderHandScript(
   lines.push('', ...samplerLines(options.gpuSampleSeconds ?? 10));
   const trap = signalTrapLines(requeue);
   if (trap.length > 0) lines.push('', ...trap);
-  lines.push('', ...runPipelineLines(requeue), '', ...requeueDecisionLines(requeue), 'exit "$kdgat_status"', '');
+  lines.push(
+    '',
+    ...runPipelineLines(requeue),
+    '',
+    ...requeueDecisionLines(requeue),
+    'exit "$kdgat_status"',
+    '',
+  );
   return lines.join('\n');
 }
 
@@ -192,10 +206,17 @@ function handDirectives(
     );
   }
   const gpusPerNode = Math.max(1, partition.gpusPerNode);
-  const d: [string, string | number][] = [['job-name', kind === 'train' ? 'kdgat-train' : 'kdgat-preprocess']];
-  if (profile.account !== undefined && profile.account !== '') d.push(['account', requireName('profile.account', profile.account)]);
+  const d: [string, string | number][] = [
+    ['job-name', kind === 'train' ? 'kdgat-train' : 'kdgat-preprocess'],
+  ];
+  if (profile.account !== undefined && profile.account !== '')
+    d.push(['account', requireName('profile.account', profile.account)]);
   else if (profile.accountRequired) {
-    throw new TemplateInputError('profile.account', profile.account, `an account: cluster profile ${profile.name} requires --account`);
+    throw new TemplateInputError(
+      'profile.account',
+      profile.account,
+      `an account: cluster profile ${profile.name} requires --account`,
+    );
   }
   d.push(
     ['partition', requireName('profile.defaultPartition', partition.name)],
@@ -208,7 +229,12 @@ function handDirectives(
     const typed = partition.gpuType ? `${requireName('partition.gpuType', partition.gpuType)}:1` : '1';
     d.push(profile.gpuDirective === 'gres' ? ['gres', `gpu:${typed}`] : ['gpus-per-node', typed]);
   }
-  const logs = requireMatch('layout.logsDir', layout.logsDir.replace(/\/+$/, ''), SAFE_DIRECTIVE_PATH, `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`);
+  const logs = requireMatch(
+    'layout.logsDir',
+    layout.logsDir.replace(/\/+$/, ''),
+    SAFE_DIRECTIVE_PATH,
+    `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`,
+  );
   d.push(
     ['time', requireMatch('time', options.time ?? '4:00:00', SLURM_TIME, 'a SLURM time such as 4:00:00')],
     ['output', `${logs}/%x-%j.out`],

@@ -54,7 +54,13 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-const cacheFiles = { 'train.pt': 300_000, 'val.pt': 120_000, 'vocab.pkl': 4_000, 'meta/stats.json': 200, 'odd name $x.json': 10 };
+const cacheFiles = {
+  'train.pt': 300_000,
+  'val.pt': 120_000,
+  'vocab.pkl': 4_000,
+  'meta/stats.json': 200,
+  'odd name $x.json': 10,
+};
 
 describe('stage_data.sh', () => {
   it('stages a cache: same bytes, renamed into place, prints size, seconds and MB/s, exports the root', () => {
@@ -64,7 +70,9 @@ describe('stage_data.sh', () => {
     expect(r.status).toBe(0);
     const root = join(local, 'kdgat-cache');
     expect(r.stdout.trim().split('\n').at(-1)).toBe(root);
-    expect(r.stdout).toMatch(/hcrl_sa: 0\.4 MB in 5 file\(s\); copied 5 \(0\.4 MB\) in [\d.]+ s, [\d.]+ MB\/s; 0 already staged/);
+    expect(r.stdout).toMatch(
+      /hcrl_sa: 0\.4 MB in 5 file\(s\); copied 5 \(0\.4 MB\) in [\d.]+ s, [\d.]+ MB\/s; 0 already staged/,
+    );
     for (const rel of Object.keys(cacheFiles)) {
       expect(readFileSync(join(root, 'hcrl_sa', rel)).equals(readFileSync(join(src, rel)))).toBe(true);
     }
@@ -74,11 +82,22 @@ describe('stage_data.sh', () => {
   it('exports KD_GAT_CACHE_ROOT when sourced, for several datasets', () => {
     const a = makeDataset('hcrl_sa', { 'a.pt': 1000 });
     const b = makeDataset('set_01', { 'b.pt': 2000 });
-    const out = execFileSync('bash', ['-c', 'set -euo pipefail; source "$1"; kdgat_stage_data hcrl_sa "$2" set_01 "$3" >/dev/null; echo "$KD_GAT_CACHE_ROOT"', 'x', script, a, b], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local },
-    });
+    const out = execFileSync(
+      'bash',
+      [
+        '-c',
+        'set -euo pipefail; source "$1"; kdgat_stage_data hcrl_sa "$2" set_01 "$3" >/dev/null; echo "$KD_GAT_CACHE_ROOT"',
+        'x',
+        script,
+        a,
+        b,
+      ],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local },
+      },
+    );
     expect(out.trim()).toBe(join(local, 'kdgat-cache'));
     expect(existsSync(join(local, 'kdgat-cache', 'set_01', 'b.pt'))).toBe(true);
   });
@@ -88,7 +107,9 @@ describe('stage_data.sh', () => {
     expect(stage(['hcrl_sa', src]).status).toBe(0);
     const again = stage(['hcrl_sa', src]);
     expect(again.status).toBe(0);
-    expect(again.stdout).toMatch(/copied 0 \(0\.0 MB\) in [\d.]+ s, nothing to copy; 5 already staged and verified/);
+    expect(again.stdout).toMatch(
+      /copied 0 \(0\.0 MB\) in [\d.]+ s, nothing to copy; 5 already staged and verified/,
+    );
   });
 
   it('detects a corrupted staged file (size or mtime differs) and copies only that file again', () => {
@@ -100,7 +121,9 @@ describe('stage_data.sh', () => {
     utimesSync(join(staged, 'vocab.pkl'), new Date(), new Date(Date.now() + 5_000));
     const r = stage(['hcrl_sa', src]);
     expect(r.status).toBe(0);
-    expect(r.stdout).toContain('hcrl_sa: 2 staged file(s) differ from the source in size or mtime (corrupt or stale): copying them again');
+    expect(r.stdout).toContain(
+      'hcrl_sa: 2 staged file(s) differ from the source in size or mtime (corrupt or stale): copying them again',
+    );
     expect(r.stdout).toMatch(/copied 2 \([\d.]+ MB\) .*; 3 already staged and verified/);
     expect(readFileSync(join(staged, 'train.pt')).equals(readFileSync(join(src, 'train.pt')))).toBe(true);
     expect(readFileSync(join(staged, 'vocab.pkl')).equals(readFileSync(join(src, 'vocab.pkl')))).toBe(true);
@@ -123,7 +146,9 @@ describe('stage_data.sh', () => {
   it('fails with a clear message when the dataset directory is missing', () => {
     const r = stage(['hcrl_sa', join(scratch, 'hcrl_sa')]);
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`kdgat stage: ERROR: dataset hcrl_sa: source directory '${join(scratch, 'hcrl_sa')}' does not exist`);
+    expect(r.stderr).toContain(
+      `kdgat stage: ERROR: dataset hcrl_sa: source directory '${join(scratch, 'hcrl_sa')}' does not exist`,
+    );
   });
 
   it('fails with a clear message when the dataset directory holds no files', () => {
@@ -158,23 +183,28 @@ describe('stage_data.sh', () => {
 
   // Needs root to mount a tmpfs (the CI container runs as root); reported, not silently passed, otherwise.
   const isRoot = process.getuid?.() === 0;
-  it.runIf(isRoot)('falls back to reading scratch directly, with a warning, when the local disk is too small', () => {
-    const src = makeDataset('hcrl_sa', { 'big.pt': 3 * 1024 * 1024, 'small.json': 10 });
-    const small = join(dir, 'small-tmp');
-    mkdirSync(small);
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', small]);
-    try {
-      const r = stage(['hcrl_sa', src], { TMPDIR: small, KDGAT_STAGE_RESERVE_MB: '0' });
-      expect(r.status).toBe(0);
-      expect(r.stderr).toMatch(/WARNING: hcrl_sa: 3 MB still to copy but .* has \d+ MB free .*reading it from scratch directly/);
-      const link = join(small, 'kdgat-cache', 'hcrl_sa');
-      expect(lstatSync(link).isSymbolicLink()).toBe(true);
-      expect(readlinkSync(link)).toBe(src);
-      expect(existsSync(join(small, 'kdgat-cache', 'hcrl_sa.partial'))).toBe(false);
-    } finally {
-      execFileSync('umount', [small]);
-    }
-  });
+  it.runIf(isRoot)(
+    'falls back to reading scratch directly, with a warning, when the local disk is too small',
+    () => {
+      const src = makeDataset('hcrl_sa', { 'big.pt': 3 * 1024 * 1024, 'small.json': 10 });
+      const small = join(dir, 'small-tmp');
+      mkdirSync(small);
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', small]);
+      try {
+        const r = stage(['hcrl_sa', src], { TMPDIR: small, KDGAT_STAGE_RESERVE_MB: '0' });
+        expect(r.status).toBe(0);
+        expect(r.stderr).toMatch(
+          /WARNING: hcrl_sa: 3 MB still to copy but .* has \d+ MB free .*reading it from scratch directly/,
+        );
+        const link = join(small, 'kdgat-cache', 'hcrl_sa');
+        expect(lstatSync(link).isSymbolicLink()).toBe(true);
+        expect(readlinkSync(link)).toBe(src);
+        expect(existsSync(join(small, 'kdgat-cache', 'hcrl_sa.partial'))).toBe(false);
+      } finally {
+        execFileSync('umount', [small]);
+      }
+    },
+  );
 
   it('fails, leaving nothing visible, when a copy does not match the source after copying', () => {
     const src = makeDataset('hcrl_sa', cacheFiles);
@@ -189,7 +219,9 @@ describe('stage_data.sh', () => {
     );
     const r = stage(['hcrl_sa', src], { PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}` });
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/dataset hcrl_sa: 1 staged file\(s\) do not match the source \(size mtime\): train\.pt \(source: 300000 \d+, staged: 10 \d+\)/);
+    expect(r.stderr).toMatch(
+      /dataset hcrl_sa: 1 staged file\(s\) do not match the source \(size mtime\): train\.pt \(source: 300000 \d+, staged: 10 \d+\)/,
+    );
     expect(existsSync(join(local, 'kdgat-cache', 'hcrl_sa'))).toBe(false);
   });
 });

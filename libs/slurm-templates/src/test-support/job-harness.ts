@@ -15,7 +15,10 @@ export interface SandboxSite {
   scriptsDir: string;
 }
 
-export function makeSite(sb: Sandbox, opts: { profile?: SiteProfileView; env?: EnvironmentView; datasets?: string[]; scratchName?: string } = {}): SandboxSite {
+export function makeSite(
+  sb: Sandbox,
+  opts: { profile?: SiteProfileView; env?: EnvironmentView; datasets?: string[]; scratchName?: string } = {},
+): SandboxSite {
   const scratch = join(sb.dir, opts.scratchName ?? 'scratch');
   const datasets = opts.datasets ?? ['hcrl_sa'];
   const layout: LayoutView = {
@@ -29,15 +32,29 @@ export function makeSite(sb: Sandbox, opts: { profile?: SiteProfileView; env?: E
     writeFileSync(join(dir, 'graphs.pt'), Buffer.alloc(50_000, 3));
     writeFileSync(join(dir, 'vocab.pkl'), 'vocab');
   }
-  const env = opts.env ?? { name: 'gnn-rapids', backend: 'conda', prefix: join(sb.dir, 'envs', 'gnn-rapids') };
+  const env = opts.env ?? {
+    name: 'gnn-rapids',
+    backend: 'conda',
+    prefix: join(sb.dir, 'envs', 'gnn-rapids'),
+  };
   if (env.backend === 'venv' && env.prefix) {
-    sb.write(join(env.prefix.slice(sb.dir.length + 1), 'bin', 'activate'), 'printf "%s" "$BASH_SOURCE" >"$STUB_LOG/venv-activated"\n');
+    sb.write(
+      join(env.prefix.slice(sb.dir.length + 1), 'bin', 'activate'),
+      'printf "%s" "$BASH_SOURCE" >"$STUB_LOG/venv-activated"\n',
+    );
   }
   const profile = opts.profile ?? pitzer;
   const scriptsDir = join(scratch, 'scripts');
   const site = renderSiteScripts(profile, env, layout, { scriptsDir, gpuSampleSeconds: 1 });
-  for (const [name, text] of Object.entries(site)) sb.write(join(scriptsDir.slice(sb.dir.length + 1), name), text, 0o755);
-  return { layout, env, profile, scripts: { stageData: join(scriptsDir, 'stage_data.sh'), epilog: join(scriptsDir, 'job_epilog.sh') }, scriptsDir };
+  for (const [name, text] of Object.entries(site))
+    sb.write(join(scriptsDir.slice(sb.dir.length + 1), name), text, 0o755);
+  return {
+    layout,
+    env,
+    profile,
+    scripts: { stageData: join(scriptsDir, 'stage_data.sh'), epilog: join(scriptsDir, 'job_epilog.sh') },
+    scriptsDir,
+  };
 }
 
 export function jobInput(site: SandboxSite, partial: Partial<TrainJobInput> = {}): TrainJobInput {
@@ -50,7 +67,16 @@ export function jobInput(site: SandboxSite, partial: Partial<TrainJobInput> = {}
       scale: 'large',
       dataset: 'hcrl_sa',
       overrides: { 'training.max_epochs': 3 },
-      resources: { cpus: 2, memGB: 4, gpus: { count: 1, type: 'v100' }, nodes: 1, ntasksPerNode: 1, time: '10:00', partition: 'gpu', arrayConcurrency: 2 },
+      resources: {
+        cpus: 2,
+        memGB: 4,
+        gpus: { count: 1, type: 'v100' },
+        nodes: 1,
+        ntasksPerNode: 1,
+        time: '10:00',
+        partition: 'gpu',
+        arrayConcurrency: 2,
+      },
     },
     profile: site.profile,
     environment: site.env,
@@ -67,6 +93,7 @@ export function jobInput(site: SandboxSite, partial: Partial<TrainJobInput> = {}
 /** Renders the job (and its array table) into the sandbox; returns the script path. */
 export function writeJob(sb: Sandbox, input: TrainJobInput, name = 'job.sh'): string {
   const job = renderTrainJob(input);
-  if (job.arrayTable !== undefined && input.arrayTablePath) writeFileSync(input.arrayTablePath, job.arrayTable);
+  if (job.arrayTable !== undefined && input.arrayTablePath)
+    writeFileSync(input.arrayTablePath, job.arrayTable);
   return sb.write(name, job.script, 0o755);
 }

@@ -4,7 +4,15 @@
  * value arrived as data. Real bash runs the rendered scripts; only the cluster tools are stubbed.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -141,7 +149,11 @@ export interface RunResult {
   stderr: string;
 }
 
-export function runBash(script: string, args: string[], opts: { cwd: string; env: Record<string, string> }): RunResult {
+export function runBash(
+  script: string,
+  args: string[],
+  opts: { cwd: string; env: Record<string, string> },
+): RunResult {
   const r = spawnSync('bash', [script, ...args], {
     cwd: opts.cwd,
     env: opts.env,
@@ -159,7 +171,11 @@ export function runBashSignalled(
   opts: { cwd: string; env: Record<string, string>; readyFile: string; signal: NodeJS.Signals },
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [script], { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [script], {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -185,15 +201,21 @@ export function runBashSignalled(
 
 /** shellcheck over many files at once: returns its report ('' when clean). */
 export function shellcheck(files: string[]): string {
-  const r = spawnSync('shellcheck', ['--shell=bash', '--severity=style', '--format=gcc', ...files], { encoding: 'utf8' });
+  const r = spawnSync('shellcheck', ['--shell=bash', '--severity=style', '--format=gcc', ...files], {
+    encoding: 'utf8',
+  });
   if (r.error) throw r.error;
   return `${r.stdout}${r.stderr}`.trim();
 }
 
 /** `bash -n` over many files: returns the errors ('' when all parse). */
 export function bashSyntax(files: string[]): string {
-  const r = spawnSync('bash', ['-c', 'rc=0; for f; do bash -n "$f" || rc=1; done; exit $rc', 'bash-n', ...files], {
-    encoding: 'utf8',
-  });
+  const r = spawnSync(
+    'bash',
+    ['-c', 'rc=0; for f; do bash -n "$f" || rc=1; done; exit $rc', 'bash-n', ...files],
+    {
+      encoding: 'utf8',
+    },
+  );
   return r.status === 0 ? '' : r.stderr || `bash -n failed (${r.status})`;
 }

@@ -68,7 +68,8 @@ export function epilogTrapLines(): string[] {
 export function moduleLines(profile: ProfileView): string[] {
   const modules = [profile.modules.cuda].filter((m): m is string => m !== undefined && m !== '');
   if (modules.length === 0) return [];
-  for (const m of modules) requireMatch('profile.modules.cuda', m, MODULE_NAME, `a module name matching ${MODULE_NAME}`);
+  for (const m of modules)
+    requireMatch('profile.modules.cuda', m, MODULE_NAME, `a module name matching ${MODULE_NAME}`);
   return [
     '# Lmod defines `module` as a shell function that a batch shell may not have inherited.',
     ...moduleCommandLines(),
@@ -102,7 +103,11 @@ export function activationSnippet(env: EnvironmentView, profile: ProfileView): s
 export function activationLines(env: EnvironmentView, profile: ProfileView): string[] {
   if (env.backend === 'venv') {
     if (env.prefix === undefined) {
-      throw new TemplateInputError('environment.prefix', env.prefix, 'the venv directory for a venv environment');
+      throw new TemplateInputError(
+        'environment.prefix',
+        env.prefix,
+        'the venv directory for a venv environment',
+      );
     }
     const activate = `${requireAbsolutePath('environment.prefix', env.prefix).replace(/\/+$/, '')}/bin/activate`;
     return [
@@ -116,7 +121,8 @@ export function activationLines(env: EnvironmentView, profile: ProfileView): str
     throw new TemplateInputError('environment.backend', env.backend, "'conda' or 'venv'");
   }
   const target = env.prefix ?? env.name;
-  if (target === '') throw new TemplateInputError('environment.name', target, 'a conda environment name or prefix');
+  if (target === '')
+    throw new TemplateInputError('environment.name', target, 'a conda environment name or prefix');
   const conda = profile.modules.conda;
   const loadConda =
     conda === undefined || conda === ''
@@ -206,7 +212,7 @@ export function runPipelineLines(policy: RequeuePolicy): string[] {
     : ['kdgat_wait_pipeline() { wait "$kdgat_pipeline_pid"; }'];
   return [
     ...waitLoop,
-    'printf \'kdgat: running\'; printf \' %q\' "${kdgat_cmd[@]}"; printf \'\\n\'',
+    "printf 'kdgat: running'; printf ' %q' \"${kdgat_cmd[@]}\"; printf '\\n'",
     '"${kdgat_cmd[@]}" &',
     'kdgat_pipeline_pid=$!',
     'kdgat_status=0',

@@ -105,10 +105,17 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   let arrayTable: string | undefined;
   if (isArray) {
     if (input.arrayTablePath === undefined) {
-      throw new TemplateInputError('arrayTablePath', undefined, 'an absolute path for the sweep table of an array job');
+      throw new TemplateInputError(
+        'arrayTablePath',
+        undefined,
+        'an absolute path for the sweep table of an array job',
+      );
     }
     arrayTable = encodeArrayTable(points);
-    lines.push('', ...arrayTaskLines(requireAbsolutePath('arrayTablePath', input.arrayTablePath), points.length));
+    lines.push(
+      '',
+      ...arrayTaskLines(requireAbsolutePath('arrayTablePath', input.arrayTablePath), points.length),
+    );
   }
   lines.push(
     `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
@@ -147,12 +154,22 @@ function describeResources(r: StageView['resources']): string {
   return `${r.nodes} node(s) x ${r.ntasksPerNode} task(s), ${r.cpus} cpus/task, ${r.memGB} GB, ${r.gpus.count} GPU(s)/node, ${r.time}`;
 }
 
-function directivesFor(input: TrainJobInput, jobName: string, arraySize: number): [string, string | number][] {
+function directivesFor(
+  input: TrainJobInput,
+  jobName: string,
+  arraySize: number,
+): [string, string | number][] {
   const { profile, stage, requeue } = input;
   const r = stage.resources;
   const d: [string, string | number][] = [['job-name', jobName]];
-  if (profile.account !== undefined && profile.account !== '') d.push(['account', requireName('profile.account', profile.account)]);
-  else if (profile.accountRequired) throw new TemplateInputError('profile.account', profile.account, `an account: cluster profile ${profile.name} requires --account`);
+  if (profile.account !== undefined && profile.account !== '')
+    d.push(['account', requireName('profile.account', profile.account)]);
+  else if (profile.accountRequired)
+    throw new TemplateInputError(
+      'profile.account',
+      profile.account,
+      `an account: cluster profile ${profile.name} requires --account`,
+    );
   d.push(
     ['partition', requireName('resources.partition', r.partition)],
     ['nodes', requirePositiveInt('resources.nodes', r.nodes)],
@@ -162,8 +179,16 @@ function directivesFor(input: TrainJobInput, jobName: string, arraySize: number)
   );
   const gpu = gpuDirective(profile, r.gpus, input.partition?.gpuType);
   if (gpu !== undefined) d.push(gpu);
-  d.push(['time', requireMatch('resources.time', r.time, SLURM_TIME, 'a SLURM time such as 2:00:00 or 1-12:00:00')]);
-  const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), SAFE_DIRECTIVE_PATH, `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`);
+  d.push([
+    'time',
+    requireMatch('resources.time', r.time, SLURM_TIME, 'a SLURM time such as 2:00:00 or 1-12:00:00'),
+  ]);
+  const logs = requireMatch(
+    'layout.logsDir',
+    input.layout.logsDir.replace(/\/+$/, ''),
+    SAFE_DIRECTIVE_PATH,
+    `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`,
+  );
   const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
   d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
   if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
@@ -174,14 +199,17 @@ function directivesFor(input: TrainJobInput, jobName: string, arraySize: number)
   }
   const after = input.afterOk ?? [];
   if (after.length > 0) {
-    after.forEach((id, i) => requireMatch(`afterOk[${i}]`, id, JOB_ID, 'a SLURM job id such as 12345 or 12345_6'));
+    after.forEach((id, i) =>
+      requireMatch(`afterOk[${i}]`, id, JOB_ID, 'a SLURM job id such as 12345 or 12345_6'),
+    );
     d.push(['dependency', `afterok:${after.join(':')}`], ['kill-on-invalid-dep', 'yes']);
   }
   return d;
 }
 
 function memDirective(memGB: number): string {
-  if (!Number.isFinite(memGB) || memGB <= 0) throw new TemplateInputError('resources.memGB', memGB, 'a positive number of GB');
+  if (!Number.isFinite(memGB) || memGB <= 0)
+    throw new TemplateInputError('resources.memGB', memGB, 'a positive number of GB');
   return Number.isInteger(memGB) ? `${memGB}G` : `${Math.ceil(memGB * 1024)}M`;
 }
 
@@ -193,7 +221,10 @@ function gpuDirective(
   if (gpus.count === 0) return undefined;
   requirePositiveInt('resources.gpus.count', gpus.count);
   const type = gpus.type ?? partitionGpuType;
-  const typed = type === undefined || type === '' ? `${gpus.count}` : `${requireName('resources.gpus.type', type)}:${gpus.count}`;
+  const typed =
+    type === undefined || type === ''
+      ? `${gpus.count}`
+      : `${requireName('resources.gpus.type', type)}:${gpus.count}`;
   if (profile.gpuDirective === 'gres') return ['gres', `gpu:${typed}`];
   if (profile.gpuDirective === 'gpus-per-node') return ['gpus-per-node', typed];
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
@@ -210,9 +241,9 @@ function arrayTaskLines(tablePath: string, size: number): string[] {
     '  exit 64',
     'fi',
     'kdgat_point_overrides=()',
-    'while IFS=$\'\\t\' read -r kdgat_index kdgat_key kdgat_encoded; do',
-    "  [[ $kdgat_index == \"$kdgat_task\" ]] || continue",
-    "  printf -v kdgat_value '%b' \"$kdgat_encoded\"",
+    "while IFS=$'\\t' read -r kdgat_index kdgat_key kdgat_encoded; do",
+    '  [[ $kdgat_index == "$kdgat_task" ]] || continue',
+    '  printf -v kdgat_value \'%b\' "$kdgat_encoded"',
     '  kdgat_point_overrides+=(-O "$kdgat_key" "$kdgat_value")',
     'done <"$kdgat_array_table"',
     'kdgat_run_root=$kdgat_run_root/point_$kdgat_task',
@@ -225,14 +256,21 @@ function stagingLines(input: TrainJobInput): string[] {
     requireName('staging.datasets[]', ds);
     const dir = layout.cacheDirs[ds];
     if (dir === undefined) {
-      throw new TemplateInputError(`layout.cacheDirs.${ds}`, dir, `a scratch cache dir for dataset ${ds} (known: ${Object.keys(layout.cacheDirs).join(', ') || 'none'})`);
+      throw new TemplateInputError(
+        `layout.cacheDirs.${ds}`,
+        dir,
+        `a scratch cache dir for dataset ${ds} (known: ${Object.keys(layout.cacheDirs).join(', ') || 'none'})`,
+      );
     }
     return requireAbsolutePath(`layout.cacheDirs.${ds}`, dir);
   };
   if (!staging.enabled) {
     const dir = cacheDirFor(input.stage.dataset);
     const root = dir.replace(/\/+$/, '').replace(/\/[^/]*$/, '') || '/';
-    return ['# Staging is off for this experiment: the pipeline reads the scratch cache directly.', `export KD_GAT_CACHE_ROOT=${shq(root)}`];
+    return [
+      '# Staging is off for this experiment: the pipeline reads the scratch cache directly.',
+      `export KD_GAT_CACHE_ROOT=${shq(root)}`,
+    ];
   }
   const datasets = staging.datasets.length > 0 ? staging.datasets : [input.stage.dataset];
   return [

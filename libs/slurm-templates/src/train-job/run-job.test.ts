@@ -21,19 +21,39 @@ describe('train job script in a sandbox', () => {
   it('loads modules, activates conda, stages, samples GPUs, runs the pipeline and ends with the epilog', () => {
     const input = jobInput(site);
     const script = writeJob(sb, input);
-    const r = runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '1234', STUB_PYTHON_SLEEP: '0.4' }) });
+    const r = runBash(script, [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '1234', STUB_PYTHON_SLEEP: '0.4' }),
+    });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(sb.calls('module')).toEqual([['load', 'cuda/12.4.1']]);
     expect(sb.calls('conda')).toEqual([['activate', site.env.prefix]]);
     expect(sb.calls('python')).toEqual([
-      ['-m', 'kdgat', 'autoencoder', '--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa', '--run-root', input.runRoot, '-O', 'training.max_epochs', '3'],
+      [
+        '-m',
+        'kdgat',
+        'autoencoder',
+        '--model',
+        'vgae',
+        '--scale',
+        'large',
+        '--dataset',
+        'hcrl_sa',
+        '--run-root',
+        input.runRoot,
+        '-O',
+        'training.max_epochs',
+        '3',
+      ],
     ]);
     const cacheRoot = readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8');
     expect(cacheRoot).toBe(join(sb.tmp, 'kdgat-cache'));
     expect(existsSync(join(cacheRoot, 'hcrl_sa', 'graphs.pt'))).toBe(true);
     expect(r.stdout).toMatch(/kdgat stage: hcrl_sa: 0\.1 MB in 2 file\(s\); copied 2/);
-    expect(readFileSync(join(runDirOf(input.runRoot), 'gpu_samples.csv'), 'utf8')).toContain('utilization.gpu [%]');
+    expect(readFileSync(join(runDirOf(input.runRoot), 'gpu_samples.csv'), 'utf8')).toContain(
+      'utilization.gpu [%]',
+    );
     expect(r.stdout).toContain('state:            COMPLETED (exit status 0)');
     expect(r.stdout).toContain('peak GPU memory:  2048.5 MB');
     expect(r.stdout).toMatch(/GPU utilisation: +\d+ samples: mean/);
@@ -42,17 +62,24 @@ describe('train job script in a sandbox', () => {
   });
 
   it('exits with the pipeline status and still runs the epilog when the pipeline fails', () => {
-    const r = runBash(writeJob(sb, jobInput(site)), [], { cwd: sb.dir, env: sb.env({ STUB_PYTHON_MODE: 'fail' }) });
+    const r = runBash(writeJob(sb, jobInput(site)), [], {
+      cwd: sb.dir,
+      env: sb.env({ STUB_PYTHON_MODE: 'fail' }),
+    });
     expect(r.status).toBe(3);
     expect(r.stdout).toContain('state:            FAILED (exit status 3)');
     expect(r.stdout).toContain('metrics.json was not written');
   });
 
   it('fails before the pipeline, with the staging message and the epilog, when the cache is missing', () => {
-    const input = jobInput(site, { layout: { ...site.layout, cacheDirs: { hcrl_sa: join(sb.dir, 'nowhere') } } });
+    const input = jobInput(site, {
+      layout: { ...site.layout, cacheDirs: { hcrl_sa: join(sb.dir, 'nowhere') } },
+    });
     const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env() });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`dataset hcrl_sa: source directory '${join(sb.dir, 'nowhere')}' does not exist`);
+    expect(r.stderr).toContain(
+      `dataset hcrl_sa: source directory '${join(sb.dir, 'nowhere')}' does not exist`,
+    );
     expect(r.stdout).toContain('state:            FAILED (exit status 1)');
     expect(sb.calls('python')).toEqual([]);
   });
@@ -121,22 +148,38 @@ describe('train job script in a sandbox', () => {
   });
 
   it('array task reads its overrides from the table, as data, and runs under point_<i>', () => {
-    const tricky = "a b\tc\nd\\n $(touch CANARY) 'q' \"dq\" \\c \\x41 %s ünï";
+    const tricky = 'a b\tc\nd\\n $(touch CANARY) \'q\' "dq" \\c \\x41 %s ünï';
     const input = jobInput(site, {
-      sweepPoints: [{ 'training.lr': 0.001, 'model.name': 'x' }, { 'training.lr': 0.01, 'model.name': tricky, 'training.flag': true }, { 'training.lr': 0.1 }],
+      sweepPoints: [
+        { 'training.lr': 0.001, 'model.name': 'x' },
+        { 'training.lr': 0.01, 'model.name': tricky, 'training.flag': true },
+        { 'training.lr': 0.1 },
+      ],
       arrayTablePath: join(sb.dir, 'job.array.tsv'),
     });
     const script = writeJob(sb, input);
-    const r = runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '900', SLURM_ARRAY_JOB_ID: '899', SLURM_ARRAY_TASK_ID: '1' }) });
+    const r = runBash(script, [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '900', SLURM_ARRAY_JOB_ID: '899', SLURM_ARRAY_TASK_ID: '1' }),
+    });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const argv = sb.calls('python')[0] ?? [];
     expect(argv.slice(9)).toEqual([
-      '--run-root', join(input.runRoot, 'point_1'),
-      '-O', 'training.max_epochs', '3',
-      '-O', 'training.lr', '0.01',
-      '-O', 'model.name', tricky,
-      '-O', 'training.flag', 'true',
+      '--run-root',
+      join(input.runRoot, 'point_1'),
+      '-O',
+      'training.max_epochs',
+      '3',
+      '-O',
+      'training.lr',
+      '0.01',
+      '-O',
+      'model.name',
+      tricky,
+      '-O',
+      'training.flag',
+      'true',
     ]);
     expect(existsSync(join(sb.dir, 'CANARY'))).toBe(false);
     expect(r.stdout).toContain('job:              900 (array task 899_1)');
@@ -148,23 +191,42 @@ describe('train job script in a sandbox', () => {
 
   it('multi-node DDP runs the pipeline through srun', () => {
     const base = jobInput(site);
-    const input = jobInput(site, { stage: { ...base.stage, resources: { ...base.stage.resources, nodes: 2, ntasksPerNode: 4, gpus: { count: 4, type: 'v100' } } } });
+    const input = jobInput(site, {
+      stage: {
+        ...base.stage,
+        resources: { ...base.stage.resources, nodes: 2, ntasksPerNode: 4, gpus: { count: 4, type: 'v100' } },
+      },
+    });
     const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env() });
     expect(r.status).toBe(0);
-    expect(sb.calls('srun')[0]?.slice(0, 5)).toEqual(['--kill-on-bad-exit=1', '--cpus-per-task=2', 'python', '-m', 'kdgat']);
+    expect(sb.calls('srun')[0]?.slice(0, 5)).toEqual([
+      '--kill-on-bad-exit=1',
+      '--cpus-per-task=2',
+      'python',
+      '-m',
+      'kdgat',
+    ]);
     expect(sb.calls('python')).toHaveLength(1);
   });
 
   it('local-executor variant: no modules, venv activation, no requeue without SLURM', () => {
-    const local = makeSite(sb, { profile: localProfile, env: { name: 'cpu-local', backend: 'venv', prefix: join(sb.dir, 'venv') }, scratchName: 'local-scratch' });
-    const input = jobInput(local, { requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 } });
+    const local = makeSite(sb, {
+      profile: localProfile,
+      env: { name: 'cpu-local', backend: 'venv', prefix: join(sb.dir, 'venv') },
+      scratchName: 'local-scratch',
+    });
+    const input = jobInput(local, {
+      requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
+    });
     const script = writeJob(sb, input, 'local-job.sh');
     expect(readFileSync(script, 'utf8')).not.toMatch(/^#SBATCH/m);
     const r = runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_CPUS_PER_TASK: '2' }) });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(sb.calls('module')).toEqual([]);
-    expect(readFileSync(join(sb.log, 'venv-activated'), 'utf8')).toBe(join(sb.dir, 'venv', 'bin', 'activate'));
+    expect(readFileSync(join(sb.log, 'venv-activated'), 'utf8')).toBe(
+      join(sb.dir, 'venv', 'bin', 'activate'),
+    );
     expect(sb.calls('python')).toHaveLength(1);
     expect(r.stdout).toContain('state:            COMPLETED (exit status 0)');
   });
@@ -172,33 +234,74 @@ describe('train job script in a sandbox', () => {
 
 describe('site scripts in a sandbox', () => {
   it('train_gpu.sh runs any pipeline command given as arguments, with staging and the epilog', () => {
-    const r = runBash(join(site.scriptsDir, 'train_gpu.sh'), ['curriculum', '--model', 'gat', '--scale', 'small', '--dataset', 'hcrl_sa', '-O', 'kd.alpha', '0.7'], {
-      cwd: sb.dir,
-      env: sb.env({ SLURM_JOB_ID: '31' }),
-    });
+    const r = runBash(
+      join(site.scriptsDir, 'train_gpu.sh'),
+      ['curriculum', '--model', 'gat', '--scale', 'small', '--dataset', 'hcrl_sa', '-O', 'kd.alpha', '0.7'],
+      {
+        cwd: sb.dir,
+        env: sb.env({ SLURM_JOB_ID: '31' }),
+      },
+    );
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(sb.calls('python')).toEqual([
-      ['-m', 'kdgat', 'curriculum', '--model', 'gat', '--scale', 'small', '--dataset', 'hcrl_sa', '-O', 'kd.alpha', '0.7', '--run-root', site.layout.runsDir],
+      [
+        '-m',
+        'kdgat',
+        'curriculum',
+        '--model',
+        'gat',
+        '--scale',
+        'small',
+        '--dataset',
+        'hcrl_sa',
+        '-O',
+        'kd.alpha',
+        '0.7',
+        '--run-root',
+        site.layout.runsDir,
+      ],
     ]);
     expect(r.stdout).toContain('kdgat stage: hcrl_sa:');
-    expect(existsSync(join(site.layout.runsDir, 'hcrl_sa', 'gat_small_curriculum', 'metrics.json'))).toBe(true);
+    expect(existsSync(join(site.layout.runsDir, 'hcrl_sa', 'gat_small_curriculum', 'metrics.json'))).toBe(
+      true,
+    );
     expect(r.stdout).toContain('next:             gpu-seff -M pitzer 31');
   });
 
   it('train_gpu.sh refuses a dataset name that is not a name, before doing anything', () => {
-    const r = runBash(join(site.scriptsDir, 'train_gpu.sh'), ['curriculum', '--model', 'gat', '--scale', 'small', '--dataset', '../x'], { cwd: sb.dir, env: sb.env() });
+    const r = runBash(
+      join(site.scriptsDir, 'train_gpu.sh'),
+      ['curriculum', '--model', 'gat', '--scale', 'small', '--dataset', '../x'],
+      { cwd: sb.dir, env: sb.env() },
+    );
     expect(r.status).toBe(64);
     expect(r.stderr).toContain('kdgat: ../x is not a stage, model, scale or dataset name');
     expect(sb.calls('python')).toEqual([]);
   });
 
   it('preprocess_gpu.sh runs the preprocess stage writing the cache to scratch', () => {
-    const r = runBash(join(site.scriptsDir, 'preprocess_gpu.sh'), ['--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa'], { cwd: sb.dir, env: sb.env() });
+    const r = runBash(
+      join(site.scriptsDir, 'preprocess_gpu.sh'),
+      ['--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa'],
+      { cwd: sb.dir, env: sb.env() },
+    );
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    expect(sb.calls('python')[0]?.slice(0, 9)).toEqual(['-m', 'kdgat', 'preprocess', '--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa']);
-    expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(join(site.layout.root, 'cache'));
+    expect(sb.calls('python')[0]?.slice(0, 9)).toEqual([
+      '-m',
+      'kdgat',
+      'preprocess',
+      '--model',
+      'vgae',
+      '--scale',
+      'large',
+      '--dataset',
+      'hcrl_sa',
+    ]);
+    expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(
+      join(site.layout.root, 'cache'),
+    );
   });
 });
 
