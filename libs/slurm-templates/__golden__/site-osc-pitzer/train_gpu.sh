@@ -18,8 +18,12 @@
 # KD-GAT pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).
 # Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.
 set -euo pipefail
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
+  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
+  exit 69
+fi
 
-kdgat_job_start=$EPOCHSECONDS
+kdgat_job_start=$(date +%s)
 kdgat_job_id=${SLURM_JOB_ID:-local-$$}
 kdgat_profile=osc-pitzer
 kdgat_stage_data_script=/fs/scratch/PAS1266/kd-gat/scripts/stage_data.sh
@@ -70,6 +74,15 @@ kdgat_finish() {
   exit "$status"
 }
 trap kdgat_finish EXIT
+# scancel and the time limit send SIGTERM: stop the pipeline and end through the EXIT trap, reported.
+# shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)
+kdgat_terminate() {
+  kdgat_state=TERMINATED
+  echo "kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2
+  if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi
+  exit 143
+}
+trap kdgat_terminate TERM
 
 # Lmod defines `module` as a shell function that a batch shell may not have inherited.
 if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
@@ -124,7 +137,7 @@ kdgat_signal_time=''
 # shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
 kdgat_forward_signal() {
   kdgat_signal_count=$((kdgat_signal_count + 1))
-  kdgat_signal_time=$EPOCHSECONDS
+  kdgat_signal_time=$(date +%s)
   if [[ -n $kdgat_pipeline_pid ]]; then
     echo "kdgat: SIGUSR1: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
     kill -s USR1 "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"

@@ -35,7 +35,7 @@ if [[ -z $state ]]; then
 fi
 elapsed=unknown
 if [[ $start =~ ^[0-9]+$ ]]; then
-  secs=$((EPOCHSECONDS - start))
+  secs=$(($(date +%s) - start))
   elapsed=$(printf '%02d:%02d:%02d' $((secs / 3600)) $((secs % 3600 / 60)) $((secs % 60)))
 fi
 

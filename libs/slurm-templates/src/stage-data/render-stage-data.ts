@@ -47,8 +47,7 @@ kdgat_stage_root() {
 }
 
 kdgat_stage_now() {
-  local t=$EPOCHREALTIME
-  printf '%s\\n' "\${t/,/.}"
+  date +%s.%N
 }
 
 # kdgat_stage_list DIR: one NUL-terminated record per regular file, "size<TAB>mtime-seconds<TAB>path".

@@ -28,8 +28,12 @@ export function preambleLines(vars: {
     `# ${vars.title}`,
     '# Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.',
     'set -euo pipefail',
+    'if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then',
+    '  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2',
+    `  exit ${UNAVAILABLE_EXIT_STATUS}`,
+    'fi',
     '',
-    'kdgat_job_start=$EPOCHSECONDS',
+    'kdgat_job_start=$(date +%s)',
     'kdgat_job_id=${SLURM_JOB_ID:-local-$$}',
     `kdgat_profile=${shq(vars.profile.name)}`,
     ...(vars.stageDataPath === undefined
@@ -61,6 +65,15 @@ export function epilogTrapLines(): string[] {
     '  exit "$status"',
     '}',
     'trap kdgat_finish EXIT',
+    '# scancel and the time limit send SIGTERM: stop the pipeline and end through the EXIT trap, reported.',
+    '# shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)',
+    'kdgat_terminate() {',
+    '  kdgat_state=TERMINATED',
+    '  echo "kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2',
+    '  if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi',
+    '  exit 143',
+    '}',
+    'trap kdgat_terminate TERM',
   ];
 }
 
@@ -161,10 +174,11 @@ export function samplerLines(seconds: number): string[] {
   ];
 }
 
-const SIGNAL = /^(USR1|USR2|TERM|INT|HUP|URG|ALRM)$/;
+// TERM is the scheduler's own kill signal (trapped separately), so it cannot carry the requeue request.
+const SIGNAL = /^(USR1|USR2|HUP|URG|ALRM)$/;
 
 export function checkRequeuePolicy(policy: RequeuePolicy): void {
-  requireMatch('requeue.signal', policy.signal, SIGNAL, 'one of USR1, USR2, TERM, INT, HUP, URG, ALRM');
+  requireMatch('requeue.signal', policy.signal, SIGNAL, 'one of USR1, USR2, HUP, URG, ALRM');
   requirePositiveInt('requeue.leadSeconds', policy.leadSeconds);
   if (!Number.isInteger(policy.maxRestarts) || policy.maxRestarts < 0) {
     throw new TemplateInputError('requeue.maxRestarts', policy.maxRestarts, 'an integer >= 0');
@@ -182,7 +196,7 @@ export function signalTrapLines(policy: RequeuePolicy): string[] {
     '# shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)',
     'kdgat_forward_signal() {',
     '  kdgat_signal_count=$((kdgat_signal_count + 1))',
-    '  kdgat_signal_time=$EPOCHSECONDS',
+    '  kdgat_signal_time=$(date +%s)',
     '  if [[ -n $kdgat_pipeline_pid ]]; then',
     `    echo "kdgat: SIG${policy.signal}: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"`,
     `    kill -s ${policy.signal} "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"`,

@@ -147,6 +147,19 @@ describe('train job script in a sandbox', () => {
     });
   });
 
+  it('on SIGTERM (scancel, time limit) stops the pipeline and reports TERMINATED through the epilog', async () => {
+    const r = await runBashSignalled(writeJob(sb, jobInput(site)), {
+      cwd: sb.dir,
+      env: sb.env({ STUB_PYTHON_MODE: 'requeue', SLURM_JOB_ID: '559' }),
+      readyFile: join(sb.log, 'python.started'),
+      signal: 'SIGTERM',
+    });
+    expect(r.stderr).toContain('kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline');
+    expect(r.stdout).toContain('state:            TERMINATED (exit status 143)');
+    expect(r.status).toBe(143);
+    expect(sb.calls('scontrol')).toEqual([]);
+  });
+
   it('array task reads its overrides from the table, as data, and runs under point_<i>', () => {
     const tricky = 'a b\tc\nd\\n $(touch CANARY) \'q\' "dq" \\c \\x41 %s ünï';
     const input = jobInput(site, {
