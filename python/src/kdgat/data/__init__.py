@@ -34,15 +34,24 @@ from kdgat.data.graphs import (
 from kdgat.data.messages import CanMessages, ParseReport
 from kdgat.data.params import ATTACK_TYPES, GraphParams, attack_type_of, split_of
 from kdgat.data.readers import FORMATS, detect_format, read_can_file
+from kdgat.data.synth import (
+    ATTACKS,
+    SYNTH_FORMATS,
+    generate_can_traffic,
+    write_can_file,
+    write_synthetic_dataset,
+)
 from kdgat.data.vocab import CanIdVocab
 
 __all__ = [
+    "ATTACKS",
     "ATTACK_TYPES",
     "EDGE_FEATURES",
     "FORMATS",
     "NODE_FEATURES",
     "NUM_EDGE_FEATURES",
     "NUM_NODE_FEATURES",
+    "SYNTH_FORMATS",
     "CacheInfo",
     "CanIdVocab",
     "CanMessages",
@@ -55,9 +64,12 @@ __all__ = [
     "attack_type_of",
     "build_window_graphs",
     "detect_format",
+    "generate_can_traffic",
     "list_sources",
     "load_graphs",
     "preprocess_dataset",
     "read_can_file",
     "split_of",
+    "write_can_file",
+    "write_synthetic_dataset",
 ]

@@ -241,7 +241,7 @@ def build_window_graphs(
     edge_graph = node_graph[usrc]
     edge_index = np.stack([usrc - node_ptr[edge_graph], udst - node_ptr[edge_graph]])
     edge_ptr = np.searchsorted(edge_graph, np.arange(g + 1)).astype(np.int64)
-    y = label[msg].reshape(g, w).any(axis=1).astype(np.int64)
+    y: npt.NDArray[np.int64] = np.asarray(label[msg].reshape(g, w).any(axis=1), np.int64)
     return WindowGraphs(
         node_can_id=node_can_id,
         x=x,

@@ -98,9 +98,10 @@ class ParseReport:
             return
         self.malformed += len(numbers)
         self.reasons[reason] = self.reasons.get(reason, 0) + len(numbers)
-        room = MAX_EXAMPLES - len(self.examples)
-        for num, text in list(zip(numbers.tolist(), texts, strict=False))[: max(room, 0)]:
+        # Keep the earliest lines of the file whatever their reason.
+        for num, text in list(zip(numbers.tolist(), texts, strict=False))[:MAX_EXAMPLES]:
             self.examples.append((int(num), reason, text[:200]))
+        self.examples = sorted(self.examples)[:MAX_EXAMPLES]
 
     def to_json(self) -> dict[str, object]:
         return {

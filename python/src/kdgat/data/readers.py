@@ -36,6 +36,8 @@ FORMATS = ("hcrl", "hcrl_text", "ctt", "parquet")
 TEXT_SUFFIXES = (".csv", ".txt", ".log")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 CTT_HEADER = ("timestamp", "arbitration_id", "data_field", "attack")
+#: Bytes per pyarrow read block of text files (one batch of lines per block).
+BLOCK_SIZE = 1 << 24
 
 _HEX = np.full(256, 255, dtype=np.uint8)
 for _i, _c in enumerate(b"0123456789abcdef"):
@@ -131,7 +133,7 @@ def _line_batches(path: Path, report: ParseReport) -> Iterator[tuple[int, pa.Str
 
     reader = pacsv.open_csv(
         path,
-        read_options=pacsv.ReadOptions(column_names=["line"], block_size=1 << 24),
+        read_options=pacsv.ReadOptions(column_names=["line"], block_size=BLOCK_SIZE),
         parse_options=pacsv.ParseOptions(
             delimiter="\x1f",
             quote_char=False,

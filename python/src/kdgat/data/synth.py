@@ -158,12 +158,12 @@ def _benign(bus: _Bus, duration: float, seed: int, rng: np.random.Generator) -> 
 def _bursts(
     duration: float, rng: np.random.Generator, attack_share: float
 ) -> list[tuple[float, float]]:
-    short = (0.001, 0.006)
-    long = (0.06, 0.6)
-    mean_len = 0.6 * np.mean(short) + 0.4 * np.mean(long)
+    short = (0.0005, 0.004)
+    long = (0.04, 0.4)
+    mean_len = 0.7 * np.mean(short) + 0.3 * np.mean(long)
     n = max(4, round(attack_share * duration / mean_len))
     starts = rng.uniform(0, duration, n)
-    is_short = rng.random(n) < 0.6
+    is_short = rng.random(n) < 0.7
     lengths = np.where(is_short, rng.uniform(*short, n), rng.uniform(*long, n))
     return [(float(s), float(min(s + d, duration))) for s, d in zip(starts, lengths, strict=True)]
 
@@ -180,13 +180,9 @@ def _attack(
     interval = _ATTACK_INTERVAL_S[attack]
     parts = []
     for start, end in _bursts(duration, rng, attack_share):
-        t = (
-            np.arange(start, end, interval)
-            + rng.normal(0, interval * 0.05, max(0, int(np.ceil((end - start) / interval))))[
-                : len(np.arange(start, end, interval))
-            ]
-        )
+        t = np.arange(start, end, interval)
         m = len(t)
+        t = t + rng.normal(0, interval * 0.05, m)
         if m == 0:
             continue
         if attack == "dos":

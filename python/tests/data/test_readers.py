@@ -1,0 +1,131 @@
+"""Readers on committed fixture files of each format, malformed rows included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kdgat.data import DataError, detect_format, read_can_file, readers
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def test_hcrl_rows_are_decoded_and_every_malformed_row_is_counted_by_reason() -> None:
+    messages, report = read_can_file(FIXTURES / "hcrl_sample.csv")
+    assert report.format == "hcrl"
+    assert (report.rows, report.parsed, report.malformed) == (24, 15, 9)
+    assert report.reasons == {
+        "empty line": 1,
+        "too few fields (expected timestamp,id,dlc,...,flag)": 1,
+        "bad timestamp": 1,
+        "bad CAN ID (expected 1-8 hex digits)": 1,
+        "bad DLC (expected 0-8)": 1,
+        "field count does not match DLC": 2,
+        "bad flag (expected R or T)": 1,
+        "bad payload byte (expected 2 hex digits)": 1,
+    }
+    assert [e[0] for e in report.examples] == [15, 16, 17, 18, 19]
+    assert messages.can_id[0] == 0x316
+    assert messages.payload[0].tolist() == [0x05, 0x21, 0x68, 0x09, 0x21, 0x21, 0x00, 0x6F]
+    assert messages.timestamp[0] == pytest.approx(1478198376.389427)
+    # the DLC-2 row: two bytes, the rest zero
+    assert messages.dlc[10] == 2
+    assert messages.payload[10].tolist() == [1, 0, 0, 0, 0, 0, 0, 0]
+    assert messages.label.tolist() == [0] * 8 + [1, 1] + [0] * 5
+    assert messages.can_id[8] == 0
+
+
+def test_can_train_and_test_csv_keeps_file_order_and_empty_attack_payloads() -> None:
+    messages, report = read_can_file(FIXTURES / "ctt_sample.csv")
+    assert report.format == "ctt"
+    assert (report.rows, report.parsed, report.malformed) == (14, 7, 7)
+    assert report.reasons == {
+        "bad CAN ID (expected 1-8 hex digits)": 1,
+        "bad attack flag (expected 0 or 1)": 1,
+        "bad data_field (expected 0-16 hex digits, even count)": 3,
+        "bad timestamp": 1,
+        "expected 4 fields (timestamp,arbitration_id,data_field,attack)": 1,
+    }
+    assert messages.can_id.tolist() == [0x0A0, 0x1F4, 0x0C1, 0x1F4, 0x000, 0x4F1, 0x6FF]
+    assert messages.dlc.tolist() == [8, 8, 2, 8, 0, 8, 1]
+    assert messages.payload[1].tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert messages.payload[2].tolist() == [0x2A, 0, 0, 0, 0, 0, 0, 0]
+    assert messages.label.tolist() == [0, 0, 0, 0, 1, 1, 0]
+    # line 4 (0.000512) comes before line 5 (0.000488): kept in file order, counted
+    assert report.non_monotonic_timestamps == 1
+    assert report.attack_rows == 2
+
+
+def test_hcrl_normal_run_text_form() -> None:
+    messages, report = read_can_file(FIXTURES / "normal_run_data_sample.txt")
+    assert report.format == "hcrl_text"
+    assert (report.rows, report.parsed, report.malformed) == (7, 5, 2)
+    assert report.reasons == {
+        "byte count does not match DLC": 1,
+        "not a 'Timestamp: ... ID: ... DLC: ...' line": 1,
+    }
+    assert messages.can_id.tolist() == [0x350, 0x2C0, 0x430, 0x5F0, 0x1F1]
+    assert messages.payload[0].tolist() == [0x05, 0x28, 0x84, 0x66, 0x6D, 0x00, 0x00, 0xA2]
+    assert messages.dlc[3] == 2
+    assert not messages.label.any()
+
+
+def test_parquet_conversion_with_malformed_rows() -> None:
+    messages, report = read_can_file(FIXTURES / "can_sample.parquet")
+    assert report.format == "parquet"
+    assert (report.rows, report.parsed, report.malformed) == (7, 3, 4)
+    assert report.reasons == {
+        "bad timestamp": 1,
+        "missing data_field": 1,
+        "bad data_field (expected 0-16 hex digits, even count)": 1,
+        "bad label (expected 0 or 1)": 1,
+    }
+    assert [e[0] for e in report.examples] == [2, 3, 5, 6]
+    assert messages.can_id.tolist() == [0x316, 0x000, 0x1F1]
+    assert messages.payload[0].tolist() == [0x05, 0x21, 0x68, 0x09, 0x21, 0x21, 0x00, 0x6F]
+    assert messages.dlc.tolist() == [8, 0, 2]
+    assert messages.label.tolist() == [0, 1, 1]
+
+
+def test_parquet_without_a_required_column_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"timestamp": [1.0], "id": pa.array([1], pa.uint32())}), path)
+    with pytest.raises(DataError, match=r"lacks column\(s\) data_field, label"):
+        read_can_file(path)
+
+
+def test_format_detection_and_unknown_extension(tmp_path: Path) -> None:
+    assert detect_format(FIXTURES / "hcrl_sample.csv") == "hcrl"
+    assert detect_format(FIXTURES / "ctt_sample.csv") == "ctt"
+    assert detect_format(FIXTURES / "normal_run_data_sample.txt") == "hcrl_text"
+    assert detect_format(FIXTURES / "can_sample.parquet") == "parquet"
+    other = tmp_path / "x.json"
+    other.write_text("{}")
+    with pytest.raises(DataError, match=r"unknown CAN file extension '\.json'"):
+        detect_format(other)
+
+
+def test_wrong_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("timestamp,can_id,data,label\n1.0,0a0,00,0\n")
+    with pytest.raises(DataError, match="not the can-train-and-test header"):
+        read_can_file(path)
+
+
+def test_crlf_and_files_read_in_several_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # several pyarrow blocks: line numbers must continue across batches
+    monkeypatch.setattr(readers, "BLOCK_SIZE", 4096)
+    row = "1478198376.389427,0316,8,05,21,68,09,21,21,00,6f,R\r\n"
+    n = 1000
+    path = tmp_path / "big.csv"
+    path.write_text(row * n + "bad\r\n", newline="")
+    messages, report = read_can_file(path)
+    assert (report.rows, report.parsed, report.malformed) == (n + 1, n, 1)
+    assert report.examples[0][0] == n + 1
+    assert np.all(messages.can_id == 0x316)
