@@ -149,7 +149,7 @@ export class SlurmScheduler implements Scheduler {
         const fromScontrol = parseShowJob(r.stdout).filter((t) => t.jobId === id);
         for (const t of fromScontrol) {
           const seen = tasks?.find((x) => x.arrayIndex === t.arrayIndex);
-          if (!seen || seen.state !== t.state || t.restarts) add(seen ? { ...seen, ...t } : t);
+          add(seen ? { ...seen, ...t } : t);
         }
         if (fromScontrol.length === 0 && !tasks) missing.push(id);
       } else if (!tasks) missing.push(id);

@@ -1,0 +1,116 @@
+// A throwaway "site" for end-to-end runs: a venv, the stand-in pipeline on PYTHONPATH, the site
+// scripts rendered by @kdgat/slurm-templates (what infra installs), a scratch cache for the
+// synthetic dataset, and a stack outputs file matching the spec's environment.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { environmentSpecHash, loadExperimentSpec } from '@kdgat/config';
+import { renderEpilog, renderStageData } from '@kdgat/slurm-templates';
+import type { StackOutputs } from '../../src/stack/outputs.ts';
+
+export const RUNNER = resolve(import.meta.dirname, '../..');
+export const REPO = resolve(RUNNER, '../..');
+const BIN = join(RUNNER, 'bin', 'kdgat-runner.js');
+const STANDIN = join(RUNNER, 'test', 'fixtures', 'standin');
+
+export interface Site {
+  root: string;
+  runsDir: string;
+  stackFile: string;
+  env: NodeJS.ProcessEnv;
+  /** Writes a spec into the site and refreshes the stack outputs' environment hash for it. */
+  spec(name: string, yaml: string): string;
+  cli(args: string[], timeoutMs?: number): Promise<{ code: number; out: string; err: string }>;
+}
+
+let venv: string | undefined;
+function sharedVenv(): string {
+  if (!venv) {
+    venv = join(mkdtempSync(join(tmpdir(), 'runner-venv-')), 'venv');
+    const r = spawnSync('python3', ['-m', 'venv', '--without-pip', venv], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`python3 -m venv failed: ${r.stderr}`);
+  }
+  return venv;
+}
+
+export function makeSite(): Site {
+  const root = mkdtempSync(join(tmpdir(), 'runner-site-'));
+  const runsDir = join(root, 'runs');
+  const siteDir = join(root, 'site-scripts');
+  const cacheDir = join(root, 'cache', 'synth');
+  for (const d of [runsDir, siteDir, cacheDir, join(root, 'logs')]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(cacheDir, 'graphs.pt'), 'synthetic cache\n');
+  const stageData = join(siteDir, 'stage_data.sh');
+  const epilog = join(siteDir, 'job_epilog.sh');
+  writeFileSync(stageData, renderStageData(), { mode: 0o755 });
+  writeFileSync(epilog, renderEpilog({ name: 'local', clusterName: 'local' }), { mode: 0o755 });
+  const prefix = sharedVenv();
+  const outputs: StackOutputs = {
+    profile: { name: 'local' },
+    environment: {
+      name: 'cpu-local',
+      backend: 'venv',
+      prefix,
+      activate: `source ${prefix}/bin/activate`,
+      specHash: '',
+      lockPath: join(root, 'env.lock'),
+      lockHash: 'e2e-lock-hash',
+    },
+    scratch: { root, cacheDirs: { synth: cacheDir }, runsDir, logsDir: join(root, 'logs') },
+    scripts: {
+      dir: siteDir,
+      stageData,
+      epilog,
+      trainGpu: join(siteDir, 'train_gpu.sh'),
+      preprocessGpu: join(siteDir, 'preprocess_gpu.sh'),
+    },
+  };
+  const stackFile = join(root, 'stack-outputs.json');
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PYTHONPATH: [STANDIN, process.env['PYTHONPATH']].filter(Boolean).join(':'),
+  };
+  const site: Site = {
+    root,
+    runsDir,
+    stackFile,
+    env,
+    spec(name, yaml) {
+      const file = join(root, `${name}.yaml`);
+      writeFileSync(file, yaml);
+      const { resolved } = loadExperimentSpec(file);
+      outputs.environment.specHash = environmentSpecHash(resolved.environment);
+      outputs.environment.name = resolved.environment.name;
+      writeFileSync(stackFile, JSON.stringify(outputs, null, 2));
+      return file;
+    },
+    cli(args, timeoutMs = 180_000) {
+      return new Promise((res, rej) => {
+        const child = spawn(process.execPath, [BIN, ...args], { env, cwd: REPO });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += String(d)));
+        child.stderr.on('data', (d) => (err += String(d)));
+        const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+        child.on('error', rej);
+        child.on('close', (code) => {
+          clearTimeout(timer);
+          res({ code: code ?? 1, out, err });
+        });
+      });
+    },
+  };
+  writeFileSync(stackFile, JSON.stringify(outputs, null, 2));
+  return site;
+}
+
+/** Ids of the e2e runs' jobs in squeue (other people's jobs on the cluster are not ours to count). */
+export function squeueIds(): string[] {
+  const r = spawnSync('squeue', ['-h', '-o', '%i %j'], { encoding: 'utf8' });
+  return r.stdout
+    .split('\n')
+    .filter((l) => / kdgat-e2e-/.test(l))
+    .map((l) => l.split(' ')[0]!)
+    .sort();
+}
