@@ -34,6 +34,7 @@ export function renderStageData(options: StageDataOptions = {}): string {
 # since the last staging, a staged file changed afterwards) all change the size or the mtime. cp keeps
 # mtimes (--preserve=timestamps); times are compared to the second so any local filesystem qualifies.
 # Files already present and verified are not copied again: re-staging after a requeue costs one listing.
+# Jobs that share a local disk (TMPDIR=/tmp) share the staged copy; flock serialises the staging.
 #
 # Root: $TMPDIR/kdgat-cache (node-local and per job on SLURM clusters), else /tmp/kdgat-job-<id>/kdgat-cache.
 # Exports KD_GAT_CACHE_ROOT=<root>; the pipeline reads <root>/<dataset>.
@@ -60,6 +61,17 @@ kdgat_stage_fail() {
   return 1
 }
 
+# kdgat_stage_report NAME START TOTAL_BYTES COPIED_BYTES FILES COPIED_FILES REUSED DEST
+kdgat_stage_report() {
+  awk -v name="$1" -v start="$2" -v end="$(kdgat_stage_now)" -v total="$3" -v copied="$4" \\
+    -v files="$5" -v ncopied="$6" -v reused="$7" -v dest="$8" 'BEGIN {
+      secs = end - start; if (secs < 0.001) secs = 0.001
+      rate = copied > 0 ? sprintf("%.1f MB/s", copied / 1e6 / secs) : "nothing to copy"
+      printf "kdgat stage: %s: %.1f MB in %d file(s); copied %d (%.1f MB) in %.2f s, %s; %d already staged and verified -> %s\\n",
+        name, total / 1e6, files, ncopied, copied / 1e6, secs, rate, reused, dest
+    }'
+}
+
 # kdgat_stage_link NAME SRC DEST PARTIAL: fall back to reading scratch through DEST -> SRC.
 kdgat_stage_link() {
   rm -rf -- "$4"
@@ -70,7 +82,7 @@ kdgat_stage_link() {
 kdgat_stage_dataset() {
   local name=$1 src=\${2%/} root=$3
   local dest=$root/$name partial=$root/$name.partial
-  local start size mtime rel key
+  local start size mtime rel
   local files=0 total_bytes=0 need_bytes=0 reused=0 stale=0 extra=0 avail_kb reserve_kb
   local -A want=() have=()
   local -a need=()
@@ -86,7 +98,32 @@ kdgat_stage_dataset() {
   fi
   if ! mkdir -p -- "$root"; then kdgat_stage_fail "$name" "cannot create the staging root '$root'"; return 1; fi
 
-  # Work in NAME.partial: an earlier complete staging is moved there (a rename) and checked again.
+  while IFS=$'\\t' read -r -d '' size mtime rel; do
+    want[$rel]="$size \${mtime%.*}"
+    files=$((files + 1))
+    total_bytes=$((total_bytes + size))
+  done < <(kdgat_stage_list "$src")
+
+  # A complete staging that still matches the source is used in place, without a rename, so that
+  # other jobs reading it on a shared local disk are not disturbed.
+  if [[ -d $dest && ! -L $dest ]]; then
+    while IFS=$'\\t' read -r -d '' size mtime rel; do
+      have[$rel]="$size \${mtime%.*}"
+    done < <(kdgat_stage_list "$dest")
+    if ((\${#have[@]} == files)); then
+      for rel in "\${!want[@]}"; do
+        if [[ \${have[$rel]:-} == "\${want[$rel]}" ]]; then reused=$((reused + 1)); fi
+      done
+    fi
+    if ((reused == files)); then
+      kdgat_stage_report "$name" "$start" "$total_bytes" 0 "$files" 0 "$reused" "$dest"
+      return 0
+    fi
+    reused=0
+  fi
+
+  # Otherwise work in NAME.partial: an earlier staging (complete or cut short) is moved or left
+  # there, its verified files kept, the rest copied.
   if [[ -L $dest ]]; then rm -f -- "$dest"; fi
   if [[ -d $dest ]]; then
     rm -rf -- "$partial"
@@ -94,22 +131,20 @@ kdgat_stage_dataset() {
   fi
   if ! mkdir -p -- "$partial"; then kdgat_stage_fail "$name" "cannot create '$partial'"; return 1; fi
 
+  have=()
   while IFS=$'\\t' read -r -d '' size mtime rel; do
     have[$rel]="$size \${mtime%.*}"
   done < <(kdgat_stage_list "$partial")
-  while IFS=$'\\t' read -r -d '' size mtime rel; do
-    key="$size \${mtime%.*}"
-    want[$rel]=$key
-    files=$((files + 1))
-    total_bytes=$((total_bytes + size))
-    if [[ \${have[$rel]:-} == "$key" ]]; then
+  for rel in "\${!want[@]}"; do
+    if [[ \${have[$rel]:-} == "\${want[$rel]}" ]]; then
       reused=$((reused + 1))
     else
       if [[ -n \${have[$rel]:-} ]]; then stale=$((stale + 1)); fi
+      size=\${want[$rel]%% *}
       need+=("$size"$'\\t'"$rel")
       need_bytes=$((need_bytes + size))
     fi
-  done < <(kdgat_stage_list "$src")
+  done
   for rel in "\${!have[@]}"; do
     if [[ -z \${want[$rel]:-} ]]; then
       rm -f -- "$partial/$rel"
@@ -159,13 +194,7 @@ kdgat_stage_dataset() {
   fi
   if ! mv -T -- "$partial" "$dest"; then kdgat_stage_fail "$name" "cannot rename '$partial' to '$dest'"; return 1; fi
 
-  awk -v name="$name" -v start="$start" -v end="$(kdgat_stage_now)" -v total="$total_bytes" \\
-    -v copied="$need_bytes" -v files="$files" -v ncopied="\${#need[@]}" -v reused="$reused" -v dest="$dest" 'BEGIN {
-      secs = end - start; if (secs < 0.001) secs = 0.001
-      rate = copied > 0 ? sprintf("%.1f MB/s", copied / 1e6 / secs) : "nothing to copy"
-      printf "kdgat stage: %s: %.1f MB in %d file(s); copied %d (%.1f MB) in %.2f s, %s; %d already staged and verified -> %s\\n",
-        name, total / 1e6, files, ncopied, copied / 1e6, secs, rate, reused, dest
-    }'
+  kdgat_stage_report "$name" "$start" "$total_bytes" "$need_bytes" "$files" "\${#need[@]}" "$reused" "$dest"
 }
 
 # kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...: stage each dataset, export KD_GAT_CACHE_ROOT.
@@ -181,7 +210,19 @@ kdgat_stage_data() {
       kdgat_stage_fail "$1" 'dataset names are letters, digits, . _ - (they name a directory)'
       return 1
     fi
-    kdgat_stage_dataset "$1" "$2" "$root" || return 1
+    if ! mkdir -p -- "$root"; then kdgat_stage_fail "$1" "cannot create the staging root '$root'"; return 1; fi
+    if command -v flock >/dev/null 2>&1; then
+      # Jobs sharing a node-local disk stage one dataset one at a time; later ones find it verified.
+      {
+        if ! flock -n 9; then
+          printf 'kdgat stage: %s: another job on this node is staging it: waiting\\n' "$1"
+          flock 9
+        fi
+        kdgat_stage_dataset "$1" "$2" "$root"
+      } 9>"$root/.$1.lock" || return 1
+    else
+      kdgat_stage_dataset "$1" "$2" "$root" || return 1
+    fi
     shift 2
   done
   export KD_GAT_CACHE_ROOT=$root

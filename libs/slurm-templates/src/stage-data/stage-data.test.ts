@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   lstatSync,
@@ -141,6 +141,31 @@ describe('stage_data.sh', () => {
     expect(r.stdout).toContain('removed 1 staged file(s) no longer in the source');
     expect(r.stdout).toMatch(/copied 1 .*; 4 already staged and verified/);
     expect(existsSync(join(root, 'hcrl_sa', 'gone.pt'))).toBe(false);
+  });
+
+  it('jobs sharing a local disk stage a dataset once: the others wait on the lock and find it verified', async () => {
+    const src = makeDataset('hcrl_sa', { 'train.pt': 40_000_000, 'vocab.pkl': 100 });
+    const run = () =>
+      new Promise<string>((resolve, reject) => {
+        const child = spawn('bash', [script, 'hcrl_sa', src], {
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local, KDGAT_STAGE_JOBS: '1' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let out = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (out += d));
+        child.on('close', (code) =>
+          code === 0 ? resolve(out) : reject(new Error(`status ${code}: ${out}`)),
+        );
+      });
+    const outs = await Promise.all([run(), run(), run()]);
+    expect(outs.filter((o) => /copied 2 \(40\.0 MB\)/.test(o))).toHaveLength(1);
+    expect(outs.filter((o) => /copied 0 .* 2 already staged and verified/.test(o))).toHaveLength(2);
+    expect(
+      readFileSync(join(local, 'kdgat-cache', 'hcrl_sa', 'train.pt')).equals(
+        readFileSync(join(src, 'train.pt')),
+      ),
+    ).toBe(true);
   });
 
   it('fails with a clear message when the dataset directory is missing', () => {

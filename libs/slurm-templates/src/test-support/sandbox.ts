@@ -41,13 +41,13 @@ case @{STUB_PYTHON_MODE:-ok} in
   requeue-without-ack)
     trap 'exit 75' "$KD_GAT_REQUEUE_SIGNAL"
     touch "$STUB_LOG/python.started"
-    for ((t = 0; t < 300; t++)); do sleep 0.05; done
+    for ((t = 0; t < @{STUB_PYTHON_WAIT_STEPS:-300}; t++)); do sleep 0.05; done
     exit 9
     ;;
   requeue)
     trap 'printf "{\"epoch\": 3}\n" >"$run_dir/requeue_ack.json"; exit 75' "$KD_GAT_REQUEUE_SIGNAL"
     touch "$STUB_LOG/python.started"
-    for ((t = 0; t < 300; t++)); do sleep 0.05; done
+    for ((t = 0; t < @{STUB_PYTHON_WAIT_STEPS:-300}; t++)); do sleep 0.05; done
     exit 9
     ;;
 esac
