@@ -219,3 +219,18 @@ def test_graph_params_are_validated() -> None:
         GraphParams(val_fraction=0.5, test_fraction=0.5)
     assert GraphParams().digest() == GraphParams().digest() != GraphParams(stride=50).digest()
     assert np.isclose(GraphParams().val_fraction, 0.1)
+
+
+def test_a_pickled_split_carries_the_path_not_the_tensors(raw: Path, tmp_path: Path) -> None:
+    import pickle
+
+    cache = tmp_path / "cache"
+    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    splits = load_graphs("syn", GraphParams(), cache=cache)
+    blob = pickle.dumps(splits.test)
+    assert len(blob) < 16 * len(splits.test) + 4096  # indices only
+    again = pickle.loads(blob)
+    assert len(again) == len(splits.test)
+    for i in (0, len(again) - 1):
+        assert torch.equal(again[i].x, splits.test[i].x)
+        assert torch.equal(again[i].edge_index, splits.test[i].edge_index)

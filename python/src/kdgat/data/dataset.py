@@ -78,11 +78,30 @@ class GraphSet(Dataset[Data]):
     Tensors are views of the (memory-mapped) cache; ``Data.to()`` replaces attributes on the
     returned object only, so samples are safe to move. ``y`` / ``attack_type`` give the labels of
     the whole split at once (int64[len]); ``subset(idx)`` selects graphs (e.g. for curricula).
+
+    Pickling (DataLoader workers under ``spawn``) sends the cache file's path and the indices, not
+    the tensors: each worker memory-maps ``graphs.pt`` itself, once per process.
     """
 
-    def __init__(self, store: dict[str, torch.Tensor], index: torch.Tensor):
-        self._store = store
+    def __init__(
+        self, store: dict[str, torch.Tensor], index: torch.Tensor, path: Path | None = None
+    ):
+        self._store: dict[str, torch.Tensor] | None = store
+        self._path = path
         self.index = index.to(torch.long)
+
+    @property
+    def store(self) -> dict[str, torch.Tensor]:
+        if self._store is None:
+            assert self._path is not None
+            self._store = _open_store(self._path)
+        return self._store
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self._path is not None:
+            state["_store"] = None
+        return state
 
     def __len__(self) -> int:
         return int(self.index.numel())
@@ -91,7 +110,7 @@ class GraphSet(Dataset[Data]):
         if not -len(self) <= i < len(self):
             raise IndexError(f"graph {i} out of range for a split of {len(self)} graphs")
         g = int(self.index[i])
-        s = self._store
+        s = self.store
         a, b = int(s["node_ptr"][g]), int(s["node_ptr"][g + 1])
         c, d = int(s["edge_ptr"][g]), int(s["edge_ptr"][g + 1])
         return Data(
@@ -109,14 +128,14 @@ class GraphSet(Dataset[Data]):
 
     @property
     def y(self) -> torch.Tensor:
-        return self._store["y"][self.index]
+        return self.store["y"][self.index]
 
     @property
     def attack_type(self) -> torch.Tensor:
-        return self._store["attack_type"][self.index]
+        return self.store["attack_type"][self.index]
 
     def subset(self, idx: Sequence[int] | torch.Tensor | npt.NDArray[np.int64]) -> GraphSet:
-        return GraphSet(self._store, self.index[torch.as_tensor(idx, dtype=torch.long)])
+        return GraphSet(self.store, self.index[torch.as_tensor(idx, dtype=torch.long)], self._path)
 
 
 @dataclass(frozen=True)
@@ -467,6 +486,17 @@ def _info(cache: Path, meta: dict[str, Any], *, hit: bool, seconds: float) -> Ca
 # ---------------------------------------------------------------------------------------------
 # loading
 
+_OPEN_STORES: dict[tuple[str, int, int], dict[str, torch.Tensor]] = {}
+
+
+def _open_store(path: Path) -> dict[str, torch.Tensor]:
+    """``graphs.pt`` memory-mapped, once per process and file version."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _OPEN_STORES:
+        _OPEN_STORES[key] = torch.load(path, weights_only=True, mmap=True)
+    return _OPEN_STORES[key]
+
 
 def load_graphs(
     dataset: str,
@@ -492,10 +522,13 @@ def load_graphs(
             f"(format {meta.get('format_version')}), not the requested {params.to_json()} "
             f"(format {CACHE_FORMAT_VERSION}): {hint}"
         )
-    store: dict[str, torch.Tensor] = torch.load(cache / GRAPHS_FILE, weights_only=True, mmap=mmap)
+    path = cache / GRAPHS_FILE
+    store = _open_store(path) if mmap else torch.load(path, weights_only=True)
     split = store["split"]
     sets = {
-        name: GraphSet(store, torch.nonzero(split == code, as_tuple=False).flatten())
+        name: GraphSet(
+            store, torch.nonzero(split == code, as_tuple=False).flatten(), path if mmap else None
+        )
         for name, code in SPLIT_CODES.items()
     }
     return GraphSplits(
