@@ -3,7 +3,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import type { RenderedJob } from '../../src/plan/render.ts';
 import { SlurmScheduler } from '../../src/schedulers/slurm/index.ts';
+import { preflightPlan, submitPlan } from '../../src/submit/submit.ts';
 import { waitForJobs } from './helpers.ts';
 
 function script(dir: string, name: string, body: string, directives: string[] = []): string {
@@ -69,5 +73,33 @@ describe('slurm scheduler', () => {
     });
     expect(r.ok).toBe(false);
     expect(r.message).toMatch(/Requested node configuration is not available|Invalid generic resource/i);
+  });
+
+  it('a failed sbatch later in a run cancels the parts already queued', async () => {
+    const job = (key: string, dependsOn: string[]): RenderedJob => ({
+      job: { key, stageId: key, name: `kdgat-e2e-atomic-${key}`, scriptFile: `${key}.sh`, dependsOn },
+      script: '',
+      runRoot: dir,
+      logs: { output: `${dir}/%x-%j.out`, error: `${dir}/%x-%j.err` },
+      hints: { cpusPerTask: 1, timeLimit: '2' },
+    });
+    script(dir, 'first.sh', 'sleep 30', [
+      '--job-name=kdgat-e2e-atomic-first',
+      '--partition=gpu',
+      '--time=2',
+      '--begin=now+1hour',
+    ]);
+    script(dir, 'second.sh', 'true', ['--partition=gpu', '--time=2']);
+    const rendered = [job('first', []), job('second', ['first'])];
+    const preflight = await preflightPlan(rendered, dir, slurm);
+    expect(preflight.every((r) => r.ok)).toBe(true);
+    // The second script disappears between preflight and submission: sbatch refuses it.
+    rmSync(join(dir, 'second.sh'));
+    const result = await submitPlan(rendered, dir, slurm);
+    const first = result.jobIds.get('first')!;
+    expect(result.error).toMatch(/sbatch refused kdgat-e2e-atomic-second/);
+    expect(result.cancelledAfterFailure).toEqual([first]);
+    const state = spawnSync('scontrol', ['show', 'job', '-o', first], { encoding: 'utf8' }).stdout;
+    expect(state).toMatch(/JobState=CANCELLED/);
   });
 });

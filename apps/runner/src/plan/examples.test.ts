@@ -1,0 +1,107 @@
+// Every example in examples/ loads, validates and plans as its comment says; rendering is pure.
+import { readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadExperimentSpec } from '@kdgat/config';
+import type { Scalar } from '../manifest/manifest.ts';
+import { buildPlan } from './build.ts';
+import { renderPlan } from './render.ts';
+import type { StackOutputs } from '../stack/outputs.ts';
+
+const EXAMPLES = resolve(import.meta.dirname, '../../../../examples');
+
+const stack: StackOutputs = {
+  profile: {},
+  environment: {
+    name: 'e',
+    backend: 'venv',
+    prefix: '/opt/env',
+    activate: '',
+    specHash: '',
+    lockPath: '',
+    lockHash: '',
+  },
+  scratch: {
+    root: '/scratch',
+    cacheDirs: { hcrl_sa: '/scratch/cache/hcrl_sa', synth: '/scratch/cache/synth' },
+    runsDir: '/scratch/runs',
+    logsDir: '/scratch/logs',
+  },
+  scripts: {
+    dir: '/s',
+    stageData: '/s/stage_data.sh',
+    epilog: '/s/job_epilog.sh',
+    trainGpu: '/s/t.sh',
+    preprocessGpu: '/s/p.sh',
+  },
+};
+
+function planOf(file: string) {
+  const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
+  const plan = buildPlan({
+    experiment: resolved.spec.name,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
+    maxArraySize: 1001,
+  });
+  const rendered = renderPlan(plan, resolved, stack, '/scratch/runs/x/run', resolved.cluster.scheduler);
+  return { resolved, plan, rendered };
+}
+
+describe('examples/', () => {
+  it('has the six examples', () => {
+    expect(
+      readdirSync(EXAMPLES)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort(),
+    ).toEqual([
+      'cugraph.yaml',
+      'kdgat-pitzer.yaml',
+      'profile.yaml',
+      'quickstart.yaml',
+      'sweep-lr.yaml',
+      'trial-batch.yaml',
+    ]);
+  });
+
+  it('quickstart: one local stage, no #SBATCH header', () => {
+    const { resolved, plan, rendered } = planOf('quickstart.yaml');
+    expect(resolved.cluster.scheduler).toBe('local');
+    expect(plan.jobs).toHaveLength(1);
+    expect(rendered[0]!.script).not.toContain('#SBATCH');
+  });
+
+  it('kdgat-pitzer: a four-stage afterok chain with the plan resources and staging', () => {
+    const { plan, rendered } = planOf('kdgat-pitzer.yaml');
+    expect(plan.jobs.map((j) => [j.key, j.dependsOn])).toEqual([
+      ['autoencoder', []],
+      ['curriculum', ['autoencoder']],
+      ['distillation', ['curriculum']],
+      ['evaluation', ['distillation']],
+    ]);
+    const script = rendered[0]!.script;
+    for (const line of [
+      '#SBATCH --cpus-per-task=8',
+      '#SBATCH --mem=85G',
+      '#SBATCH --gres=gpu:v100:1',
+      '#SBATCH --signal=B:USR1@300',
+    ]) {
+      expect(script).toContain(line);
+    }
+    expect(script).toContain('kdgat_stage_data hcrl_sa');
+  });
+
+  it('sweep-lr: one array of 12 tasks, 4 at a time', () => {
+    const { plan, rendered } = planOf('sweep-lr.yaml');
+    expect(plan.jobs).toHaveLength(1);
+    expect(plan.jobs[0]!.array).toEqual({ size: 12, concurrency: 4, firstPoint: 0 });
+    expect(rendered[0]!.table!.text.trim().split('\n')).toHaveLength(24);
+  });
+
+  it('profile, trial-batch and cugraph plan one stage each', () => {
+    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml'])
+      expect(planOf(f).plan.jobs).toHaveLength(1);
+    expect(planOf('cugraph.yaml').resolved.environment.name).toBe('gnn-rapids-cugraphops');
+  });
+});
