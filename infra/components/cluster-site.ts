@@ -20,7 +20,7 @@ export interface EnvironmentBuild {
   /** Default `<projectRoot>/envs/<name>`. */
   prefix?: string;
   pipOptions?: string[];
-  inheritSitePackages?: string[];
+  inheritEnvironments?: string[];
   timeoutSeconds?: number;
 }
 

@@ -30,7 +30,7 @@ export interface CondaEnvironmentArgs {
   frontend: Frontend;
   frontendCommand: string;
   pipOptions?: string[];
-  inheritSitePackages?: string[];
+  inheritEnvironments?: string[];
   timeoutSeconds?: number;
 }
 
@@ -90,7 +90,7 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         packages: packagesOf(spec),
         channels: [...(spec.channels ?? [])],
         pipOptions: args.pipOptions ?? [],
-        inheritSitePackages: args.inheritSitePackages ?? [],
+        inheritEnvironments: args.inheritEnvironments ?? [],
         specPath: this.specPath,
         lockPath: this.lockPath,
         adopt: spec.adopt ?? false,

@@ -128,7 +128,7 @@ export function siteArgsFrom(
       // A relative command with a slash (`python/.venv/bin/python`) is a repository path.
       frontendCommand: frontendCommand.includes('/') ? anchor(frontendCommand) : frontendCommand,
       ...(build.prefix ? { prefix: anchor(build.prefix) } : {}),
-      ...(build.inheritSitePackages ? { inheritSitePackages: build.inheritSitePackages.map(anchor) } : {}),
+      ...(build.inheritEnvironments ? { inheritEnvironments: build.inheritEnvironments.map(anchor) } : {}),
     },
     scratchGroup: raw.scratchGroup,
   };
@@ -151,12 +151,10 @@ export function readSiteConfig(config: pulumi.Config, repoRoot: string): Cluster
   const key = config.getSecret('sshPrivateKey');
   const connection: pulumi.Input<Connection> =
     key && args.connection.kind === 'ssh'
-      ? pulumi
-          .all([key])
-          .apply(([privateKey]) => ({
-            ...(args.connection as Extract<Connection, { kind: 'ssh' }>),
-            privateKey,
-          }))
+      ? pulumi.all([key]).apply(([privateKey]) => ({
+          ...(args.connection as Extract<Connection, { kind: 'ssh' }>),
+          privateKey,
+        }))
       : args.connection;
   return { ...args, connection, owner: `${pulumi.getProject()}/${pulumi.getStack()}` };
 }

@@ -32,8 +32,11 @@ export interface EnvironmentInputs {
   channels: string[];
   /** Extra pip arguments for the venv backend (e.g. `--no-index --find-links DIR`). */
   pipOptions: string[];
-  /** venv only: site-packages directories of an existing environment layered under this one (a .pth file). */
-  inheritSitePackages: string[];
+  /**
+   * venv only: prefixes of existing venvs (same Python version) whose site-packages are layered
+   * under this one with a .pth file, e.g. the repository's `python/.venv` for the local stack.
+   */
+  inheritEnvironments: string[];
   specPath: string;
   lockPath: string;
   adopt: boolean;
@@ -87,16 +90,24 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
   switch (env.frontend) {
     case 'pip': {
       await runChecked(ex, [env.frontendCommand, '-m', 'venv', env.prefix], { ...bound, what });
-      if (env.inheritSitePackages.length > 0) {
-        const purelib = await runChecked(
-          ex,
-          [`${env.prefix}/bin/python`, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
-          { ...bound, what },
-        );
+      if (env.inheritEnvironments.length > 0) {
+        const purelib = async (prefix: string) =>
+          (
+            await runChecked(
+              ex,
+              [`${prefix}/bin/python`, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
+              {
+                ...bound,
+                what: `finding the site-packages of ${prefix}`,
+              },
+            )
+          ).trim();
+        const inherited: string[] = [];
+        for (const prefix of env.inheritEnvironments) inherited.push(await purelib(prefix));
         await writeFile(
           ex,
-          `${purelib.trim()}/kdgat-inherit.pth`,
-          `${env.inheritSitePackages.join('\n')}\n`,
+          `${await purelib(env.prefix)}/kdgat-inherit.pth`,
+          `${inherited.join('\n')}\n`,
           '0644',
         );
       }
@@ -248,7 +259,7 @@ const SPEC_KEYS = [
   'packages',
   'channels',
   'pipOptions',
-  'inheritSitePackages',
+  'inheritEnvironments',
   'frontend',
   'frontendCommand',
   'specPath',

@@ -34,6 +34,8 @@ export interface RunOptions {
 
 export interface RunResult {
   code: number;
+  /** Signal that ended the command, if any. */
+  signal?: string;
   stdout: string;
   stderr: string;
   timedOut: boolean;
@@ -50,7 +52,11 @@ export class CommandFailedError extends Error {
   readonly result: RunResult;
   constructor(target: string, what: string, result: RunResult) {
     const tail = (result.stderr.trim() || result.stdout.trim()).split('\n').slice(-15).join('\n');
-    const why = result.timedOut ? 'timed out' : `exited with status ${result.code}`;
+    const why = result.timedOut
+      ? 'timed out'
+      : result.signal
+        ? `was killed by ${result.signal}`
+        : `exited with status ${result.code}`;
     super(`${what} on ${target} ${why}${tail ? `:\n${tail}` : ''}`);
     this.name = 'CommandFailedError';
     this.result = result;
@@ -91,7 +97,7 @@ function spawnBounded(command: string, args: readonly string[], options: RunOpti
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       if (killTimer) clearTimeout(killTimer);
-      resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr, timedOut });
+      resolve({ code: code ?? 128, stdout, stderr, timedOut, ...(signal ? { signal } : {}) });
     });
     child.stdin.on('error', () => undefined); // a command that does not read stdin closes it early
     child.stdin.end(options.input ?? '');

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,4 +57,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # py-rattler 0.28 intermittently segfaults while the interpreter shuts down (its runtime
+    # threads), after all work is done: leave without finalization so the status is the real one.
+    os._exit(status)

@@ -19,7 +19,7 @@ function inputs(root: string): env.EnvironmentInputs {
     packages: ['pytorch=2.7'],
     channels: ['conda-forge'],
     pipOptions: [],
-    inheritSitePackages: [],
+    inheritEnvironments: [],
     specPath: join(root, 'envs', 'gnn-rapids.environment.yml'),
     lockPath: join(root, 'envs', 'gnn-rapids.lock.txt'),
     adopt: false,

@@ -24,7 +24,7 @@ function base(
     prefix: join(root, 'envs', name),
     environmentYml: `name: ${name}\n`,
     specHash: 'h1',
-    inheritSitePackages: [],
+    inheritEnvironments: [],
     specPath: join(root, 'envs', `${name}.environment.yml`),
     lockPath: join(root, 'envs', `${name}.lock.txt`),
     adopt: false,
@@ -84,6 +84,45 @@ describe('venv backend (pip from local wheels)', () => {
     expect(existsSync(inputs.prefix)).toBe(false);
     expect(existsSync(inputs.lockPath)).toBe(false);
     expect(existsSync(`${inputs.prefix}.kdgat-owner.json`)).toBe(false);
+  });
+});
+
+describe('venv layered over an existing environment (the local stack over python/.venv)', () => {
+  it('sees the packages of the inherited environment and installs only its own', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-inherit-'));
+    const wheels = makeWheels(join(root, 'wheels'), ['gamma==3.0', 'beta==0.1']);
+    const baseEnv = join(root, 'base');
+    execFileSync('python3', ['-m', 'venv', baseEnv]);
+    execFileSync(join(baseEnv, 'bin', 'python'), [
+      '-m',
+      'pip',
+      'install',
+      '-q',
+      '--no-index',
+      '--find-links',
+      wheels,
+      'gamma==3.0',
+    ]);
+    const inputs: env.EnvironmentInputs = {
+      ...base(root, 'cpu-local'),
+      backend: 'venv',
+      frontend: 'pip',
+      frontendCommand: join(baseEnv, 'bin', 'python'),
+      inheritEnvironments: [baseEnv],
+      packages: ['beta==0.1'],
+      channels: [],
+      pipOptions: ['--no-index', '--find-links', wheels],
+    };
+    const { id, outs } = await env.create(inputs);
+    const python = join(inputs.prefix, 'bin', 'python');
+    expect(
+      execFileSync(python, ['-c', 'import gamma, beta; print(gamma.__version__, beta.__version__)'], {
+        encoding: 'utf8',
+      }),
+    ).toBe('3.0 0.1\n');
+    expect(existsSync(join(inputs.prefix, 'lib'))).toBe(true);
+    await env.remove(id, outs);
+    expect(existsSync(join(baseEnv, 'bin', 'python'))).toBe(true);
   });
 });
 
