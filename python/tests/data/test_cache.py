@@ -234,3 +234,16 @@ def test_a_pickled_split_carries_the_path_not_the_tensors(raw: Path, tmp_path: P
     for i in (0, len(again) - 1):
         assert torch.equal(again[i].x, splits.test[i].x)
         assert torch.equal(again[i].edge_index, splits.test[i].edge_index)
+
+
+def test_a_staged_cache_without_raw_files_is_used_when_it_fits_the_parameters(
+    raw: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = tmp_path / "cache"
+    built = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    shutil.rmtree(raw)
+    again = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    assert again.hit and again.source_digest == built.source_digest
+    assert "source files not re-checked" in caplog.text
+    with pytest.raises(DataError, match=r"raw data directory .* does not exist"):
+        preprocess_dataset("syn", GraphParams(stride=50), workers=1, raw=raw, cache=cache)

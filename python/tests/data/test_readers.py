@@ -129,3 +129,18 @@ def test_crlf_and_files_read_in_several_batches(
     assert (report.rows, report.parsed, report.malformed) == (n + 1, n, 1)
     assert report.examples[0][0] == n + 1
     assert np.all(messages.can_id == 0x316)
+
+
+def test_non_ascii_lines_are_counted_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_bytes(
+        b"timestamp,arbitration_id,data_field,attack\n"
+        b"1672531200.0,0a0,0001,0\n"
+        b"1672531200.1,0\xff0,0001,0\n"
+        b"1672531200.2,0a1,0002,1\n"
+    )
+    messages, report = read_can_file(path)
+    assert (report.rows, report.parsed, report.malformed) == (3, 2, 1)
+    assert report.reasons == {"non-ASCII bytes": 1}
+    assert report.examples[0][0] == 3
+    assert messages.can_id.tolist() == [0x0A0, 0x0A1]

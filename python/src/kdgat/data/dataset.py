@@ -312,6 +312,22 @@ def preprocess_dataset(
     raw = Path(raw) if raw is not None else paths.raw_dir(dataset)
     cache = Path(cache) if cache is not None else paths.cache_dir(dataset)
     started = time.perf_counter()
+    if not raw.exists():
+        # On a compute node only the staged cache may be there: use it when it fits the params.
+        meta = _read_meta(cache)
+        if (
+            meta is not None
+            and meta.get("params_digest") == params.digest()
+            and (cache / GRAPHS_FILE).is_file()
+        ):
+            log.warning(
+                "raw data directory %s does not exist; using the graph cache at %s as it is "
+                "(built from %s, source files not re-checked)",
+                raw,
+                cache,
+                meta.get("raw_dir"),
+            )
+            return _info(cache, meta, hit=True, seconds=time.perf_counter() - started)
     files = list_sources(raw)
     with _locked(cache):
         previous = _read_meta(cache)

@@ -97,8 +97,8 @@ def read_can_file(path: str | Path, fmt: str | None = None) -> tuple[CanMessages
             parts.append(_parse_parquet(batch, first, report, path))
     else:
         parse = {"hcrl": _parse_hcrl, "hcrl_text": _parse_text, "ctt": _parse_ctt}[fmt]
-        for first, lines in _line_batches(path, report):
-            if fmt == "ctt" and first == 1 and len(lines) > 0:
+        for first, lines, non_ascii in _line_batches(path, report):
+            if fmt == "ctt" and first == 1 and len(lines) > 0 and not non_ascii[0]:
                 head = str(lines[0].as_py()).strip().lower()
                 if head.startswith("timestamp"):
                     fields = tuple(f.strip() for f in head.split(","))
@@ -107,9 +107,9 @@ def read_can_file(path: str | Path, fmt: str | None = None) -> tuple[CanMessages
                             f"{path}: header {head!r} is not the can-train-and-test header "
                             f"{','.join(CTT_HEADER)!r}"
                         )
-                    lines, first = lines.slice(1), 2
+                    lines, first, non_ascii = lines.slice(1), 2, non_ascii[1:]
             report.rows += len(lines)
-            parts.append(parse(lines, np.arange(first, first + len(lines)), report))
+            parts.append(parse(lines, np.arange(first, first + len(lines)), report, non_ascii))
     messages = CanMessages.concat(parts)
     report.parsed = len(messages)
     report.attack_rows = int(messages.label.sum())
@@ -121,8 +121,12 @@ def read_can_file(path: str | Path, fmt: str | None = None) -> tuple[CanMessages
 # line and batch sources
 
 
-def _line_batches(path: Path, report: ParseReport) -> Iterator[tuple[int, pa.StringArray]]:
-    """Yield ``(first_line_number, lines)``; every physical line is one row (empty ones too)."""
+def _line_batches(
+    path: Path, report: ParseReport
+) -> Iterator[tuple[int, pa.StringArray, npt.NDArray[np.bool_]]]:
+    """Yield ``(first_line_number, lines, non_ascii)``; every physical line is one row (empty
+    ones too). Lines with bytes >= 0x80 (CAN logs are ASCII) are counted as malformed here,
+    blanked, and flagged in ``non_ascii`` so that the parser skips them."""
 
     def on_invalid(row: pacsv.InvalidRow) -> str:
         # Only a line containing the 0x1f unit separator can get here.
@@ -142,16 +146,32 @@ def _line_batches(path: Path, report: ParseReport) -> Iterator[tuple[int, pa.Str
             invalid_row_handler=on_invalid,
         ),
         convert_options=pacsv.ConvertOptions(
-            column_types={"line": pa.string()},
+            column_types={"line": pa.binary()},
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         ),
     )
     first = 1
     for batch in reader:
-        lines = batch.column(0)
-        yield first, lines
-        first += len(lines)
+        raw = batch.column(0)
+        n = len(raw)
+        non_ascii = np.zeros(n, bool)
+        bufs = raw.buffers()
+        if n and bufs[2] is not None:
+            offsets = np.frombuffer(bufs[1], np.int32, count=n + 1, offset=raw.offset * 4)
+            data = np.frombuffer(bufs[2], np.uint8)[offsets[0] : offsets[-1]]
+            high = np.flatnonzero(data >= 0x80) + offsets[0]
+            rows = np.unique(np.searchsorted(offsets, high, side="right") - 1)
+            if len(rows):
+                non_ascii[rows] = True
+                texts = [
+                    bytes(b).decode("utf-8", "replace")
+                    for b in raw.take(pa.array(rows[:5])).to_pylist()
+                ]
+                report.add_malformed("non-ASCII bytes", first + rows, texts)
+                raw = pc.if_else(pa.array(~non_ascii), raw, pa.scalar(b"", pa.binary()))
+        yield first, raw.cast(pa.string()), non_ascii
+        first += n
 
 
 def _parquet_batches(path: Path) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -248,8 +268,9 @@ class _Checks:
         numbers: npt.NDArray[np.int64],
         texts: Callable[[npt.NDArray[np.intp]], list[str]],
         report: ParseReport,
+        already_bad: npt.NDArray[np.bool_] | None = None,
     ):
-        self.bad = np.zeros(n, bool)
+        self.bad = np.zeros(n, bool) if already_bad is None else already_bad.copy()
         self.numbers, self.texts, self.report = numbers, texts, report
 
     def add(self, reason: str, is_bad: npt.NDArray[np.bool_]) -> None:
@@ -280,11 +301,14 @@ def _field(
 
 
 def _parse_hcrl(
-    lines: pa.Array, numbers: npt.NDArray[np.int64], report: ParseReport
+    lines: pa.Array,
+    numbers: npt.NDArray[np.int64],
+    report: ParseReport,
+    non_ascii: npt.NDArray[np.bool_],
 ) -> CanMessages:
     n = len(lines)
     lines = pc.utf8_trim_whitespace(lines)
-    checks = _Checks(n, numbers, _texts_of(lines), report)
+    checks = _Checks(n, numbers, _texts_of(lines), report, non_ascii)
     values, start, count = _split(lines)
     checks.add("empty line", _byte_lengths(lines) == 0)
     has4 = count >= 4
@@ -339,10 +363,15 @@ def _parse_hcrl(
     )
 
 
-def _parse_ctt(lines: pa.Array, numbers: npt.NDArray[np.int64], report: ParseReport) -> CanMessages:
+def _parse_ctt(
+    lines: pa.Array,
+    numbers: npt.NDArray[np.int64],
+    report: ParseReport,
+    non_ascii: npt.NDArray[np.bool_],
+) -> CanMessages:
     n = len(lines)
     lines = pc.utf8_trim_whitespace(lines)
-    checks = _Checks(n, numbers, _texts_of(lines), report)
+    checks = _Checks(n, numbers, _texts_of(lines), report, non_ascii)
     values, start, count = _split(lines)
     checks.add("empty line", _byte_lengths(lines) == 0)
     has4 = count == 4
@@ -362,11 +391,14 @@ def _parse_ctt(lines: pa.Array, numbers: npt.NDArray[np.int64], report: ParseRep
 
 
 def _parse_text(
-    lines: pa.Array, numbers: npt.NDArray[np.int64], report: ParseReport
+    lines: pa.Array,
+    numbers: npt.NDArray[np.int64],
+    report: ParseReport,
+    non_ascii: npt.NDArray[np.bool_],
 ) -> CanMessages:
     n = len(lines)
     lines = pc.utf8_trim_whitespace(lines)
-    checks = _Checks(n, numbers, _texts_of(lines), report)
+    checks = _Checks(n, numbers, _texts_of(lines), report, non_ascii)
     checks.add("empty line", _byte_lengths(lines) == 0)
     parts = pc.extract_regex(lines, _TEXT_RE)
     matched = np.asarray(parts.is_valid().to_numpy(zero_copy_only=False), bool)
