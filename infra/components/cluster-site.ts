@@ -47,6 +47,8 @@ export interface SiteOutputs {
     specHash: string;
     lockPath: string;
     lockHash: pulumi.Output<string>;
+    /** The explicit lock itself (also written to lockPath on the target). */
+    lock: pulumi.Output<string>;
   };
   scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
   scripts: { dir: string } & Record<string, string>;
@@ -105,6 +107,7 @@ export class ClusterSite extends pulumi.ComponentResource {
         specHash: env.specHash,
         lockPath: env.lockPath,
         lockHash: env.lockHash,
+        lock: env.lock,
       },
       scratch: {
         root: scratch.root,

@@ -44,6 +44,7 @@ export interface SiteStackOutputs {
     specHash: string;
     lockPath: string;
     lockHash: string;
+    lock: string;
   };
   scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
   scripts: {

@@ -39,6 +39,7 @@ describe('local stack with the Pulumi CLI', () => {
     ).toBe('1.0\n');
     const lock = readFileSync(env.lockPath, 'utf8');
     expect(lock).toContain('alpha==1.0');
+    expect(env.lock).toBe(lock);
     expect(env.lockHash).toMatch(/^[0-9a-f]{64}$/);
     expect(env.specHash).toMatch(/^[0-9a-f]{64}$/);
     expect(env.activate).toContain(`${env.prefix}/bin/activate`);
