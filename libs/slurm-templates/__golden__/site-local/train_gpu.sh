@@ -70,6 +70,22 @@ kdgat_terminate() {
 }
 trap kdgat_terminate TERM
 
+export KD_GAT_REQUEUE_SIGNAL=USR1
+kdgat_signal_count=0
+kdgat_signal_time=''
+# shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
+kdgat_forward_signal() {
+  kdgat_signal_count=$((kdgat_signal_count + 1))
+  kdgat_signal_time=$(date +%s)
+  if [[ -n $kdgat_pipeline_pid ]]; then
+    echo "kdgat: SIGUSR1: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
+    kill -s USR1 "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
+  else
+    echo "kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint"
+  fi
+}
+trap kdgat_forward_signal USR1
+
 set +u # activate scripts read unset variables
 # shellcheck source=/dev/null
 source /work/main/.hpc/envs/cpu-local/bin/activate
@@ -89,22 +105,6 @@ else
   echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
 fi
 
-export KD_GAT_REQUEUE_SIGNAL=USR1
-kdgat_signal_count=0
-kdgat_signal_time=''
-# shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
-kdgat_forward_signal() {
-  kdgat_signal_count=$((kdgat_signal_count + 1))
-  kdgat_signal_time=$(date +%s)
-  if [[ -n $kdgat_pipeline_pid ]]; then
-    echo "kdgat: SIGUSR1: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
-    kill -s USR1 "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
-  else
-    echo "kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint"
-  fi
-}
-trap kdgat_forward_signal USR1
-
 # `wait` returns early (status > 128) when a trapped signal arrives: wait again for the real status.
 kdgat_wait_pipeline() {
   local seen rc
@@ -115,11 +115,17 @@ kdgat_wait_pipeline() {
     return "$rc"
   done
 }
-printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
-"${kdgat_cmd[@]}" &
-kdgat_pipeline_pid=$!
 kdgat_status=0
-kdgat_wait_pipeline || kdgat_status=$?
+# A signal during staging means the time is already short: do not start what cannot checkpoint in time.
+if ((kdgat_signal_count > 0)); then
+  echo "kdgat: the time limit is near and the pipeline has not started: not starting it"
+  kdgat_status=75
+else
+  printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
+  "${kdgat_cmd[@]}" &
+  kdgat_pipeline_pid=$!
+  kdgat_wait_pipeline || kdgat_status=$?
+fi
 
 kdgat_max_restarts=3
 kdgat_requeue() {
@@ -128,14 +134,17 @@ kdgat_requeue() {
     echo "kdgat: not requeueing: the pipeline exited 75 without a requeue signal"
     return 0
   fi
-  if [[ ! -f $ack ]]; then
-    echo "kdgat: not requeueing: the pipeline wrote no acknowledgement $ack"
-    return 0
-  fi
-  ack_time=$(stat -c %Y -- "$ack")
-  if ((ack_time < kdgat_signal_time)); then
-    echo "kdgat: not requeueing: $ack is older than the signal (written $ack_time, signal $kdgat_signal_time)"
-    return 0
+  # Without a started pipeline there is no progress to lose, so no acknowledgement to wait for.
+  if [[ -n $kdgat_pipeline_pid ]]; then
+    if [[ ! -f $ack ]]; then
+      echo "kdgat: not requeueing: the pipeline wrote no acknowledgement $ack"
+      return 0
+    fi
+    ack_time=$(stat -c %Y -- "$ack")
+    if ((ack_time < kdgat_signal_time)); then
+      echo "kdgat: not requeueing: $ack is older than the signal (written $ack_time, signal $kdgat_signal_time)"
+      return 0
+    fi
   fi
   if ((restarts >= kdgat_max_restarts)); then
     echo "kdgat: not requeueing: restart $restarts reached the maximum of $kdgat_max_restarts"

@@ -128,10 +128,10 @@ else
 fi
 
 kdgat_wait_pipeline() { wait "$kdgat_pipeline_pid"; }
+kdgat_status=0
 printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
 "${kdgat_cmd[@]}" &
 kdgat_pipeline_pid=$!
-kdgat_status=0
 kdgat_wait_pipeline || kdgat_status=$?
 
 if ((kdgat_status == 75)); then

@@ -160,6 +160,9 @@ function renderHandScript(
     '',
     ...epilogTrapLines(),
   );
+  // Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
+  const trap = signalTrapLines(requeue);
+  if (trap.length > 0) lines.push('', ...trap);
   const modules = moduleLines(profile);
   if (modules.length > 0) lines.push('', ...modules);
   lines.push('', ...activationLines(env, profile), '');
@@ -177,8 +180,6 @@ function renderHandScript(
     );
   }
   lines.push('', ...samplerLines(options.gpuSampleSeconds ?? 10));
-  const trap = signalTrapLines(requeue);
-  if (trap.length > 0) lines.push('', ...trap);
   lines.push(
     '',
     ...runPipelineLines(requeue),

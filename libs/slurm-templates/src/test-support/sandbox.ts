@@ -54,6 +54,7 @@ esac
 `,
   module: String.raw`#!/bin/bash
 printf '%s\0' "$@" >"$STUB_LOG/module.$(date +%s%N).argv"
+if [[ -n @{STUB_MODULE_SLEEP:-} ]]; then touch "$STUB_LOG/module.started"; sleep "$STUB_MODULE_SLEEP"; fi
 `,
   conda: String.raw`#!/bin/bash
 if [[ $1 == shell.bash && $2 == hook ]]; then

@@ -224,13 +224,23 @@ export function runPipelineLines(policy: RequeuePolicy): string[] {
         '}',
       ]
     : ['kdgat_wait_pipeline() { wait "$kdgat_pipeline_pid"; }'];
-  return [
-    ...waitLoop,
+  const launch = [
     "printf 'kdgat: running'; printf ' %q' \"${kdgat_cmd[@]}\"; printf '\\n'",
     '"${kdgat_cmd[@]}" &',
     'kdgat_pipeline_pid=$!',
-    'kdgat_status=0',
     'kdgat_wait_pipeline || kdgat_status=$?',
+  ];
+  if (!policy.enabled) return [...waitLoop, 'kdgat_status=0', ...launch];
+  return [
+    ...waitLoop,
+    'kdgat_status=0',
+    '# A signal during staging means the time is already short: do not start what cannot checkpoint in time.',
+    'if ((kdgat_signal_count > 0)); then',
+    `  echo "kdgat: the time limit is near and the pipeline has not started: not starting it"`,
+    `  kdgat_status=${REQUEUE_EXIT_STATUS}`,
+    'else',
+    ...launch.map((l) => `  ${l}`),
+    'fi',
   ];
 }
 
@@ -254,14 +264,17 @@ export function requeueDecisionLines(policy: RequeuePolicy): string[] {
     `    echo "kdgat: not requeueing: the pipeline exited ${REQUEUE_EXIT_STATUS} without a requeue signal"`,
     '    return 0',
     '  fi',
-    '  if [[ ! -f $ack ]]; then',
-    '    echo "kdgat: not requeueing: the pipeline wrote no acknowledgement $ack"',
-    '    return 0',
-    '  fi',
-    '  ack_time=$(stat -c %Y -- "$ack")',
-    '  if ((ack_time < kdgat_signal_time)); then',
-    '    echo "kdgat: not requeueing: $ack is older than the signal (written $ack_time, signal $kdgat_signal_time)"',
-    '    return 0',
+    '  # Without a started pipeline there is no progress to lose, so no acknowledgement to wait for.',
+    '  if [[ -n $kdgat_pipeline_pid ]]; then',
+    '    if [[ ! -f $ack ]]; then',
+    '      echo "kdgat: not requeueing: the pipeline wrote no acknowledgement $ack"',
+    '      return 0',
+    '    fi',
+    '    ack_time=$(stat -c %Y -- "$ack")',
+    '    if ((ack_time < kdgat_signal_time)); then',
+    '      echo "kdgat: not requeueing: $ack is older than the signal (written $ack_time, signal $kdgat_signal_time)"',
+    '      return 0',
+    '    fi',
     '  fi',
     '  if ((restarts >= kdgat_max_restarts)); then',
     '    echo "kdgat: not requeueing: restart $restarts reached the maximum of $kdgat_max_restarts"',

@@ -124,14 +124,15 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     '',
     ...epilogTrapLines(),
   );
+  // Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
+  const trap = signalTrapLines(input.requeue);
+  if (trap.length > 0) lines.push('', ...trap);
 
   const modules = moduleLines(profile);
   if (modules.length > 0) lines.push('', ...modules);
   lines.push('', ...activationLines(input.environment, profile));
   lines.push('', ...stagingLines(input));
   lines.push('', ...samplerLines(input.gpuSampleSeconds ?? 10));
-  const trap = signalTrapLines(input.requeue);
-  if (trap.length > 0) lines.push('', ...trap);
 
   lines.push('', ...commandLines(stage, multiTask, isArray));
   lines.push('', ...runPipelineLines(input.requeue));

@@ -108,6 +108,20 @@ describe('train job script in a sandbox', () => {
       expect(r.status).toBe(75);
     });
 
+    it('does not start the pipeline when the signal came during setup, and requeues', async () => {
+      const r = await runBashSignalled(writeJob(sb, jobInput(site)), {
+        cwd: sb.dir,
+        env: sb.env({ STUB_MODULE_SLEEP: '0.5', SLURM_JOB_ID: '560', SLURM_RESTART_COUNT: '0' }),
+        readyFile: join(sb.log, 'module.started'),
+        signal: 'SIGUSR1',
+      });
+      expect(r.stdout).toContain('kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint');
+      expect(r.stdout).toContain('the time limit is near and the pipeline has not started: not starting it');
+      expect(sb.calls('python')).toEqual([]);
+      expect(sb.calls('scontrol')).toEqual([['requeue', '560']]);
+      expect(r.status).toBe(75);
+    });
+
     it('does not requeue once the restart budget is spent, and says why', async () => {
       const r = await runBashSignalled(writeJob(sb, jobInput(site)), {
         cwd: sb.dir,
