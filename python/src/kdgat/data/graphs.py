@@ -169,20 +169,24 @@ def build_window_graphs(
         msg = np.arange(g * w, dtype=np.int64)
     else:
         msg = ((np.arange(g, dtype=np.int64) * stride)[:, None] + np.arange(w)).ravel()
-    graph_of_msg = np.repeat(np.arange(g, dtype=np.int64), w)
     pos = np.tile(np.arange(w, dtype=np.int64), g)
 
-    # --- nodes: distinct (window, CAN ID) pairs; one stable sort keeps positions ascending
-    key = (graph_of_msg.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
-    order = np.argsort(key, kind="stable")
-    seg = _segments(key[order])
+    # --- nodes: distinct CAN IDs per window. Sorting each window's row (stable, so positions
+    # stay ascending within an ID) is much cheaper than one global sort of (window, ID) keys.
+    ids2d = can_id[msg].reshape(g, w)
+    order2d = np.argsort(ids2d, axis=1, kind="stable")
+    sorted2d = np.take_along_axis(ids2d, order2d, axis=1)
+    new_node = np.ones((g, w), bool)
+    new_node[:, 1:] = sorted2d[:, 1:] != sorted2d[:, :-1]
+    new_flat = new_node.ravel()
+    order = (order2d + (np.arange(g, dtype=np.int64) * w)[:, None]).ravel()
+    seg = np.concatenate([np.flatnonzero(new_flat), [g * w]]).astype(np.int64)
     num_nodes = len(seg) - 1
-    node_key = key[order[seg[:-1]]]
-    node_graph = (node_key >> np.uint64(32)).astype(np.int64)
-    node_can_id = (node_key & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    node_can_id = sorted2d.ravel()[seg[:-1]].astype(np.uint32)
+    node_graph = seg[:-1] // w
     count = np.diff(seg)
-    node_of_msg = np.empty(len(msg), np.int64)
-    node_of_msg[order] = np.repeat(np.arange(num_nodes, dtype=np.int64), count)
+    node_of_msg = np.empty(g * w, np.int64)
+    node_of_msg[order] = np.cumsum(new_flat) - 1
 
     x = np.zeros((num_nodes, len(NODE_FEATURES)), np.float32)
     byte_sums = np.add.reduceat(payload[msg[order]].astype(np.float64), seg[:-1], axis=0)
@@ -196,8 +200,13 @@ def build_window_graphs(
     src = nodes2d[:, :-1].ravel()
     dst = nodes2d[:, 1:].ravel()
     tpos = np.tile(np.arange(w - 1, dtype=np.int64), g)
+    # Edges sorted per window by local (source, target): nodes are numbered window by window,
+    # so the flattened order is the global (source, target) order.
+    local = (nodes2d - node_ptr[:-1, None]).astype(np.int64)
+    lkey = local[:, :-1] * w + local[:, 1:]
+    eorder2d = np.argsort(lkey, axis=1, kind="stable")
+    eorder = (eorder2d + (np.arange(g, dtype=np.int64) * (w - 1))[:, None]).ravel()
     ekey = src * num_nodes + dst
-    eorder = np.argsort(ekey, kind="stable")
     ekey_sorted = ekey[eorder]
     eseg = _segments(ekey_sorted)
     num_edges = len(eseg) - 1
