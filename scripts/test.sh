@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `npm test`: bootstraps, then runs every test of both languages — unit tests, lint and type checks
+# of all Nx projects (Python included), the toolchain's own end-to-end checks, and the end-to-end
+# suites against the real Pulumi engine and the repository's one-node SLURM.
+# Every suite runs even when an earlier one fails; the exit status says whether all passed.
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO" || exit 1
+
+bash scripts/bootstrap.sh || { echo "test: bootstrap failed" >&2; exit 1; }
+
+# SLURM for the suites that submit real jobs; stopped at the end only if this run started it.
+started_slurm=0
+if ! bash scripts/slurm-local.sh status >/dev/null 2>&1; then
+  bash scripts/slurm-local.sh up || { echo "test: could not start the local SLURM" >&2; exit 1; }
+  started_slurm=1
+fi
+stop_slurm() { if ((started_slurm)); then bash scripts/slurm-local.sh down; fi; }
+trap stop_slurm EXIT
+
+passed=() failed=()
+suite() {
+  local name=$1 t0=$SECONDS
+  shift
+  printf '\n=== %s\n' "$name"
+  if scripts/with-toolchain.sh "$@"; then
+    passed+=("$name ($((SECONDS - t0))s)")
+  else
+    failed+=("$name ($((SECONDS - t0))s)")
+  fi
+}
+
+suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
+suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --outputStyle=stream
+suite "unit tests (all projects, python included)" nx run-many -t test --outputStyle=stream
+suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --outputStyle=stream
+suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --outputStyle=stream
+
+printf '\n=== summary\n'
+for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done
+for s in "${failed[@]}"; do printf 'FAIL  %s\n' "$s"; done
+printf 'suites: %d passed, %d failed\n' "${#passed[@]}" "${#failed[@]}"
+((${#failed[@]} == 0))
