@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `npm run quickstart`: the main job on the embedded default, on this machine, with no account anywhere.
+#   1. bootstrap whatever is missing (Node 24, Pulumi, the Python environment, …)
+#   2. `pulumi up` on the `local` stack: the environment, the scratch cache layout and the job
+#      scripts, under the git-ignored .hpc/ folder
+#   3. train on a small synthetic CAN data set with `nx run runner:train --spec examples/quickstart.yaml`
+#      and print where the metrics, logs and manifest are.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+t0=$SECONDS
+bash scripts/bootstrap.sh
+echo
+echo "== provisioning the local stack (pulumi up --stack local)"
+scripts/with-toolchain.sh nx run infra:up --stack local --outputStyle=stream
+echo
+echo "== training (nx run runner:train --spec examples/quickstart.yaml)"
+scripts/with-toolchain.sh nx run runner:train --spec examples/quickstart.yaml --stack local --wait --outputStyle=stream
+echo
+echo "quickstart finished in $((SECONDS - t0)) s"
