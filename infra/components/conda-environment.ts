@@ -1,18 +1,13 @@
 import * as pulumi from '@pulumi/pulumi';
 import { Environment } from '../providers/environment.ts';
+import { ymlForDisplay } from '../providers/environment-spec.ts';
 import type { Frontend } from '../providers/environment.impl.ts';
 import type { Connection } from '../providers/executor.ts';
 
-/**
- * The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is).
- * `dependencies` are conda match specs (`pytorch=2.8`), `pip` are requirement lines.
- */
+/** The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is). */
 export interface EnvironmentSpecView {
   name: string;
   backend: 'conda' | 'venv';
-  channels?: readonly string[];
-  dependencies?: readonly (string | { pip: readonly string[] })[];
-  pip?: readonly string[];
   adopt?: boolean;
 }
 
@@ -34,16 +29,6 @@ export interface CondaEnvironmentArgs {
   timeoutSeconds?: number;
 }
 
-/** The package lines the frontend installs: conda specs for conda, requirement lines for venv. */
-export function packagesOf(spec: EnvironmentSpecView): string[] {
-  const conda = (spec.dependencies ?? []).filter((d): d is string => typeof d === 'string');
-  const pip = [
-    ...(spec.pip ?? []),
-    ...(spec.dependencies ?? []).flatMap((d) => (typeof d === 'string' ? [] : d.pip)),
-  ];
-  return spec.backend === 'venv' ? [...pip] : conda;
-}
-
 /** The `gnn-rapids` environment (or a venv on CPU machines), built from the spec on the target. */
 export class CondaEnvironment extends pulumi.ComponentResource {
   readonly name: string;
@@ -54,7 +39,7 @@ export class CondaEnvironment extends pulumi.ComponentResource {
   readonly lockPath: string;
   readonly lock: pulumi.Output<string>;
   readonly lockHash: pulumi.Output<string>;
-  readonly installedPackages: pulumi.Output<string[]>;
+  readonly installedPackages: pulumi.Output<string>;
 
   constructor(name: string, args: CondaEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super('kdgat:hpc:CondaEnvironment', name, {}, opts);
@@ -85,10 +70,8 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         frontend: args.frontend,
         frontendCommand: args.frontendCommand,
         prefix: args.prefix,
-        environmentYml: args.environmentYml,
+        environmentYml: ymlForDisplay(args.environmentYml),
         specHash: args.specHash,
-        packages: packagesOf(spec),
-        channels: [...(spec.channels ?? [])],
         pipOptions: args.pipOptions ?? [],
         inheritEnvironments: args.inheritEnvironments ?? [],
         specPath: this.specPath,

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type * as pulumi from '@pulumi/pulumi';
 import { changedKeys, connect, sha256, targetKey } from './common.ts';
+import { packageText, specPackages, ymlFromDisplay } from './environment-spec.ts';
 import { runChecked, type Connection, type Executor } from './executor.ts';
 import { pathExists, readFile, removeFile, removeTree, writeFile } from './target-fs.ts';
 
@@ -24,12 +25,9 @@ export interface EnvironmentInputs {
   /** Executable of the frontend on the target: conda/mamba/micromamba binary, or the Python that runs it (rattler, venv). */
   frontendCommand: string;
   prefix: string;
-  /** Canonical environment.yml text; the CLI shows a change of it line by line. */
+  /** Canonical environment.yml text behind a display header (environment-spec.ts): previews diff it line by line. */
   environmentYml: string;
   specHash: string;
-  /** Package specs as written in the spec (`pytorch=2.8`, pip lines for venv). */
-  packages: string[];
-  channels: string[];
   /** Extra pip arguments for the venv backend (e.g. `--no-index --find-links DIR`). */
   pipOptions: string[];
   /**
@@ -47,10 +45,10 @@ export interface EnvironmentOutputs extends EnvironmentInputs {
   /** Explicit lock (`conda list --explicit --md5` form, or `pip freeze` for venv). */
   lock: string;
   lockHash: string;
-  /** Packages found in the environment when it was last built (`name=version`). */
-  builtPackages: string[];
-  /** Packages found in the environment now (refreshed by `pulumi refresh`). */
-  installedPackages: string[];
+  /** Packages found in the environment when it was last built (`name=version` lines). */
+  builtPackages: string;
+  /** Packages found in the environment now (refreshed by `pulumi refresh`; a hand-made change shows as a line). */
+  installedPackages: string;
   adopted: boolean;
 }
 
@@ -84,9 +82,27 @@ function rattlerHelperText(): string {
   return readFileSync(new URL('./rattler_env.py', import.meta.url), 'utf8');
 }
 
+/** Package lines of the spec for frontends that take lists (venv: pip lines, rattler: conda specs). */
+function packagesFor(env: EnvironmentInputs): { channels: string[]; specs: string[] } {
+  const spec = specPackages(ymlFromDisplay(env.environmentYml));
+  if (env.frontend === 'pip') {
+    // A venv gets everything but the interpreter itself: pip lines and plain top-level names.
+    const plain = spec.conda.filter((d) => !/^(python|pip)([<>=!~ ]|$)/.test(d));
+    return { channels: [], specs: [...plain, ...spec.pip] };
+  }
+  if (spec.pip.length > 0) {
+    throw new Error(
+      `environment '${env.name}': frontend '${env.frontend}' cannot install the pip: entries ${JSON.stringify(spec.pip)}; ` +
+        `use frontend conda, mamba or micromamba, or move them to conda packages`,
+    );
+  }
+  return { channels: spec.channels, specs: spec.conda };
+}
+
 async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
   const bound = { timeoutSeconds: env.timeoutSeconds };
   const what = `building environment '${env.name}' at ${env.prefix}`;
+  const packages = packagesFor(env);
   switch (env.frontend) {
     case 'pip': {
       await runChecked(ex, [env.frontendCommand, '-m', 'venv', env.prefix], { ...bound, what });
@@ -111,9 +127,9 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
           '0644',
         );
       }
-      if (env.packages.length > 0) {
+      if (packages.specs.length > 0) {
         const reqs = requirementsPath(env.specPath);
-        await writeFile(ex, reqs, `${env.packages.join('\n')}\n`, '0644');
+        await writeFile(ex, reqs, `${packages.specs.join('\n')}\n`, '0644');
         await runChecked(
           ex,
           [
@@ -135,7 +151,7 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
     case 'rattler': {
       const helper = rattlerHelperPath(env.specPath);
       await writeFile(ex, helper, rattlerHelperText(), '0644');
-      const request = JSON.stringify({ channels: env.channels, specs: env.packages });
+      const request = JSON.stringify(packages);
       await runChecked(ex, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], {
         ...bound,
         input: request,
@@ -190,7 +206,7 @@ async function exportLock(ex: Executor, env: EnvironmentInputs): Promise<string>
 }
 
 /** Live packages as sorted `name=version` lines. */
-export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promise<string[]> {
+export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promise<string> {
   const bound = { timeoutSeconds: 600, what: `listing the packages of '${env.name}'` };
   let entries: { name: string; version: string }[];
   switch (env.frontend) {
@@ -217,7 +233,7 @@ export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promi
         await runChecked(ex, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound),
       );
   }
-  return entries.map((e) => `${e.name.toLowerCase()}=${e.version}`).sort();
+  return packageText(entries);
 }
 
 /** Creates or rebuilds the environment to the spec; the ownership rule is checked first. */
@@ -238,7 +254,7 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
   // The marker goes down before the build so an interrupted build is recognised as ours next time.
   await writeMarker(ex, env.prefix, { owner: env.owner, adopted, state: 'building', specHash: env.specHash });
   if (exists) await removeTree(ex, env.prefix);
-  await writeFile(ex, env.specPath, env.environmentYml, '0644');
+  await writeFile(ex, env.specPath, ymlFromDisplay(env.environmentYml), '0644');
   await build(ex, env);
   const lock = await exportLock(ex, env);
   await writeFile(ex, env.lockPath, lock, '0644');
@@ -256,8 +272,6 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
 
 const SPEC_KEYS = [
   'environmentYml',
-  'packages',
-  'channels',
   'pipOptions',
   'inheritEnvironments',
   'frontend',
@@ -269,8 +283,7 @@ const SPEC_KEYS = [
 /** What needs a rebuild: the spec or how it is built changed, or packages drifted by hand since the last build. */
 function rebuildReasons(olds: EnvironmentOutputs, news: EnvironmentInputs): string[] {
   const changed = changedKeys(olds as never, news as never, SPEC_KEYS);
-  if (JSON.stringify(olds.installedPackages) !== JSON.stringify(olds.builtPackages))
-    changed.push('installedPackages');
+  if (olds.installedPackages !== olds.builtPackages) changed.push('installedPackages');
   return changed;
 }
 

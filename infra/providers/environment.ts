@@ -13,8 +13,8 @@ export class Environment extends pulumi.dynamic.Resource {
   declare readonly lock: pulumi.Output<string>;
   declare readonly lockHash: pulumi.Output<string>;
   declare readonly specHash: pulumi.Output<string>;
-  declare readonly installedPackages: pulumi.Output<string[]>;
-  declare readonly builtPackages: pulumi.Output<string[]>;
+  declare readonly installedPackages: pulumi.Output<string>;
+  declare readonly builtPackages: pulumi.Output<string>;
   declare readonly adopted: pulumi.Output<boolean>;
 
   constructor(name: string, args: EnvironmentArgs, opts?: pulumi.CustomResourceOptions) {

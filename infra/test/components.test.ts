@@ -97,12 +97,7 @@ describe('CondaEnvironment', () => {
     const yml =
       'name: gnn-rapids\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n';
     const env = new CondaEnvironment('gnn', {
-      spec: {
-        name: 'gnn-rapids',
-        backend: 'conda',
-        channels: ['rapidsai', 'conda-forge'],
-        dependencies: ['cugraph=26.10', 'pytorch=2.8'],
-      },
+      spec: { name: 'gnn-rapids', backend: 'conda' },
       environmentYml: yml,
       specHash: 'spechash',
       connection: pulumi.secret({
@@ -125,9 +120,8 @@ describe('CondaEnvironment', () => {
     const e = created.find((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment')!;
     expect(e.inputs).toMatchObject({
       name: 'gnn-rapids',
-      environmentYml: yml,
-      packages: ['cugraph=26.10', 'pytorch=2.8'],
-      channels: ['rapidsai', 'conda-forge'],
+      environmentYml: `%kdgat-hpc environment.yml (canonical; previews diff it line by line)
+${yml}`,
       adopt: false,
       owner: 'kdgat-hpc/unit',
     });
@@ -138,7 +132,7 @@ describe('CondaEnvironment', () => {
     expect(
       () =>
         new CondaEnvironment('bad', {
-          spec: { name: 'cpu-local', backend: 'venv', pip: ['numpy==2.3.0'] },
+          spec: { name: 'cpu-local', backend: 'venv' },
           environmentYml: '',
           specHash: 'x',
           connection: local,

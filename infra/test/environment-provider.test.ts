@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as env from '../providers/environment.impl.ts';
+import { specPackages, ymlForDisplay, ymlFromDisplay } from '../providers/environment-spec.ts';
 
 function inputs(root: string): env.EnvironmentInputs {
   return {
@@ -14,10 +15,10 @@ function inputs(root: string): env.EnvironmentInputs {
     frontend: 'rattler',
     frontendCommand: 'python3',
     prefix: join(root, 'envs', 'gnn-rapids'),
-    environmentYml: 'name: gnn-rapids\ndependencies:\n  - pytorch=2.7\n',
+    environmentYml: ymlForDisplay(
+      'name: gnn-rapids\nchannels:\n  - conda-forge\ndependencies:\n  - pytorch=2.7\n',
+    ),
     specHash: 'abc',
-    packages: ['pytorch=2.7'],
-    channels: ['conda-forge'],
     pipOptions: [],
     inheritEnvironments: [],
     specPath: join(root, 'envs', 'gnn-rapids.environment.yml'),
@@ -28,7 +29,7 @@ function inputs(root: string): env.EnvironmentInputs {
 }
 
 function outputs(i: env.EnvironmentInputs): env.EnvironmentOutputs {
-  const pkgs = ['python=3.12.1', 'pytorch=2.7.0'];
+  const pkgs = 'python=3.12.1\npytorch=2.7.0\n';
   return {
     ...i,
     lock: '@EXPLICIT\n',
@@ -64,7 +65,10 @@ describe('environment diff', () => {
   });
 
   it('updates in place when the packages change', async () => {
-    const r = await env.diff('id', o, { ...i, packages: ['pytorch=2.8', 'cugraph=26.10'] });
+    const yml = ymlForDisplay(
+      'name: gnn-rapids\nchannels:\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n',
+    );
+    const r = await env.diff('id', o, { ...i, environmentYml: yml });
     expect(r).toMatchObject({ changes: true, replaces: [] });
   });
 
@@ -81,7 +85,20 @@ describe('environment diff', () => {
   });
 
   it('sees drift: a package installed by hand since the last build', async () => {
-    const drifted = { ...o, installedPackages: [...o.installedPackages, 'requests=2.32.0'] };
+    const drifted = { ...o, installedPackages: `${o.installedPackages}requests=2.32.0\n` };
     expect((await env.diff('id', drifted, i)).changes).toBe(true);
+  });
+});
+
+describe('environment spec text', () => {
+  it('round-trips through the display form and yields the package lists', () => {
+    const yml =
+      'name: e\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.12\n  - pytorch=2.8\n  - pip:\n      - torch-geometric==2.8.0\n';
+    expect(ymlFromDisplay(ymlForDisplay(yml))).toBe(yml);
+    expect(specPackages(yml)).toEqual({
+      channels: ['conda-forge'],
+      conda: ['python=3.12', 'pytorch=2.8'],
+      pip: ['torch-geometric==2.8.0'],
+    });
   });
 });

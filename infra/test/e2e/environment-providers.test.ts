@@ -6,23 +6,29 @@ import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as env from '../../providers/environment.impl.ts';
+import { ymlForDisplay } from '../../providers/environment-spec.ts';
 import { makeCondaChannel, makeWheels, rattlerPython } from './tools.ts';
 
 const local = { kind: 'local' as const };
 
+/** environment.yml text (display form) of a spec. */
+function yml(name: string, opts: { channels?: string[]; conda?: string[]; pip?: string[] }): string {
+  const lines = [`name: ${name}`];
+  if (opts.channels) lines.push('channels:', ...opts.channels.map((c) => `  - ${c}`));
+  lines.push('dependencies:', ...(opts.conda ?? []).map((d) => `  - ${d}`));
+  if (opts.pip) lines.push('  - pip:', ...opts.pip.map((p) => `      - ${p}`));
+  return ymlForDisplay(`${lines.join('\n')}\n`);
+}
+
 function base(
   root: string,
   name: string,
-): Omit<
-  env.EnvironmentInputs,
-  'backend' | 'frontend' | 'frontendCommand' | 'packages' | 'channels' | 'pipOptions'
-> {
+): Omit<env.EnvironmentInputs, 'backend' | 'frontend' | 'frontendCommand' | 'environmentYml' | 'pipOptions'> {
   return {
     connection: local,
     owner: 'kdgat-hpc/e2e',
     name,
     prefix: join(root, 'envs', name),
-    environmentYml: `name: ${name}\n`,
     specHash: 'h1',
     inheritEnvironments: [],
     specPath: join(root, 'envs', `${name}.environment.yml`),
@@ -46,23 +52,24 @@ describe('venv backend (pip from local wheels)', () => {
       backend: 'venv',
       frontend: 'pip',
       frontendCommand: 'python3',
-      packages: ['alpha==1.0'],
-      channels: [],
+      environmentYml: yml('cpu-local', { conda: ['python=3.11'], pip: ['alpha==1.0'] }),
       pipOptions: ['--no-index', '--find-links', wheels],
     };
     const { id, outs } = await env.create(inputs);
-    expect(outs.installedPackages).toContain('alpha=1.0');
+    expect(outs.installedPackages).toContain('alpha=1.0\n');
     expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==1.0');
-    expect(readFileSync(inputs.specPath, 'utf8')).toBe(inputs.environmentYml);
+    expect(readFileSync(inputs.specPath, 'utf8')).toBe(
+      'name: cpu-local\ndependencies:\n  - python=3.11\n  - pip:\n      - alpha==1.0\n',
+    );
     expect(JSON.parse(readFileSync(`${inputs.prefix}.kdgat-owner.json`, 'utf8'))).toMatchObject({
       owner: 'kdgat-hpc/e2e',
       state: 'ready',
     });
 
-    const next = { ...inputs, packages: ['alpha==2.0', 'beta==0.1'] };
+    const next = { ...inputs, environmentYml: yml('cpu-local', { pip: ['alpha==2.0', 'beta==0.1'] }) };
     expect((await env.diff(id, outs, next)).changes).toBe(true);
     const { outs: updated } = await env.update(id, outs, next);
-    expect(updated.installedPackages).toEqual(expect.arrayContaining(['alpha=2.0', 'beta=0.1']));
+    expect(updated.installedPackages).toMatch(/^alpha=2\.0\nbeta=0\.1\n/m);
     expect(updated.installedPackages).not.toContain('alpha=1.0');
     expect(readFileSync(inputs.lockPath, 'utf8')).toContain('alpha==2.0');
 
@@ -109,8 +116,7 @@ describe('venv layered over an existing environment (the local stack over python
       frontend: 'pip',
       frontendCommand: join(baseEnv, 'bin', 'python'),
       inheritEnvironments: [baseEnv],
-      packages: ['beta==0.1'],
-      channels: [],
+      environmentYml: yml('cpu-local', { pip: ['beta==0.1'] }),
       pipOptions: ['--no-index', '--find-links', wheels],
     };
     const { id, outs } = await env.create(inputs);
@@ -140,20 +146,22 @@ describe('conda backend (py-rattler from a local channel)', () => {
       backend: 'conda',
       frontend: 'rattler',
       frontendCommand: rattlerPython(),
-      packages: ['pytorch=2.7', 'numpy=2.3'],
-      channels: [channel],
+      environmentYml: yml('gnn-rapids', { channels: [channel], conda: ['pytorch=2.7', 'numpy=2.3'] }),
       pipOptions: [],
     };
     const { id, outs } = await env.create(inputs);
-    expect(outs.installedPackages).toEqual(['numpy=2.3', 'pytorch=2.7']);
+    expect(outs.installedPackages).toBe('numpy=2.3\npytorch=2.7\n');
     expect(existsSync(join(inputs.prefix, 'conda-meta'))).toBe(true);
     const lock = readFileSync(inputs.lockPath, 'utf8');
     expect(lock).toContain('@EXPLICIT');
     expect(lock).toMatch(new RegExp(`${channel}/noarch/pytorch-2.7-0.tar.bz2#[0-9a-f]{32}`));
 
-    const next = { ...inputs, packages: ['pytorch=2.8', 'cugraph=26.10'] };
+    const next = {
+      ...inputs,
+      environmentYml: yml('gnn-rapids', { channels: [channel], conda: ['pytorch=2.8', 'cugraph=26.10'] }),
+    };
     const { outs: updated } = await env.update(id, outs, next);
-    expect(updated.installedPackages).toEqual(['cugraph=26.10', 'pytorch=2.8']);
+    expect(updated.installedPackages).toBe('cugraph=26.10\npytorch=2.8\n');
     expect(existsSync(join(inputs.prefix, 'share', 'kdgat-test', 'numpy.txt'))).toBe(false);
     expect(updated.lockHash).not.toBe(outs.lockHash);
 
