@@ -3,9 +3,16 @@
 #   bin/pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [more pulumi flags…]
 # The stack defaults to `local` and is created on first use. Pulumi comes from the repository
 # toolchain (scripts/with-toolchain.sh: local file backend, offline plugin settings).
+# KDGAT_INFRA_DIR points at another project directory (the e2e tests use a temporary one).
 set -euo pipefail
-infra=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-repo=$(cd "$infra/.." && pwd)
+self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+infra=${KDGAT_INFRA_DIR:-$(cd "$(dirname "$self")/.." && pwd)}
+repo=$(cd "$(dirname "$self")/../.." && pwd)
+
+if [[ -z ${KDGAT_PULUMI_STACK_TOOLCHAIN:-} && -f $repo/scripts/with-toolchain.sh ]]; then
+  export KDGAT_PULUMI_STACK_TOOLCHAIN=1
+  exec bash "$repo/scripts/with-toolchain.sh" bash "$self" "$@"
+fi
 
 verb=${1:?usage: pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [pulumi flags]}
 shift
@@ -19,23 +26,47 @@ while (($#)); do
   esac
 done
 
-run() {
-  if [[ -x $repo/scripts/with-toolchain.sh || -f $repo/scripts/with-toolchain.sh ]]; then
-    bash "$repo/scripts/with-toolchain.sh" "$@"
-  else
-    "$@"
+# An update killed mid-way (SIGKILL, a lost terminal) leaves its lock in a file backend, and
+# every later command refuses to run. When the lock was taken on this host by a process that
+# no longer exists, nobody holds it: clear it (`pulumi cancel`) so the next `up` can converge.
+clear_stale_lock() {
+  local url=${PULUMI_BACKEND_URL:-}
+  [[ $url == file://* ]] || return 0
+  local root=${url#file://}
+  root=${root%%\?*}
+  local project
+  project=$(sed -n 's/^name:[[:space:]]*//p' Pulumi.yaml | head -n 1)
+  local dir=$root/.pulumi/locks/organization/$project/$stack
+  [[ -d $dir ]] || return 0
+  local lock pid host found=0
+  for lock in "$dir"/*.json; do
+    [[ -e $lock ]] || continue
+    pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$lock")
+    host=$(sed -n 's/.*"hostname":"\([^"]*\)".*/\1/p' "$lock")
+    if [[ $host != "$(hostname)" || -z $pid ]] || kill -0 "$pid" 2>/dev/null; then
+      return 0 # held elsewhere, or still running: leave it
+    fi
+    found=1
+  done
+  if ((found)); then
+    echo "pulumi-stack.sh: the last update of stack $stack was interrupted (its process $pid is gone); clearing its lock" >&2
+    pulumi cancel --yes --stack "$stack" --non-interactive >/dev/null
   fi
 }
 
 cd "$infra"
-run pulumi stack select --create "$stack" >/dev/null
+pulumi stack select --create "$stack" --non-interactive >/dev/null
+clear_stale_lock
 # Without a terminal there is nobody to answer the confirmation prompt.
 yes=()
-[[ -t 0 ]] || yes=(--yes)
+[[ -t 0 ]] || yes=(--yes --non-interactive)
 case $verb in
-  preview) run pulumi preview --diff --stack "$stack" "${extra[@]}" ;;
-  up) run pulumi up --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
-  refresh) run pulumi refresh --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
-  destroy) run pulumi destroy --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
-  *) echo "pulumi-stack.sh: unknown verb '$verb' (expected preview, up, refresh or destroy)" >&2; exit 2 ;;
+  preview) pulumi preview --diff --stack "$stack" "${extra[@]}" ;;
+  up) pulumi up --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
+  refresh) pulumi refresh --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
+  destroy) pulumi destroy --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
+  *)
+    echo "pulumi-stack.sh: unknown verb '$verb' (expected preview, up, refresh or destroy)" >&2
+    exit 2
+    ;;
 esac

@@ -127,6 +127,17 @@ export class TempStack {
     return res;
   }
 
+  /** `bin/pulumi-stack.sh <verb>` (what `nx run infra:<verb>` runs) on this project and stack. */
+  script(verb: 'preview' | 'up' | 'refresh' | 'destroy', extra: string[] = []): CliResult {
+    const r = spawnSync('bash', [join(infraDir, 'bin', 'pulumi-stack.sh'), verb, '--stack', this.stack, ...extra], {
+      cwd: this.dir,
+      env: { ...this.env, KDGAT_INFRA_DIR: this.dir },
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr, output: `${r.stdout}\n${r.stderr}` };
+  }
+
   setSecret(key: string, value: string): void {
     this.cli(['config', 'set', '--secret', `kdgat-hpc:${key}`, '--stack', this.stack], {
       check: true,
