@@ -5,6 +5,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts'],
+    exclude: ['src/**/*.e2e.test.ts', '**/node_modules/**'],
     update: process.env.UPDATE_GOLDEN === '1',
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -62,6 +62,8 @@ kdgat_finish() {
     wait "$kdgat_sampler_pid" 2>/dev/null || :
   fi
   if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
+  if [[ $kdgat_state != REQUEUED ]] && declare -F kdgat_stage_cleanup >/dev/null; then kdgat_stage_cleanup; fi
   bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
     echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
   exit "$status"

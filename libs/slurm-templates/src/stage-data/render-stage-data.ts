@@ -197,6 +197,16 @@ kdgat_stage_dataset() {
   kdgat_stage_report "$name" "$start" "$total_bytes" "$need_bytes" "$files" "\${#need[@]}" "$reused" "$dest"
 }
 
+# kdgat_stage_cleanup: remove the per-job directory made when TMPDIR was unset (SLURM removes a
+# per-job TMPDIR itself). Job scripts call it at the end unless the job was requeued.
+kdgat_stage_cleanup() {
+  local root
+  if [[ -z \${TMPDIR:-} ]]; then
+    root=$(kdgat_stage_root)
+    rm -rf -- "\${root%/kdgat-cache}"
+  fi
+}
+
 # kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...: stage each dataset, export KD_GAT_CACHE_ROOT.
 kdgat_stage_data() {
   local root

@@ -61,6 +61,22 @@ describe('train job script in a sandbox', () => {
     expect(sb.calls('scontrol')).toEqual([]);
   });
 
+  it('without TMPDIR stages under /tmp/kdgat-job-<id> and removes it when the job ends', () => {
+    const jobId = `t${process.pid}`;
+    const perJob = `/tmp/kdgat-job-${jobId}`;
+    try {
+      const r = runBash(writeJob(sb, jobInput(site)), [], {
+        cwd: sb.dir,
+        env: sb.env({ TMPDIR: '', SLURM_JOB_ID: jobId }),
+      });
+      expect(r.status).toBe(0);
+      expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(`${perJob}/kdgat-cache`);
+      expect(existsSync(perJob)).toBe(false);
+    } finally {
+      rmSync(perJob, { recursive: true, force: true });
+    }
+  });
+
   it('exits with the pipeline status and still runs the epilog when the pipeline fails', () => {
     const r = runBash(writeJob(sb, jobInput(site)), [], {
       cwd: sb.dir,

@@ -1,0 +1,70 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { pitzer } from './fixtures.test-support.ts';
+import { jobInput, makeSite, writeJob } from './test-support/job-harness.ts';
+import { makeSandbox } from './test-support/sandbox.ts';
+
+// The requeue handshake under a real SLURM: `--signal=B:USR1@<lead>` reaches the batch shell, the
+// trap forwards it to the (stub) pipeline, which acknowledges; the script runs the real
+// `scontrol requeue`, and SLURM counts the restart.
+// Only python, module and conda are stubs. The job is cancelled once the requeue is seen (SLURM
+// holds a requeued job for about two minutes before it may start again).
+const sh = (cmd: string, args: string[]) =>
+  spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+const slurmUp = sh('scontrol', ['ping']).stdout?.includes('is UP') ?? false;
+const sb = makeSandbox({ stubs: ['python', 'module', 'conda'] });
+afterAll(() => sb.cleanup());
+
+describe.runIf(slurmUp)('requeue handshake under real SLURM', () => {
+  it('signals, checkpoints and requeues with scontrol', async () => {
+    const site = makeSite(sb, {
+      profile: {
+        ...pitzer,
+        name: 'local-slurm',
+        clusterName: 'local',
+        account: undefined,
+        accountRequired: false,
+      },
+    });
+    const base = jobInput(site);
+    const input = jobInput(site, {
+      stage: { ...base.stage, resources: { ...base.stage.resources, cpus: 1, memGB: 1, time: '0:02:00' } },
+      requeue: { enabled: true, signal: 'USR1', leadSeconds: 100, maxRestarts: 2 },
+    });
+    const script = writeJob(sb, input);
+    mkdirSync(site.layout.logsDir, { recursive: true }); // sbatch does not create the --output directory
+    const submit = spawnSync('sbatch', ['--parsable', `--chdir=${sb.dir}`, script], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        PATH: `${sb.bin}:${process.env.PATH}`,
+        STUB_LOG: sb.log,
+        STUB_PYTHON_MODE: 'requeue',
+        STUB_PYTHON_WAIT_STEPS: '4000',
+      },
+    });
+    expect(submit.stderr).toBe('');
+    const jobId = submit.stdout.trim().split(';')[0] ?? '';
+    try {
+      let restarts = 0;
+      for (let i = 0; i < 120 && restarts === 0; i++) {
+        await new Promise((r) => setTimeout(r, 1000));
+        restarts = Number(/Restarts=(\d+)/.exec(sh('scontrol', ['show', 'job', jobId]).stdout)?.[1] ?? 0);
+      }
+      expect(restarts).toBe(1);
+      await new Promise((r) => setTimeout(r, 2000)); // the epilog finishes writing
+      const log = readFileSync(
+        join(site.layout.logsDir, `kdgat-sandbox-run-autoencoder-${jobId}.out`),
+        'utf8',
+      );
+      expect(log).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
+      expect(log).toContain(`kdgat: checkpoint acknowledged; requeueing job ${jobId} (restart 1 of 2)`);
+      expect(log).toContain('state:            REQUEUED (exit status 75)');
+    } finally {
+      sh('scancel', [jobId]);
+    }
+  });
+});
