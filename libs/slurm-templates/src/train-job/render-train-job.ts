@@ -145,6 +145,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
 export function jobNameFor(experiment: string, stageId: string): string {
   const slug = experiment
     .normalize('NFKD')
+    .replace(/\p{M}+/gu, '') // accents off: ü -> u
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[-.]+|-+$/g, '')
     .slice(0, 48);
