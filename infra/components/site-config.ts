@@ -134,13 +134,23 @@ export function siteArgsFrom(
   };
 }
 
+/** A config value that is either a preset name (plain text) or an object (stored as JSON). */
+function presetOrObject(config: pulumi.Config, key: string): unknown {
+  const raw = config.require(key);
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /** Reads the stack's config; the SSH private key (config secret `sshPrivateKey`) stays a secret. */
 export function readSiteConfig(config: pulumi.Config, repoRoot: string): ClusterSiteArgs {
   const args = siteArgsFrom(
     {
-      cluster: config.requireObject('cluster'),
+      cluster: presetOrObject(config, 'cluster'),
       clusterOverrides: config.getObject('clusterOverrides'),
-      environment: config.requireObject('environment'),
+      environment: presetOrObject(config, 'environment'),
       environmentOverrides: config.getObject('environmentOverrides'),
       datasets: config.getObject('datasets'),
       build: config.getObject('build'),
