@@ -120,10 +120,13 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
           ).trim();
         const inherited: string[] = [];
         for (const prefix of env.inheritEnvironments) inherited.push(await purelib(prefix));
+        // addsitedir (not a bare path line) so the inherited environment's own .pth files run too,
+        // e.g. the editable install of the kdgat package that uv makes in python/.venv.
+        const lines = inherited.map((dir) => `import site; site.addsitedir(${JSON.stringify(dir)})`);
         await writeFile(
           ex,
           `${await purelib(env.prefix)}/kdgat-inherit.pth`,
-          `${inherited.join('\n')}\n`,
+          `${lines.join('\n')}\n`,
           '0644',
         );
       }

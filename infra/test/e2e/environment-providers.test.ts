@@ -1,6 +1,6 @@
 // The environment provider with real frontends: a venv built by pip from local wheels, and a conda
 // environment solved and installed by py-rattler from a local channel. No Pulumi CLI involved.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -110,6 +110,18 @@ describe('venv layered over an existing environment (the local stack over python
       wheels,
       'gamma==3.0',
     ]);
+    // an editable install, as uv makes for the kdgat package: a .pth file in the base site-packages
+    const editable = join(root, 'src');
+    mkdirSync(join(editable, 'delta'), { recursive: true });
+    writeFileSync(join(editable, 'delta', '__init__.py'), 'VERSION = "editable"\n');
+    const basePurelib = execFileSync(
+      join(baseEnv, 'bin', 'python'),
+      ['-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
+      {
+        encoding: 'utf8',
+      },
+    ).trim();
+    writeFileSync(join(basePurelib, '_delta.pth'), `${editable}\n`);
     const inputs: env.EnvironmentInputs = {
       ...base(root, 'cpu-local'),
       backend: 'venv',
@@ -122,10 +134,14 @@ describe('venv layered over an existing environment (the local stack over python
     const { id, outs } = await env.create(inputs);
     const python = join(inputs.prefix, 'bin', 'python');
     expect(
-      execFileSync(python, ['-c', 'import gamma, beta; print(gamma.__version__, beta.__version__)'], {
-        encoding: 'utf8',
-      }),
-    ).toBe('3.0 0.1\n');
+      execFileSync(
+        python,
+        ['-c', 'import gamma, beta, delta; print(gamma.__version__, beta.__version__, delta.VERSION)'],
+        {
+          encoding: 'utf8',
+        },
+      ),
+    ).toBe('3.0 0.1 editable\n');
     expect(existsSync(join(inputs.prefix, 'lib'))).toBe(true);
     await env.remove(id, outs);
     expect(existsSync(join(baseEnv, 'bin', 'python'))).toBe(true);

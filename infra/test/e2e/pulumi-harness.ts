@@ -129,12 +129,16 @@ export class TempStack {
 
   /** `bin/pulumi-stack.sh <verb>` (what `nx run infra:<verb>` runs) on this project and stack. */
   script(verb: 'preview' | 'up' | 'refresh' | 'destroy', extra: string[] = []): CliResult {
-    const r = spawnSync('bash', [join(infraDir, 'bin', 'pulumi-stack.sh'), verb, '--stack', this.stack, ...extra], {
-      cwd: this.dir,
-      env: { ...this.env, KDGAT_INFRA_DIR: this.dir },
-      encoding: 'utf8',
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    const r = spawnSync(
+      'bash',
+      [join(infraDir, 'bin', 'pulumi-stack.sh'), verb, '--stack', this.stack, ...extra],
+      {
+        cwd: this.dir,
+        env: { ...this.env, KDGAT_INFRA_DIR: this.dir },
+        encoding: 'utf8',
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
     return { code: r.status ?? 1, stdout: r.stdout, stderr: r.stderr, output: `${r.stdout}\n${r.stderr}` };
   }
 

@@ -26,7 +26,11 @@ describe('local stack with the Pulumi CLI', () => {
   it('an up killed while it builds the environment converges on the next up', async () => {
     const marker = join(root, 'project', 'envs', 'cpu-e2e.kdgat-owner.json');
     const run = s.startUp();
-    for (let i = 0; i < 1200 && !(existsSync(marker) && readFileSync(marker, 'utf8').includes('"building"')); i++) {
+    for (
+      let i = 0;
+      i < 1200 && !(existsSync(marker) && readFileSync(marker, 'utf8').includes('"building"'));
+      i++
+    ) {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
@@ -109,7 +113,9 @@ describe('local stack with the Pulumi CLI', () => {
     // the next up rebuilds the environment to the spec: the hand-installed package is gone
     ok(s.up());
     ok(s.up(['--expect-no-changes']));
-    const pipList = execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'list'], { encoding: 'utf8' });
+    const pipList = execFileSync(join(out.environment.prefix, 'bin', 'python'), ['-m', 'pip', 'list'], {
+      encoding: 'utf8',
+    });
     expect(pipList).not.toContain('gamma');
   });
 
