@@ -1,0 +1,82 @@
+// The whole program (index.ts) for the osc-pitzer stack under pulumi.runtime.setMocks: the stack
+// file as committed, plus a secret key; asserts the declared graph and the outputs for the runner.
+import { readFileSync } from 'node:fs';
+import * as pulumi from '@pulumi/pulumi';
+import { parse } from 'yaml';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+interface Created {
+  type: string;
+  name: string;
+  inputs: Record<string, unknown>;
+}
+const created: Created[] = [];
+const PRIVATE_KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nunit-test-key\n-----END OPENSSH PRIVATE KEY-----\n';
+
+beforeAll(() => {
+  const stack = parse(readFileSync(new URL('../Pulumi.osc-pitzer.yaml', import.meta.url), 'utf8')) as {
+    config: Record<string, unknown>;
+  };
+  const config = Object.fromEntries(
+    Object.entries(stack.config).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]),
+  );
+  config['kdgat-hpc:sshPrivateKey'] = PRIVATE_KEY;
+  pulumi.runtime.setAllConfig(config, ['kdgat-hpc:sshPrivateKey']);
+  pulumi.runtime.setMocks(
+    {
+      newResource: (args) => {
+        created.push({ type: args.type, name: args.name, inputs: args.inputs });
+        return {
+          id: `${args.name}-id`,
+          state: { ...args.inputs, lockHash: 'f'.repeat(64), lock: '@EXPLICIT\n' },
+        };
+      },
+      call: (args) => args.inputs,
+    },
+    'kdgat-hpc',
+    'osc-pitzer',
+    true,
+  );
+});
+
+const value = <T>(o: pulumi.Output<T> | T): Promise<T> =>
+  new Promise((resolve) =>
+    pulumi.Output.isInstance(o) ? (o as pulumi.Output<T>).apply(resolve) : resolve(o as T),
+  );
+
+describe('osc-pitzer stack (mocks)', () => {
+  it('declares the gnn-rapids conda environment, the PAS1266 scratch layout and the scripts over ssh', async () => {
+    const program = await import('../index.ts');
+    const environment = (await value(program.environment)) as Record<string, string>;
+    const scratch = (await value(program.scratch)) as { root: string; cacheDirs: Record<string, string> };
+    const scripts = (await value(program.scripts)) as Record<string, string>;
+    expect(await value(program.profile)).toBe('osc-pitzer');
+    expect(environment).toMatchObject({ name: 'gnn-rapids', backend: 'conda' });
+    expect(environment.specHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(scratch.root).toBe('/fs/scratch/PAS1266/kd-gat');
+    expect(Object.keys(scratch.cacheDirs).sort()).toEqual(['hcrl_ch', 'hcrl_sa', 'set_01']);
+    expect(Object.keys(scripts).sort()).toEqual(['dir', 'epilog', 'preprocessGpu', 'stageData', 'trainGpu']);
+
+    await new Promise((r) => setTimeout(r, 100));
+    const env = created.find((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment')!;
+    expect(env.inputs).toMatchObject({
+      frontend: 'conda',
+      frontendCommand: 'conda',
+      owner: 'kdgat-hpc/osc-pitzer',
+    });
+    // the connection, with the key, reaches the resource as a Pulumi secret
+    expect(env.inputs.connection).toEqual({
+      [pulumi.runtime.specialSigKey]: pulumi.runtime.specialSecretSig,
+      value: expect.objectContaining({
+        kind: 'ssh',
+        host: 'pitzer.osc.edu',
+        port: 22,
+        privateKey: PRIVATE_KEY,
+      }),
+    });
+    const trainGpu = created.find((c) => c.name === 'site-scripts-train_gpu.sh')!;
+    expect(trainGpu.inputs.content).toContain('PAS1266');
+    const dirs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetDirectory');
+    expect(dirs.every((d) => d.inputs.group === 'PAS1266')).toBe(true);
+  });
+});
