@@ -47,7 +47,7 @@ const value = <T>(o: pulumi.Output<T> | T): Promise<T> =>
 describe('osc-pitzer stack (mocks)', () => {
   it('declares the gnn-rapids conda environment, the PAS1266 scratch layout and the scripts over ssh', async () => {
     const program = await import('../index.ts');
-    const environment = (await value(program.environment)) as Record<string, string>;
+    const environment = (await value(program.environment)) as unknown as Record<string, string>;
     const scratch = (await value(program.scratch)) as { root: string; cacheDirs: Record<string, string> };
     const scripts = (await value(program.scripts)) as Record<string, string>;
     expect(await value(program.profile)).toBe('osc-pitzer');
