@@ -184,4 +184,37 @@ describe('conda backend (py-rattler from a local channel)', () => {
     await env.remove(id, updated);
     expect(existsSync(inputs.prefix)).toBe(false);
   });
+
+  it('refuses an environment someone else built, adopts it with adopt: true, and keeps it on delete', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-adopt-'));
+    const channel = makeCondaChannel(join(root, 'channel'), ['pytorch=2.7', 'numpy=2.3']);
+    const prefix = join(root, 'envs', 'gnn-rapids');
+    // built by hand, without this stack: py-rattler straight from the helper
+    execFileSync(
+      rattlerPython(),
+      [new URL('../../providers/rattler_env.py', import.meta.url).pathname, 'create', '--prefix', prefix],
+      {
+        input: JSON.stringify({ channels: [channel], specs: ['numpy=2.3'] }),
+      },
+    );
+    const inputs: env.EnvironmentInputs = {
+      ...base(root, 'gnn-rapids'),
+      backend: 'conda',
+      frontend: 'rattler',
+      frontendCommand: rattlerPython(),
+      environmentYml: yml('gnn-rapids', { channels: [channel], conda: ['pytorch=2.7'] }),
+      pipOptions: [],
+    };
+    await expect(env.create(inputs)).rejects.toThrow(
+      /already exists at .* and was not created by stack kdgat-hpc\/e2e .*Set adopt: true/,
+    );
+    expect(existsSync(join(prefix, 'share', 'kdgat-test', 'numpy.txt'))).toBe(true);
+
+    const { id, outs } = await env.create({ ...inputs, adopt: true });
+    expect(outs.adopted).toBe(true);
+    expect(outs.installedPackages).toBe('pytorch=2.7\n');
+    await env.remove(id, outs);
+    expect(existsSync(join(prefix, 'conda-meta'))).toBe(true);
+    expect(existsSync(`${prefix}.kdgat-owner.json`)).toBe(false);
+  });
 });
