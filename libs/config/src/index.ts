@@ -1,1 +1,39 @@
-export {};
+// @kdgat/config — the one contract: schemas and types for clusters, environments, scratch layout
+// and experiment specs, their presets and rules, and the loader that reports every problem at once.
+import { validateOverrides as validateAgainst, type OverrideProblem } from './experiment/overrides.ts';
+import { loadPipelineSchema } from './load/load.ts';
+
+export * from './cluster/schema.ts';
+export * from './cluster/presets.ts';
+export * from './environment/schema.ts';
+export * from './environment/presets.ts';
+export * from './environment/render.ts';
+export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu } from './environment/rules.ts';
+export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
+export * from './scratch/layout.ts';
+export * from './experiment/schema.ts';
+export {
+  resolveExperiment,
+  expandSweep,
+  specHash,
+  type Resources,
+  type ResolvedStage,
+  type ResolvedExperiment,
+} from './experiment/resolve.ts';
+export { overrideKeys, type OverrideProblem } from './experiment/overrides.ts';
+export * from './time.ts';
+export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';
+export {
+  loadExperimentSpec,
+  validateExperiment,
+  loadClusterProfile,
+  loadEnvironmentSpec,
+  loadPipelineSchema,
+  type LoadedSpec,
+} from './load/load.ts';
+export { parseYaml } from './load/yaml.ts';
+
+/** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */
+export function validateOverrides(overrides: Record<string, unknown>, schema: object = loadPipelineSchema()): OverrideProblem[] {
+  return validateAgainst(overrides, schema);
+}

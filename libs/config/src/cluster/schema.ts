@@ -1,0 +1,119 @@
+import { z } from 'zod';
+import { isSlurmTime } from '../time.ts';
+
+/** Names that end up in paths, job names and shell scripts: conservative on purpose. */
+export const SafeName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a name of letters, digits, _ . - (starting with a letter or digit)');
+
+export const SlurmTime = z.string().refine(isSlurmTime, {
+  message: 'a SLURM time such as "8:00:00" or "7-00:00:00"',
+});
+
+/** An absolute path, or one relative to the repository (the local stack's `.hpc/…`). No shell text. */
+export const SitePath = z
+  .string()
+  .min(1)
+  .regex(/^[A-Za-z0-9_./~+-]+$/, 'a path of letters, digits and _ . / ~ + - (no spaces or shell characters)');
+
+export const PartitionSchema = z
+  .object({
+    name: SafeName,
+    gpuType: z.string().regex(/^[a-z0-9]+$/, 'a GPU type such as v100, a100, h100').optional(),
+    gpusPerNode: z.number().int().min(0),
+    gpuMemGB: z.number().min(0).default(0),
+    coresPerNode: z.number().int().positive(),
+    memPerNodeGB: z.number().positive(),
+    /** Memory billed as one core (Pitzer: ~9.074 GB). */
+    memPerCoreGB: z.number().positive().optional(),
+    maxWalltime: SlurmTime,
+  })
+  .strict();
+export type Partition = z.infer<typeof PartitionSchema>;
+
+const SshHost = z.string().regex(/^[A-Za-z0-9.-]+$/, 'a host name or address');
+const SshUser = z.string().regex(/^[a-z_][a-z0-9_.-]*$/i, 'a user name');
+/** An OpenSSH public host key line: `<type> <base64>`. Pinned: no unchecked host keys. */
+const HostKey = z
+  .string()
+  .regex(/^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=_]+( .*)?$/, 'an OpenSSH host key line such as "ssh-ed25519 AAAA…"');
+
+export const SshConnectionSchema = z
+  .object({
+    kind: z.literal('ssh'),
+    host: SshHost,
+    port: z.number().int().min(1).max(65535).default(22),
+    user: SshUser,
+    /** Secret: kept in Pulumi secrets, never printed or logged. */
+    privateKey: z.string().optional(),
+    privateKeyPath: SitePath.optional(),
+    hostKey: HostKey,
+    /** One jump host (ssh -J). */
+    proxy: z
+      .object({
+        host: SshHost,
+        port: z.number().int().min(1).max(65535).default(22),
+        user: SshUser,
+        hostKey: HostKey,
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+export const ConnectionSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('local') }).strict(),
+  SshConnectionSchema,
+]);
+export type Connection = z.infer<typeof ConnectionSchema>;
+
+export const ClusterProfileSchema = z
+  .object({
+    name: SafeName,
+    /** The name `-M` takes in SLURM commands and post-job hints (e.g. `pitzer`). */
+    clusterName: SafeName,
+    connection: ConnectionSchema,
+    scheduler: z.enum(['slurm', 'local']),
+    account: z.string().regex(/^[A-Za-z0-9_-]+$/, 'a SLURM account such as PAS1266').optional(),
+    /** OSC requires --account on every job. */
+    accountRequired: z.boolean().default(false),
+    /** `gres`: --gres=gpu:v100:1; `gpus-per-node`: --gpus-per-node=v100:1. */
+    gpuDirective: z.enum(['gres', 'gpus-per-node']).default('gres'),
+    partitions: z.array(PartitionSchema).min(1),
+    defaultPartition: SafeName,
+    modules: z
+      .object({
+        cuda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
+        conda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
+      })
+      .strict()
+      .default({}),
+    paths: z
+      .object({ projectRoot: SitePath, scratchRoot: SitePath, homeCacheRoot: SitePath, logsDir: SitePath })
+      .strict(),
+    /** Days without access after which the site purges scratch files (OSC: 60; some sources say 90). */
+    scratchPurgeDays: z.number().int().positive(),
+    /** Printed by the epilog: `{cluster}` and `{jobid}` are filled in (e.g. `gpu-seff -M {cluster} {jobid}`). */
+    postJobHint: z
+      .string()
+      .regex(/^[A-Za-z0-9_ {}./=-]+$/, 'a command of letters, digits, spaces and {cluster} {jobid} placeholders')
+      .optional(),
+  })
+  .strict()
+  .superRefine((p, ctx) => {
+    if (!p.partitions.some((q) => q.name === p.defaultPartition)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['defaultPartition'],
+        message: `defaultPartition "${p.defaultPartition}" is not one of the partitions (${p.partitions.map((q) => q.name).join(', ')})`,
+      });
+    }
+    const seen = new Set<string>();
+    p.partitions.forEach((q, i) => {
+      if (seen.has(q.name))
+        ctx.addIssue({ code: 'custom', path: ['partitions', i, 'name'], message: `partition "${q.name}" is declared twice` });
+      seen.add(q.name);
+    });
+  });
+export type ClusterProfile = z.infer<typeof ClusterProfileSchema>;
+export type ClusterProfileInput = z.input<typeof ClusterProfileSchema>;

@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import { SafeName, SlurmTime } from '../cluster/schema.ts';
+
+export const STAGES = ['preprocess', 'autoencoder', 'curriculum', 'distillation', 'evaluation'] as const;
+export const Stage = z.enum(STAGES);
+export const Model = z.enum(['gat', 'vgae']);
+export const Scale = z.enum(['large', 'small']);
+
+/** A value given to the pipeline with `-O key value`. */
+export const ScalarSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+export type Scalar = z.infer<typeof ScalarSchema>;
+
+/** Dotted pipeline config keys (`training.lr`); checked against the pipeline's JSON Schema when resolved. */
+export const OverrideKey = z
+  .string()
+  .regex(/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$/, 'a dotted pipeline config key such as training.lr');
+export const OverridesSchema = z.record(OverrideKey, ScalarSchema);
+
+export const ResourcesInputSchema = z
+  .object({
+    cpus: z.number().int().positive().optional(),
+    memGB: z.number().positive().optional(),
+    gpus: z
+      .object({ count: z.number().int().min(0), type: z.string().regex(/^[a-z0-9]+$/).optional() })
+      .strict()
+      .optional(),
+    nodes: z.number().int().positive().optional(),
+    ntasksPerNode: z.number().int().positive().optional(),
+    time: SlurmTime.optional(),
+    partition: SafeName.optional(),
+    /** `%K` of a sweep's job array: at most K tasks run at once. */
+    arrayConcurrency: z.number().int().positive().optional(),
+  })
+  .strict();
+
+export const StageSpecSchema = z
+  .object({
+    id: SafeName,
+    stage: Stage,
+    model: Model,
+    scale: Scale,
+    dataset: SafeName,
+    /** Ids of earlier stages this one waits for (`--dependency=afterok`). */
+    dependsOn: z.array(SafeName).default([]),
+    overrides: OverridesSchema.default({}),
+    resources: ResourcesInputSchema.default({}),
+  })
+  .strict();
+
+export const ExperimentSpecSchema = z
+  .object({
+    $schema: z.string().optional(),
+    name: SafeName,
+    /** A cluster preset (`osc-pitzer`, `local`, …) or a path to a ClusterProfile YAML file. */
+    cluster: z.string().min(1),
+    /** An environment preset (`gnn-rapids`, `cpu-local`, …) or a path to an EnvironmentSpec YAML file. */
+    environment: z.string().min(1),
+    account: z.string().regex(/^[A-Za-z0-9_-]+$/, 'a SLURM account such as PAS1266').optional(),
+    /** Default partition for stages that name none (else the cluster's default). */
+    partition: SafeName.optional(),
+    /** Accept `use_cugraph: true` on an environment without pylibcugraphops (the layer falls back with a warning). */
+    allowFallback: z.boolean().default(false),
+    /** Overrides for every stage; a stage's own overrides win. */
+    overrides: OverridesSchema.default({}),
+    stages: z.array(StageSpecSchema).min(1),
+    staging: z
+      .object({ enabled: z.boolean().default(false), datasets: z.array(SafeName).default([]) })
+      .strict()
+      .default({ enabled: false, datasets: [] }),
+    profiling: z
+      .object({ enabled: z.boolean().default(false), steps: z.number().int().positive().default(5) })
+      .strict()
+      .default({ enabled: false, steps: 5 }),
+    /** N runs as one job array: the cartesian product of `grid`, plus each entry of `list`. */
+    sweep: z
+      .object({
+        grid: z.record(OverrideKey, z.array(ScalarSchema).min(1, 'at least one value')).optional(),
+        list: z.array(OverridesSchema).min(1, 'at least one point').optional(),
+      })
+      .strict()
+      .optional(),
+    requeue: z
+      .object({
+        enabled: z.boolean().default(true),
+        signal: z.enum(['USR1', 'USR2', 'TERM', 'INT', 'HUP']).default('USR1'),
+        /** Seconds before the time limit at which SLURM sends the signal (--signal=B:SIG@lead). */
+        leadSeconds: z.number().int().min(10).max(3600).default(300),
+        maxRestarts: z.number().int().min(0).max(100).default(3),
+      })
+      .strict()
+      .default({ enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 }),
+  })
+  .strict();
+
+export type ExperimentSpec = z.infer<typeof ExperimentSpecSchema>;
+export type ExperimentSpecInput = z.input<typeof ExperimentSpecSchema>;
+export type StageName = z.infer<typeof Stage>;

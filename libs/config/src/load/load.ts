@@ -1,0 +1,140 @@
+// The loader: the only part of this library that reads files (specs, the cluster and environment
+// files they reference, and the pipeline's JSON Schema).
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import type { z } from 'zod';
+import { clusterPresets } from '../cluster/presets.ts';
+import { ClusterProfileSchema, type ClusterProfile } from '../cluster/schema.ts';
+import { environmentPresets } from '../environment/presets.ts';
+import { environmentProblems } from '../environment/rules.ts';
+import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/schema.ts';
+import { didYouMean, SpecValidationError, type SpecIssue } from '../errors.ts';
+import { resolveExperiment, type ResolvedExperiment } from '../experiment/resolve.ts';
+import { ExperimentSpecSchema, type ExperimentSpec } from '../experiment/schema.ts';
+import { pathText, zodIssues } from './issues.ts';
+import { parseYaml, type PositionedYaml } from './yaml.ts';
+
+const PIPELINE_SCHEMA = new URL('../../schema/pipeline.schema.json', import.meta.url);
+let pipelineSchemaCache: object | undefined;
+
+/** The Python pipeline's JSON Schema (`python -m kdgat schema`, checked in). The one reader of it. */
+export function loadPipelineSchema(): object {
+  pipelineSchemaCache ??= JSON.parse(readFileSync(PIPELINE_SCHEMA, 'utf8')) as object;
+  return pipelineSchemaCache;
+}
+
+export interface LoadedSpec {
+  spec: ExperimentSpec;
+  resolved: ResolvedExperiment;
+  warnings: string[];
+}
+
+type Ref<T> = { value?: T; issues: SpecIssue[] };
+
+function loadReferenced<T>(
+  what: 'cluster' | 'environment',
+  ref: string,
+  baseDir: string,
+  presets: Record<string, T>,
+  schema: z.ZodType<T>,
+  where: { file?: string; line?: number; col?: number },
+): Ref<T> {
+  if (ref in presets) return { value: presets[ref]!, issues: [] };
+  const looksLikeFile = /[/.]/.test(ref);
+  const file = isAbsolute(ref) ? ref : resolve(baseDir, ref);
+  if (!looksLikeFile || !existsSync(file)) {
+    return {
+      issues: [
+        {
+          ...where,
+          path: what,
+          message: `"${ref}" is neither a ${what} preset nor an existing file${didYouMean(ref, Object.keys(presets))}`,
+          expected: `one of ${Object.keys(presets).join(', ')}, or a path to a YAML file`,
+          found: JSON.stringify(ref),
+        },
+      ],
+    };
+  }
+  const text = readFileSync(file, 'utf8');
+  const yaml = parseYaml(text, file);
+  if (yaml.syntaxIssues.length) return { issues: yaml.syntaxIssues };
+  const r = schema.safeParse(yaml.value);
+  if (!r.success) return { issues: zodIssues(r.error, yaml.value, schema, yaml, file) };
+  return { value: r.data, issues: [] };
+}
+
+/**
+ * Loads, validates and resolves an experiment spec. Every problem is reported at once in a
+ * SpecValidationError (file:line:col, field, expected, found); nothing is returned half-checked.
+ */
+export function loadExperimentSpec(source: string | { text: string; file?: string }): LoadedSpec {
+  const file = typeof source === 'string' ? resolve(source) : source.file;
+  const text = typeof source === 'string' ? readFileSync(file!, 'utf8') : source.text;
+  const baseDir = file ? dirname(file) : process.cwd();
+  const yaml = parseYaml(text, file);
+  if (yaml.syntaxIssues.length) throw new SpecValidationError(yaml.syntaxIssues, file ?? 'spec');
+  return validateExperiment(yaml.value, { file, yaml, baseDir });
+}
+
+/** Validates an already-parsed spec object (property tests, callers that build specs in code). */
+export function validateExperiment(
+  value: unknown,
+  ctx: { file?: string; yaml?: PositionedYaml; baseDir?: string } = {},
+): LoadedSpec {
+  const { file, yaml } = ctx;
+  const at = (path: (string | number)[]) => ({ ...(file ? { file } : {}), ...(yaml?.positionOf(path) ?? {}) });
+  const parsed = ExperimentSpecSchema.safeParse(value);
+  const issues: SpecIssue[] = parsed.success ? [] : zodIssues(parsed.error, value, ExperimentSpecSchema, yaml, file);
+
+  // Cluster and environment are resolved even when other fields are wrong, to report all at once.
+  const obj = (value && typeof value === 'object' ? value : {}) as Record<string, unknown>;
+  const baseDir = ctx.baseDir ?? process.cwd();
+  const cluster =
+    typeof obj['cluster'] === 'string'
+      ? loadReferenced('cluster', obj['cluster'], baseDir, clusterPresets, ClusterProfileSchema as z.ZodType<ClusterProfile>, at(['cluster']))
+      : { issues: [] };
+  const environment =
+    typeof obj['environment'] === 'string'
+      ? loadReferenced('environment', obj['environment'], baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, at(['environment']))
+      : { issues: [] };
+  issues.push(...cluster.issues, ...environment.issues);
+  if (environment.value) {
+    for (const p of environmentProblems(environment.value))
+      issues.push({ ...at(['environment']), path: `environment.${pathText(p.path)}`, message: p.message });
+  }
+  if (!parsed.success || !cluster.value || !environment.value) {
+    throw new SpecValidationError(sortIssues(issues), file ?? 'spec');
+  }
+  const { resolved, problems, warnings } = resolveExperiment(parsed.data, cluster.value, environment.value, loadPipelineSchema());
+  for (const p of problems)
+    issues.push({
+      ...at(p.path),
+      path: pathText(p.path),
+      message: p.message,
+      ...(p.expected ? { expected: p.expected } : {}),
+      ...(p.found !== undefined ? { found: p.found } : {}),
+    });
+  if (issues.length) throw new SpecValidationError(sortIssues(issues), file ?? 'spec');
+  return { spec: parsed.data, resolved, warnings };
+}
+
+function sortIssues(issues: SpecIssue[]): SpecIssue[] {
+  return [...issues].sort((a, b) => (a.line ?? 1e9) - (b.line ?? 1e9) || (a.col ?? 0) - (b.col ?? 0));
+}
+
+/** A cluster profile by preset name or YAML file, validated. */
+export function loadClusterProfile(ref: string, baseDir = process.cwd()): ClusterProfile {
+  const r = loadReferenced('cluster', ref, baseDir, clusterPresets, ClusterProfileSchema as z.ZodType<ClusterProfile>, {});
+  if (!r.value) throw new SpecValidationError(r.issues, `cluster ${ref}`);
+  return r.value;
+}
+
+/** An environment spec by preset name or YAML file, validated against the schema and the rules. */
+export function loadEnvironmentSpec(ref: string, baseDir = process.cwd()): EnvironmentSpec {
+  const r = loadReferenced('environment', ref, baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, {});
+  if (!r.value) throw new SpecValidationError(r.issues, `environment ${ref}`);
+  const problems = environmentProblems(r.value);
+  if (problems.length)
+    throw new SpecValidationError(problems.map((p) => ({ path: pathText(p.path), message: p.message })), `environment ${ref}`);
+  return r.value;
+}

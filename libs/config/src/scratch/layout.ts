@@ -1,0 +1,32 @@
+import type { ClusterProfile } from '../cluster/schema.ts';
+
+/** Where a site keeps caches, runs and logs (what ScratchCacheLayout creates and jobs read). */
+export interface ScratchLayout {
+  root: string;
+  /** Per-dataset graph caches: `{scratchRoot}/cache/{dataset}`. */
+  cacheDirs: Record<string, string>;
+  runsDir: string;
+  logsDir: string;
+  /** Group-shared, setgid: everyone in the project group reads and writes, new files keep the group. */
+  mode: '2770';
+  purgeDays: number;
+}
+
+const DATASET = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly string[]): ScratchLayout {
+  const root = profile.paths.scratchRoot.replace(/\/+$/, '');
+  const cacheDirs: Record<string, string> = {};
+  for (const d of [...new Set(datasets)].sort()) {
+    if (!DATASET.test(d)) throw new Error(`dataset "${d}": expected a name of letters, digits, _ . -`);
+    cacheDirs[d] = `${root}/cache/${d}`;
+  }
+  return {
+    root,
+    cacheDirs,
+    runsDir: `${root}/runs`,
+    logsDir: profile.paths.logsDir.replace(/\/+$/, ''),
+    mode: '2770',
+    purgeDays: profile.scratchPurgeDays,
+  };
+}
