@@ -1,6 +1,6 @@
 // zod issues -> SpecIssues with positions, expected/found, and "did you mean" for near-miss keys.
 import type { z } from 'zod';
-import { didYouMean, type SpecIssue } from '../errors.ts';
+import { didYouMean, nearest, type SpecIssue } from '../errors.ts';
 import type { PositionedYaml } from './yaml.ts';
 
 type Path = (string | number)[];
@@ -64,9 +64,9 @@ function expectedOf(issue: z.core.$ZodIssue): string | undefined {
     case 'invalid_value':
       return `one of ${(i.values ?? []).map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':
-      return `>= ${String(i.minimum)}`;
+      return `${(i as { inclusive?: boolean }).inclusive === false ? '>' : '>='} ${String(i.minimum)}`;
     case 'too_big':
-      return `<= ${String(i.maximum)}`;
+      return `${(i as { inclusive?: boolean }).inclusive === false ? '<' : '<='} ${String(i.maximum)}`;
     case 'invalid_format':
       return i.message;
     default:
@@ -83,6 +83,16 @@ export function zodIssues(
   prefix: Path = [],
 ): SpecIssue[] {
   const out: SpecIssue[] = [];
+  // A misspelt required key shows up twice (unknown `datset`, missing `dataset`): report it once.
+  const misspelt = new Set<string>();
+  for (const issue of error.issues) {
+    if (issue.code !== 'unrecognized_keys') continue;
+    const allowed = keysAt(schema, issue.path);
+    for (const key of issue.keys) {
+      const n = nearest(key, allowed);
+      if (n) misspelt.add(pathText([...prefix, ...(issue.path as Path), n]));
+    }
+  }
   for (const issue of error.issues) {
     const path = [...prefix, ...(issue.path as Path)];
     if (issue.code === 'unrecognized_keys') {
@@ -115,20 +125,27 @@ export function zodIssues(
       continue;
     }
     const found = valueAt(input, issue.path);
+    if (issue.code === 'invalid_type' && found === undefined && misspelt.has(pathText(path))) continue;
     const p = yaml?.positionOf(path);
     const expected = expectedOf(issue);
     const message =
       issue.code === 'invalid_type' && found === undefined
         ? `required field is missing`
-        : issue.code === 'custom' || issue.code === 'invalid_format'
+        : issue.code === 'custom'
           ? issue.message
-          : issue.message.replace(/^Invalid input: /, '');
+          : issue.code === 'invalid_format'
+            ? `${show(found, path)} is not valid here`
+            : issue.code === 'invalid_value'
+              ? `${show(found, path)} is not an allowed value`
+              : issue.code === 'too_small' || issue.code === 'too_big'
+                ? `${show(found, path)} is out of range`
+                : issue.message.replace(/^Invalid input: /, '');
     out.push({
       ...(file ? { file } : {}),
       ...(p ?? {}),
       path: pathText(path),
       message,
-      ...(expected && issue.code !== 'invalid_format' ? { expected } : {}),
+      ...(expected ? { expected } : {}),
       ...(issue.code !== 'custom' || found !== undefined ? { found: show(found, path) } : {}),
     });
   }

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import {
+  EnvironmentSpecSchema,
+  environmentPresets,
+  environmentProblems,
+  environmentSpecHash,
+  hasCugraphOps,
+  normaliseMatchSpec,
+  renderEnvironmentYml,
+  type EnvironmentSpec,
+} from '../index.ts';
+
+const conda = (deps: string[], extra: Record<string, unknown> = {}): EnvironmentSpec =>
+  EnvironmentSpecSchema.parse({ name: 'x', backend: 'conda', channels: ['rapidsai', 'conda-forge'], dependencies: deps, ...extra });
+const messages = (env: EnvironmentSpec) => environmentProblems(env).map((p) => p.message);
+
+describe('MatchSpec normalisation', () => {
+  it.each([
+    ['PyTorch=2.8', 'pytorch=2.8'],
+    ['pytorch 2.8', 'pytorch=2.8'],
+    ['pytorch 2.8 py312_0', 'pytorch=2.8=py312_0'],
+    ['conda-forge::pytorch=2.8', 'conda-forge::pytorch=2.8'],
+    ['numpy>=1.26,<2', 'numpy>=1.26,<2'],
+    ['cuda-version==12.4', 'cuda-version==12.4'],
+    ['psutil', 'psutil'],
+  ])('%s -> %s', (input, out) => expect(normaliseMatchSpec(input)).toBe(out));
+
+  it('rejects text that is not a MatchSpec, naming it', () => {
+    const r = EnvironmentSpecSchema.safeParse({ backend: 'conda', channels: ['conda-forge'], dependencies: ['py torch 2 3 4'] });
+    expect(r.success).toBe(false);
+    expect(JSON.stringify(r.error?.issues)).toContain('py torch 2 3 4');
+  });
+});
+
+describe('canonical environment.yml', () => {
+  it('is sorted, one package per line, channels in priority order', () => {
+    expect(renderEnvironmentYml(conda(['pytorch=2.8', 'cugraph=26.10', 'python=3.12'], { pip: ['optuna==4.1.0'] }))).toBe(
+      'name: x\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - python=3.12\n  - pytorch=2.8\n  - pip:\n      - optuna==4.1.0\n',
+    );
+  });
+  it('renders a venv as its interpreter plus pip requirements', () => {
+    expect(renderEnvironmentYml(EnvironmentSpecSchema.parse({ name: 'cpu', backend: 'venv', python: '3.11', requirements: ['b==1', 'a==2'] }))).toBe(
+      'name: cpu\ndependencies:\n  - python=3.11\n  - pip:\n      - a==2\n      - b==1\n',
+    );
+  });
+  it('a one-package change is a one-line change and a new hash', () => {
+    const a = renderEnvironmentYml(conda(['pytorch=2.7', 'numpy=2.3']));
+    const b = renderEnvironmentYml(conda(['numpy=2.3', 'pytorch=2.8']));
+    const changed = a.split('\n').filter((l, i) => l !== b.split('\n')[i]);
+    expect(changed).toEqual(['  - pytorch=2.7']);
+    expect(environmentSpecHash(conda(['pytorch=2.7']))).not.toBe(environmentSpecHash(conda(['pytorch=2.8'])));
+    expect(environmentSpecHash(conda(['numpy=2.3', 'pytorch=2.8']))).toBe(environmentSpecHash(conda(['pytorch 2.8', 'numpy=2.3'])));
+  });
+});
+
+describe('environment rules', () => {
+  it('presets pass every rule', () => {
+    for (const env of Object.values(environmentPresets)) expect(messages(env)).toEqual([]);
+    expect(hasCugraphOps(environmentPresets['gnn-rapids-cugraphops'])).toBe(true);
+    expect(hasCugraphOps(environmentPresets['gnn-rapids'])).toBe(false);
+  });
+  it('PyTorch from its own channel (stopped at 2.5)', () => {
+    expect(messages(conda(['pytorch::pytorch=2.8']))[0]).toContain("PyTorch's own conda channel stopped publishing at 2.5");
+    expect(messages(conda(['pytorch=2.8'], { channels: ['pytorch', 'conda-forge'] }))[0]).toContain('the "pytorch" channel stopped at PyTorch 2.5');
+  });
+  it('pylibcugraphops exists only up to 24.12', () => {
+    expect(messages(conda(['pylibcugraphops=25.02', 'cuda-version=12.4']))).toContainEqual(
+      expect.stringContaining('pylibcugraphops was last released as 24.12.00'),
+    );
+    expect(messages(conda(['pylibcugraphops=24.12', 'cugraph=24.12', 'cuda-version=12.4']))).toEqual([]);
+  });
+  it('RAPIDS line vs CUDA', () => {
+    expect(messages(conda(['cugraph=24.12', 'cuda-version=13.0']))[0]).toContain('RAPIDS 24.12 has no CUDA 13 builds');
+    expect(messages(conda(['cugraph=25.10', 'cuda-version=11.8']))[0]).toContain('RAPIDS 25.10 has no CUDA 11 builds');
+    expect(messages(conda(['cugraph=26.10', 'cuda-version=12.0']))[0]).toContain('need CUDA 12.2-12.9');
+    expect(messages(conda(['cugraph=26.10', 'cuda-version=12.4']))).toEqual([]);
+  });
+  it('cudaVersion must agree with the cuda-version pin', () => {
+    expect(messages(conda(['cuda-version=12.4'], { cudaVersion: '12.8' }))[0]).toContain('cudaVersion 12.8 disagrees');
+  });
+});

@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import { loadExperimentSpec, SpecValidationError, type SpecIssue } from '../index.ts';
+import { LOCAL_SPEC, PITZER_SPEC } from '../test-support/specs.ts';
+
+function issuesOf(text: string): SpecIssue[] {
+  try {
+    loadExperimentSpec({ text, file: 'spec.yaml' });
+  } catch (e) {
+    if (e instanceof SpecValidationError) return e.issues;
+    throw e;
+  }
+  throw new Error('expected the spec to be rejected');
+}
+
+const load = (text: string) => loadExperimentSpec({ text, file: 'spec.yaml' });
+
+describe('resolution', () => {
+  it('fills resources from the partition and the plan (8 cpus, 85G, one V100)', () => {
+    const { resolved } = load(PITZER_SPEC.replace(/    resources:[\s\S]*$/, ''));
+    expect(resolved.stages[0]!.resources).toEqual({
+      cpus: 8,
+      memGB: 85,
+      gpus: { count: 1, type: 'v100' },
+      nodes: 1,
+      ntasksPerNode: 1,
+      time: '08:00:00',
+      partition: 'gpu',
+      arrayConcurrency: 4,
+    });
+    expect(resolved.account).toBe('PAS1266');
+    expect(resolved.specHash).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('expands a grid sweep into its cartesian product, then list points', () => {
+    const { resolved } = load(
+      `${LOCAL_SPEC}sweep:\n  grid:\n    training.lr: [0.1, 0.01]\n    training.seed: [0, 1, 2]\n  list:\n    - { training.lr: 0.5 }\n`,
+    );
+    expect(resolved.sweepPoints).toHaveLength(7);
+    expect(resolved.sweepPoints[0]).toEqual({ 'training.lr': 0.1, 'training.seed': 0 });
+    expect(resolved.sweepPoints[6]).toEqual({ 'training.lr': 0.5 });
+  });
+
+  it('turns profiling on through the pipeline overrides', () => {
+    const { resolved } = load(`${LOCAL_SPEC}profiling:\n  enabled: true\n  steps: 3\n`);
+    expect(resolved.stages[0]!.overrides).toMatchObject({ 'training.profile': true, 'training.profile_steps': 3 });
+  });
+
+  it('hashes the same spec the same way whatever its formatting', () => {
+    const a = load(LOCAL_SPEC).resolved.specHash;
+    const b = load(`# a comment\n${LOCAL_SPEC.replace('gpus: { count: 0 }', 'gpus:\n        count: 0')}`).resolved.specHash;
+    const c = load(LOCAL_SPEC.replace('training.max_epochs: 2', 'training.max_epochs: 3')).resolved.specHash;
+    expect(a).toBe(b);
+    expect(a).not.toBe(c);
+  });
+});
+
+describe('rules, each with its message', () => {
+  it('gpus per node', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('count: 1, type: v100', 'count: 3, type: v100'));
+    expect(i).toMatchObject({ path: 'stages[0].resources.gpus.count', line: 14, expected: '<= 2', found: '3' });
+    expect(i!.message).toContain('3 GPUs per node do not fit partition gpu (2 per node)');
+  });
+  it('memory per node', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('memGB: 72', 'memGB: 400'));
+    expect(i!.message).toContain('400 GB does not fit a node of gpu (363 GB usable)');
+  });
+  it('walltime', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('"8:00:00"', '"8-00:00:00"'));
+    expect(i!.message).toContain('8-00:00:00 is longer than the 7-00:00:00 limit of gpu');
+  });
+  it('cores per node', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('cpus: 8', 'cpus: 41'));
+    expect(i!.message).toContain('41 cpus do not fit a node of gpu (40 cores)');
+  });
+  it('GPU type of the partition', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('type: v100', 'type: a100'));
+    expect(i!.message).toBe('partition gpu has v100 GPUs, not a100');
+  });
+  it('an unknown partition names the ones that exist', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('time: "8:00:00"', 'time: "8:00:00"\n      partition: gpux'));
+    expect(i!.message).toBe('partition "gpux" does not exist on osc-pitzer');
+    expect(i!.expected).toContain('gpu, gpu-exp, gpu-quad');
+  });
+  it('account required at OSC', () => {
+    const [i] = issuesOf(PITZER_SPEC.replace('account: PAS1266\n', ''));
+    expect(i).toMatchObject({ path: 'account' });
+    expect(i!.message).toContain('osc-pitzer requires --account on every job');
+  });
+  it('billing warning when memory implies more cores than requested (85G on 8 cpus = 10 cores)', () => {
+    const { warnings } = load(PITZER_SPEC.replace('memGB: 72', 'memGB: 85'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('85G on 8 cpus is billed as 10 cores on osc-pitzer');
+    expect(load(PITZER_SPEC).warnings).toEqual([]);
+  });
+  it('DataLoader workers + 1 must fit the cpus (warned)', () => {
+    const { warnings } = load(PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 8\n    resources:'));
+    expect(warnings.join('\n')).toContain('data.num_workers=8 plus the training process needs 9 cpus but 8 are requested');
+    expect(load(PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 7\n    resources:')).warnings).toEqual([]);
+  });
+  it('use_cugraph on an environment without pylibcugraphops', () => {
+    const spec = PITZER_SPEC.replace('    resources:', '    overrides:\n      vgae.use_cugraph: true\n    resources:');
+    const [i] = issuesOf(spec);
+    expect(i).toMatchObject({ path: 'stages[0].overrides.vgae.use_cugraph', line: 12 });
+    expect(i!.message).toContain('needs pylibcugraphops (CuGraphGATConv), which environment gnn-rapids does not have');
+    expect(load(`${spec}allowFallback: true\n`).resolved.stages[0]!.overrides['vgae.use_cugraph']).toBe(true);
+    expect(() => load(spec.replace('environment: gnn-rapids', 'environment: gnn-rapids-cugraphops'))).not.toThrow();
+  });
+  it('dependsOn must name an earlier stage', () => {
+    const [i] = issuesOf(LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    dependsOn: [later]\n'));
+    expect(i!.message).toBe('"later" is not an earlier stage of this spec');
+  });
+  it('overrides are checked against the pipeline schema: type and did-you-mean', () => {
+    const issues = issuesOf(LOCAL_SPEC.replace('training.max_epochs: 2', 'training.max_epochs: two\n      training.lrr: 0.1'));
+    expect(issues.map((i) => i.message)).toEqual([
+      'training.max_epochs = "two" is not valid for the pipeline',
+      'unknown pipeline config key `training.lrr` — did you mean `training.lr`?',
+    ]);
+    expect(issues[0]!.expected).toBe('an integer >= 1');
+  });
+  it('an empty sweep range is rejected', () => {
+    const [i] = issuesOf(`${LOCAL_SPEC}sweep:\n  grid:\n    training.lr: []\n`);
+    expect(i).toMatchObject({ path: 'sweep.grid.training.lr' });
+  });
+});
+
+describe('errors a user can act on', () => {
+  it('unknown keys get a suggestion and a position', () => {
+    const [i] = issuesOf(LOCAL_SPEC.replace('    dataset: synth', '    datset: synth'));
+    expect(i!.message).toContain('unknown key `datset` — did you mean `dataset`?');
+    expect(i).toMatchObject({ file: 'spec.yaml', line: 9, col: 5 });
+  });
+  it('an unknown preset suggests the nearest one', () => {
+    const [i] = issuesOf(LOCAL_SPEC.replace('cluster: local', 'cluster: osc-pitzr'));
+    expect(i!.message).toContain('did you mean `osc-pitzer`?');
+    expect(i).toMatchObject({ path: 'cluster', line: 2 });
+  });
+  it('reports five different mistakes at once, each with its position', () => {
+    const bad = LOCAL_SPEC.replace('name: demo', 'name: "bad name"')
+      .replace('model: gat', 'model: gcn')
+      .replace('    dataset: synth', '    datset: synth')
+      .replace('cpus: 2', 'cpus: -1')
+      .replace('time: "0:20:00"', 'time: "twenty minutes"');
+    const issues = issuesOf(bad);
+    expect(issues.map((i) => i.path)).toEqual([
+      'name',
+      'stages[0].model',
+      'stages[0].datset',
+      'stages[0].resources.cpus',
+      'stages[0].resources.time',
+    ]);
+    expect(issues.every((i) => i.line !== undefined && i.col !== undefined)).toBe(true);
+    const text = (() => {
+      try {
+        load(bad);
+      } catch (e) {
+        return (e as Error).message;
+      }
+    })();
+    expect(text).toContain('spec.yaml:7:12: stages[0].model: "gcn" is not an allowed value (expected one of "gat", "vgae", found "gcn")');
+  });
+  it('YAML syntax errors carry their position', () => {
+    const [i] = issuesOf('name: [unclosed\n');
+    expect(i!.message).toMatch(/^YAML: /);
+    expect(i!.line).toBeGreaterThan(0);
+  });
+});
