@@ -5,6 +5,7 @@ import * as pulumi from '@pulumi/pulumi';
 import {
   ClusterProfileSchema,
   EnvironmentSpecSchema,
+  environmentProblems,
   clusterPresets,
   environmentPresets,
   type ClusterProfile,
@@ -102,6 +103,11 @@ export function siteArgsFrom(
     EnvironmentSpecSchema,
     deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides),
   );
+  const problems = environmentProblems(environment);
+  if (problems.length > 0) {
+    const lines = problems.map((p) => `environment.${p.path.map(String).join('.')}: ${p.message}`);
+    throw new Error(`stack config environment breaks ${problems.length} rule(s):\n${lines.join('\n')}`);
+  }
   const datasets = raw.datasets ?? [];
   if (
     !Array.isArray(datasets) ||
@@ -111,7 +117,8 @@ export function siteArgsFrom(
   }
   const build = (raw.build ?? {}) as Partial<EnvironmentBuild>;
   const frontends = ['conda', 'mamba', 'micromamba', 'rattler', 'pip'];
-  const frontend = build.frontend ?? (environment.backend === 'venv' ? 'pip' : 'conda');
+  // The spec names its conda frontend; a stack may override it (e.g. rattler on a test machine).
+  const frontend = build.frontend ?? (environment.backend === 'venv' ? 'pip' : environment.frontend);
   if (!frontends.includes(frontend))
     throw new StackConfigError('build.frontend', frontend, frontends.join(' | '));
   const frontendCommand =

@@ -5,25 +5,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Connection as ConfigConnection } from '@kdgat/config';
 import { shq } from '@kdgat/slurm-templates';
 
 /** The connection as stored in resource inputs (privateKey is a Pulumi secret upstream). */
-export type Connection =
-  | { kind: 'local' }
-  | {
-      kind: 'ssh';
-      host: string;
-      port: number;
-      user: string;
-      /** OpenSSH private key text; written to a 0600 temp file for the call and removed after. */
-      privateKey?: string;
-      /** Path of a private key on the machine running Pulumi (used as is). */
-      privateKeyPath?: string;
-      /** Pinned host public key, `<type> <base64>` (a known_hosts line without the host part). */
-      hostKey: string;
-      /** Optional jump host for `ssh -J`, e.g. `user@gateway:22`. */
-      proxy?: string;
-    };
+export type Connection = ConfigConnection;
+type SshConnection = Extract<Connection, { kind: 'ssh' }>;
 
 export interface RunOptions {
   /** Text written to the command's stdin. */
@@ -117,12 +104,24 @@ export function localExecutor(): Executor {
 
 /** The `ssh` argv (without the remote command) for a connection, given the files it needs. */
 export function sshArgs(
-  connection: Extract<Connection, { kind: 'ssh' }>,
+  connection: SshConnection,
   files: { knownHosts: string; identity?: string },
 ): string[] {
+  const args = ['-p', String(connection.port), ...commonOptions(files)];
+  if (connection.proxy) {
+    // Not `-J`: options given on the command line do not reach the jump connection, so its host
+    // key would be checked against ~/.ssh/known_hosts. This ProxyCommand pins it too.
+    const p = connection.proxy;
+    const jump = ['ssh', '-p', String(p.port), '-l', p.user, ...commonOptions(files), '-W', '%h:%p', p.host];
+    args.push('-o', `ProxyCommand=${jump.map((a) => (a === '%h:%p' ? a : shq(a))).join(' ')}`);
+  }
+  args.push('-l', connection.user, connection.host);
+  return args;
+}
+
+/** Options of every ssh hop: no prompts, only the pinned host keys, the given identity. */
+function commonOptions(files: { knownHosts: string; identity?: string }): string[] {
   const args = [
-    '-p',
-    String(connection.port),
     '-o',
     'BatchMode=yes',
     '-o',
@@ -137,8 +136,6 @@ export function sshArgs(
     'LogLevel=ERROR',
   ];
   if (files.identity) args.push('-o', 'IdentitiesOnly=yes', '-i', files.identity);
-  if (connection.proxy) args.push('-J', connection.proxy);
-  args.push('-l', connection.user, connection.host);
   return args;
 }
 
@@ -148,7 +145,7 @@ export function knownHostsLine(host: string, port: number, hostKey: string): str
   return `${name} ${hostKey.trim()}\n`;
 }
 
-export function sshExecutor(connection: Extract<Connection, { kind: 'ssh' }>): Executor {
+export function sshExecutor(connection: SshConnection): Executor {
   const target = `${connection.user}@${connection.host}:${connection.port}`;
   return {
     target,
@@ -156,7 +153,10 @@ export function sshExecutor(connection: Extract<Connection, { kind: 'ssh' }>): E
       const dir = mkdtempSync(join(tmpdir(), 'kdgat-ssh-'));
       try {
         const knownHosts = join(dir, 'known_hosts');
-        writeFileSync(knownHosts, knownHostsLine(connection.host, connection.port, connection.hostKey), {
+        const pins = [knownHostsLine(connection.host, connection.port, connection.hostKey)];
+        if (connection.proxy)
+          pins.push(knownHostsLine(connection.proxy.host, connection.proxy.port, connection.proxy.hostKey));
+        writeFileSync(knownHosts, pins.join(''), {
           mode: 0o600,
         });
         let identity = connection.privateKeyPath;

@@ -70,7 +70,7 @@ describe('ScratchCacheLayout', () => {
       },
       runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
       logsDir: '/fs/scratch/PAS1266/kd-gat/logs',
-      mode: '2770',
+      mode: '2770' as const,
       purgeDays: 60,
     };
     new ScratchCacheLayout('scratch', { layout, connection: local, clusterName: 'pitzer', group: 'PAS1266' });

@@ -1,7 +1,7 @@
 // Stack config of the e2e `local` site (shared with bench/pulumi-preview).
 import { join } from 'node:path';
 
-/** Stack config of a `local` site under `root`, with a venv of the given pip lines. */
+/** Stack config of a `local` site under `root`, with a venv of the given requirement lines. */
 export function localConfig(root: string, wheels: string, pip: string[], datasets = ['hcrl_sa', 'set_01']) {
   return {
     cluster: 'local',
@@ -14,7 +14,7 @@ export function localConfig(root: string, wheels: string, pip: string[], dataset
       },
     },
     environment: 'cpu-local',
-    environmentOverrides: { name: 'cpu-e2e', pip },
+    environmentOverrides: { name: 'cpu-e2e', requirements: pip },
     datasets,
     build: {
       frontend: 'pip',

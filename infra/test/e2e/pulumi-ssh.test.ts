@@ -27,10 +27,15 @@ function sshConfig(
         logsDir: join(root, 'scratch', 'logs'),
       },
     },
-    environment: 'gnn-rapids',
-    environmentOverrides: { name: 'gnn-e2e', channels: [channel], dependencies },
+    environment: {
+      name: 'gnn-e2e',
+      backend: 'conda',
+      frontend: 'rattler',
+      channels: [channel],
+      dependencies,
+    },
     datasets: ['hcrl_sa'],
-    build: { frontend: 'rattler', frontendCommand: rattlerPython() },
+    build: { frontendCommand: rattlerPython() },
   };
 }
 
