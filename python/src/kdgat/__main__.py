@@ -1,0 +1,5 @@
+import sys
+
+from kdgat.cli import main
+
+sys.exit(main())

@@ -1,0 +1,72 @@
+"""``python -m kdgat <stage> --model … --scale … --dataset … [-O key value]…`` and the helpers
+``schema`` (the config's JSON Schema), ``synth`` (a synthetic data set) and ``--param-counts``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from kdgat.config import ConfigError, build_config, json_schema
+from kdgat.data import DataError, write_synthetic_dataset
+from kdgat.stages import STAGES, StageInputError, run_stage
+from kdgat.training.callbacks import REQUEUE_EXIT
+from kdgat.training.run import RequeueRequested
+
+USER_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kdgat", description="KD-GAT CAN intrusion detection pipeline")
+    sub = p.add_subparsers(dest="command", required=True)
+    for stage in STAGES:
+        s = sub.add_parser(stage, help=f"run the {stage} stage")
+        s.add_argument("--model", choices=["gat", "vgae"], required=True)
+        s.add_argument("--scale", choices=["large", "small"], required=True)
+        s.add_argument("--dataset", required=True)
+        s.add_argument("--run-root", default=None, help="run root (default $KD_GAT_RUN_ROOT or experimentruns)")
+        s.add_argument("-O", dest="overrides", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"), help="config override, e.g. -O training.lr 0.001")
+    sub.add_parser("schema", help="print the pipeline config's JSON Schema")
+    sy = sub.add_parser("synth", help="write a synthetic CAN data set")
+    sy.add_argument("--out", required=True, type=Path)
+    sy.add_argument("--messages", type=int, default=200_000)
+    sy.add_argument("--seed", type=int, default=0)
+    sy.add_argument("--format", choices=["csv", "hcrl", "parquet"], default="csv")
+    pc = sub.add_parser("param-counts", help="parameter counts of the presets vs the published ones")
+    pc.add_argument("--vocab-size", type=int, default=50)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--param-counts":
+        argv[0] = "param-counts"
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "schema":
+            print(json.dumps(json_schema(), indent=2, sort_keys=True))
+            return 0
+        if args.command == "synth":
+            out = write_synthetic_dataset(args.out, n_messages=args.messages, seed=args.seed, fmt=args.format)
+            print(f"synthetic data set written to {out}")
+            return 0
+        if args.command == "param-counts":
+            from kdgat.models import PUBLISHED_PARAMETERS, parameter_count
+
+            for (model, scale), published in PUBLISHED_PARAMETERS.items():
+                ours = parameter_count(model, scale, vocab_size=args.vocab_size)
+                print(f"{model:5s} {scale:6s} ours {ours:>9,d}  published {published:>9,d}  ratio {ours / published:.2f}")
+            return 0
+        cfg = build_config(args.scale, dict(args.overrides))
+        result = run_stage(args.command, cfg, dataset=args.dataset, model=args.model, scale=args.scale, run_root=args.run_root)
+        print(json.dumps({"stage": args.command, **{k: v for k, v in result.items() if not isinstance(v, dict)}}))
+        return 0
+    except RequeueRequested as e:
+        print(f"kdgat: checkpointed to {e} on the requeue signal; exiting {REQUEUE_EXIT} for a requeue", file=sys.stderr)
+        return REQUEUE_EXIT
+    except (ConfigError, DataError, StageInputError, ValueError) as e:
+        print(f"kdgat: error: {e}", file=sys.stderr)
+        return USER_ERROR

@@ -1,0 +1,167 @@
+"""Pipeline configuration: frozen pydantic models, presets per (model, scale), ``-O`` overrides.
+
+``PipelineConfig`` is what every stage reads. ``python -m kdgat schema`` prints its JSON Schema,
+which the runner (``@kdgat/config``) uses to check overrides before anything is queued.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Precision = Literal["32", "16-mixed", "bf16-mixed"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TrainingConfig(_Frozen):
+    lr: float = Field(1e-3, gt=0)
+    max_epochs: int = Field(20, ge=1)
+    batch_size: int = Field(64, ge=1)
+    precision: Precision = "16-mixed"
+    seed: int = Field(42, ge=0)
+    patience: int = Field(10, ge=0, description="early-stopping patience in epochs (0: off)")
+    profile: bool = False
+    profile_steps: int = Field(5, ge=1)
+    memory_estimation: Literal["heuristic", "trial", "fixed"] = "fixed"
+    memory_budget_mb: int = Field(
+        2048, ge=16, description="trial batch sizing on CPU: activation memory budget (MB)"
+    )
+    safety_factor: float = Field(0.85, gt=0, le=1)
+    gradient_checkpointing: bool = False
+    max_oom_retries: int = Field(3, ge=0)
+
+
+class DataConfig(_Frozen):
+    num_workers: int | None = Field(
+        None, ge=0, description="None: SLURM_CPUS_PER_TASK - 1, else cores - 1"
+    )
+    persistent_workers: bool = True
+    prefetch_factor: int = Field(3, ge=1)
+    pin_memory: bool = True
+    window_size: int = Field(100, ge=2)
+    stride: int = Field(100, ge=1)
+    val_fraction: float = Field(0.1, ge=0, lt=1)
+    test_fraction: float = Field(0.2, ge=0, lt=1)
+    split_seed: int = Field(0, ge=0)
+
+
+class GATArchitecture(_Frozen):
+    hidden: int = Field(48, ge=1)
+    layers: int = Field(3, ge=1)
+    heads: int = Field(8, ge=1)
+    embedding_dim: int = Field(16, ge=1)
+    fc_layers: int = Field(1, ge=1)
+    dropout: float = Field(0.2, ge=0, le=1)
+    conv: Literal["gat", "gatv2"] = "gat"
+    use_cugraph: bool = False
+
+
+class VGAEArchitecture(_Frozen):
+    hidden_dims: tuple[int, ...] = (480, 240, 48)
+    latent_dim: int = Field(48, ge=1)
+    heads: int = Field(4, ge=1)
+    embedding_dim: int = Field(16, ge=1)
+    dropout: float = Field(0.1, ge=0, le=1)
+    use_cugraph: bool = False
+
+
+class KDConfig(_Frozen):
+    temperature: float = Field(4.0, gt=0)
+    alpha: float = Field(0.7, ge=0, le=1)
+
+
+class PipelineConfig(_Frozen):
+    training: TrainingConfig = TrainingConfig()
+    data: DataConfig = DataConfig()
+    gat: GATArchitecture = GATArchitecture()
+    vgae: VGAEArchitecture = VGAEArchitecture()
+    kd: KDConfig = KDConfig()
+
+
+#: Presets of the published KD-GAT code: large = teacher, small = student (6.32% of the teacher).
+PRESETS: dict[str, dict[str, Any]] = {
+    "large": {
+        "gat": {"hidden": 48, "layers": 3, "heads": 8, "embedding_dim": 16, "fc_layers": 1},
+        "vgae": {"hidden_dims": (480, 240, 48), "latent_dim": 48, "heads": 4, "embedding_dim": 16},
+    },
+    "small": {
+        "gat": {"hidden": 24, "layers": 2, "heads": 4, "embedding_dim": 8, "fc_layers": 2},
+        "vgae": {"hidden_dims": (80, 40, 16), "latent_dim": 16, "heads": 2, "embedding_dim": 8},
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A bad override: names the key, the value and what was expected."""
+
+
+def leaf_keys(model: type[BaseModel] = PipelineConfig, prefix: str = "") -> list[str]:
+    """Every dotted key of the config (``training.lr``, …)."""
+    out: list[str] = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out += leaf_keys(ann, f"{prefix}{name}.")
+        else:
+            out.append(f"{prefix}{name}")
+    return out
+
+
+def _coerce(text: str) -> Any:
+    """``-O`` values arrive as text: JSON where it parses (numbers, booleans, lists), else the string."""
+    low = text.strip().lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    if low in {"none", "null"}:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def apply_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    keys = leaf_keys()
+    out = json.loads(json.dumps(base))
+    for key, raw in overrides.items():
+        if key not in keys:
+            near = difflib.get_close_matches(key, keys, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+        section, _, name = key.rpartition(".")
+        out.setdefault(section, {})[name] = _coerce(raw) if isinstance(raw, str) else raw
+    return out
+
+
+def build_config(scale: str, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """The preset of ``scale`` with ``overrides`` (dotted keys) applied and validated."""
+    if scale not in PRESETS:
+        raise ConfigError(f"scale {scale!r} is unknown; expected one of {', '.join(PRESETS)}")
+    data = apply_overrides(PRESETS[scale], overrides or {})
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])} = {err.get('input')!r}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise ConfigError(f"invalid config: {problems}") from None
+
+
+def default_num_workers() -> int:
+    """DataLoader workers: one core stays with the training process."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
+    cores = int(slurm) if slurm and slurm.isdigit() else (os.cpu_count() or 1)
+    return max(0, cores - 1)
+
+
+def json_schema() -> dict[str, Any]:
+    """The config's JSON Schema (what ``python -m kdgat schema`` prints)."""
+    return PipelineConfig.model_json_schema()

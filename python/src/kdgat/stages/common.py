@@ -1,0 +1,108 @@
+"""What the stages share: the run directory, model files, inputs of earlier stages, metrics.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kdgat import paths
+from kdgat.config import PipelineConfig
+from kdgat.data import GraphParams, GraphSplits, load_graphs
+from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
+from kdgat.training.run import FitResult
+
+log = logging.getLogger("kdgat.stages")
+
+MODEL_FILE = "model.pt"
+
+
+class StageInputError(RuntimeError):
+    """An input of a stage is missing: names the stage (and command) to run first."""
+
+
+def graph_params(cfg: PipelineConfig) -> GraphParams:
+    d = cfg.data
+    return GraphParams(
+        window_size=d.window_size,
+        stride=d.stride,
+        val_fraction=d.val_fraction,
+        test_fraction=d.test_fraction,
+        split_seed=d.split_seed,
+    )
+
+
+def load_splits(dataset: str, cfg: PipelineConfig) -> GraphSplits:
+    return load_graphs(dataset, graph_params(cfg))
+
+
+def save_model(run_dir: Path, model: torch.nn.Module, *, model_name: str, scale: str, cfg: PipelineConfig, vocab_size: int) -> Path:
+    path = run_dir / MODEL_FILE
+    torch.save(
+        {
+            "state_dict": model.state_dict(),
+            "model": model_name,
+            "scale": scale,
+            "config": cfg.model_dump_json(),
+            "vocab_size": vocab_size,
+        },
+        path,
+    )
+    return path
+
+
+def load_model(path: Path) -> GATWithJK | GraphAutoencoderNeighborhood:
+    blob = torch.load(path, weights_only=True, map_location="cpu")
+    cfg = PipelineConfig.model_validate_json(blob["config"])
+    model = build_model(blob["model"], cfg, vocab_size=int(blob["vocab_size"]))
+    model.load_state_dict(blob["state_dict"])
+    return model.eval()
+
+
+def require_model(run_root: str | None, dataset: str, model: str, scales: tuple[str, ...], stage: str, needed_by: str) -> Path:
+    """The model file an earlier stage wrote, or a StageInputError saying which stage to run."""
+    for scale in scales:
+        p = paths.run_dir(run_root, dataset, model, scale, stage) / MODEL_FILE
+        if p.exists():
+            return p
+    where = paths.run_dir(run_root, dataset, model, scales[0], stage)
+    raise StageInputError(
+        f"{needed_by} needs the {model} model of stage `{stage}` ({where / MODEL_FILE} is missing): "
+        f"run `python -m kdgat {stage} --model {model} --scale {scales[0]} --dataset {dataset}` first"
+    )
+
+
+def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = None, **extra: Any) -> Path:
+    doc: dict[str, Any] = {**base, "status": "complete", "finished_at": time.time()}
+    if fit is not None:
+        doc.update(
+            epochs=fit.epochs,
+            graphs_per_sec=round(fit.graphs_per_sec, 2),
+            data_wait_fraction=round(fit.data_wait_fraction, 4),
+            peak_cpu_rss_mb=round(fit.peak_cpu_rss_mb, 1),
+            peak_gpu_mem_mb=None if fit.peak_gpu_mem_mb is None else round(fit.peak_gpu_mem_mb, 1),
+            batch_size=fit.batch.batch_size,
+            batch_size_mode=fit.batch.mode,
+            batch_size_trial={"max_fit": fit.batch.max_fit, "trials": fit.batch.trials} if fit.batch.mode == "trial" else None,
+            timings={"fit_seconds": round(fit.seconds, 2)},
+        )
+    doc.update(extra)
+    path = run_dir / "metrics.json"
+    tmp = path.with_suffix(".json.partial")
+    tmp.write_text(json.dumps(doc, indent=2, default=_default))
+    tmp.replace(path)
+    log.info("metrics written to %s", path)
+    return path
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "__dataclass_fields__"):
+        return asdict(o)
+    if isinstance(o, torch.Tensor):
+        return o.tolist()
+    raise TypeError(type(o))

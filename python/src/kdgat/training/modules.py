@@ -1,0 +1,83 @@
+"""LightningModules of the stages: VGAE reconstruction, GAT classification, KD distillation."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Batch
+
+from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
+
+
+class VGAEModule(L.LightningModule):
+    def __init__(self, model: GraphAutoencoderNeighborhood, lr: float) -> None:
+        super().__init__()
+        self.model = model
+        self.lr = lr
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        loss = self.model.loss(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
+        self.log("train_loss", loss, batch_size=batch.num_graphs, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss = self.model.loss(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
+        self.log("val_loss", loss, batch_size=batch.num_graphs, prog_bar=True)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+class ClassifierModule(L.LightningModule):
+    """GAT classification; with a ``teacher`` it distils (KD loss with temperature T and weight α)."""
+
+    def __init__(
+        self,
+        model: GATWithJK,
+        lr: float,
+        *,
+        class_weight: Tensor | None = None,
+        teacher: GATWithJK | None = None,
+        temperature: float = 4.0,
+        alpha: float = 0.7,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.lr = lr
+        self.register_buffer("class_weight", class_weight if class_weight is not None else torch.ones(2))
+        self.teacher = teacher
+        if teacher is not None:
+            teacher.eval().requires_grad_(False)
+        self.temperature = temperature
+        self.alpha = alpha
+
+    def forward(self, batch: Batch) -> Tensor:
+        logits: Tensor = self.model(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
+        return logits
+
+    def _loss(self, batch: Batch) -> Tensor:
+        logits = self(batch)
+        y = batch.y.view(-1)
+        hard = F.cross_entropy(logits, y, weight=self.class_weight)
+        if self.teacher is None:
+            return hard
+        with torch.no_grad():
+            t_logits = self.teacher(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
+        T = self.temperature
+        soft = F.kl_div(F.log_softmax(logits / T, -1), F.softmax(t_logits / T, -1), reduction="batchmean") * T * T
+        return self.alpha * soft + (1 - self.alpha) * hard
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        loss = self._loss(batch)
+        self.log("train_loss", loss, batch_size=batch.num_graphs, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss = self._loss(batch)
+        acc = (self(batch).argmax(-1) == batch.y.view(-1)).float().mean()
+        self.log_dict({"val_loss": loss, "val_acc": acc}, batch_size=batch.num_graphs, prog_bar=True)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.model.parameters(), lr=self.lr)
