@@ -63,7 +63,5 @@ def run_dir(
     stage: str,
 ) -> Path:
     """Run directory ``<run_root>/<dataset>/<model>_<scale>_<stage>/`` (not created here)."""
-    name = (
-        f"{_check_name('model', model)}_{_check_name('scale', scale)}_{_check_name('stage', stage)}"
-    )
+    name = f"{_check_name('model', model)}_{_check_name('scale', scale)}_{_check_name('stage', stage)}"
     return run_root(run_root_arg) / _check_name("dataset", dataset) / name

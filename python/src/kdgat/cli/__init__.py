@@ -26,8 +26,18 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--model", choices=["gat", "vgae"], required=True)
         s.add_argument("--scale", choices=["large", "small"], required=True)
         s.add_argument("--dataset", required=True)
-        s.add_argument("--run-root", default=None, help="run root (default $KD_GAT_RUN_ROOT or experimentruns)")
-        s.add_argument("-O", dest="overrides", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"), help="config override, e.g. -O training.lr 0.001")
+        s.add_argument(
+            "--run-root", default=None, help="run root (default $KD_GAT_RUN_ROOT or experimentruns)"
+        )
+        s.add_argument(
+            "-O",
+            dest="overrides",
+            nargs=2,
+            action="append",
+            default=[],
+            metavar=("KEY", "VALUE"),
+            help="config override, e.g. -O training.lr 0.001",
+        )
     sub.add_parser("schema", help="print the pipeline config's JSON Schema")
     sy = sub.add_parser("synth", help="write a synthetic CAN data set")
     sy.add_argument("--out", required=True, type=Path)
@@ -58,14 +68,34 @@ def main(argv: list[str] | None = None) -> int:
 
             for (model, scale), published in PUBLISHED_PARAMETERS.items():
                 ours = parameter_count(model, scale, vocab_size=args.vocab_size)
-                print(f"{model:5s} {scale:6s} ours {ours:>9,d}  published {published:>9,d}  ratio {ours / published:.2f}")
+                ratio = ours / published
+                print(
+                    f"{model:5s} {scale:6s} ours {ours:>9,d}  published {published:>9,d}  ratio {ratio:.2f}"
+                )
             return 0
         cfg = build_config(args.scale, dict(args.overrides))
-        result = run_stage(args.command, cfg, dataset=args.dataset, model=args.model, scale=args.scale, run_root=args.run_root)
-        print(json.dumps({"stage": args.command, **{k: v for k, v in result.items() if not isinstance(v, dict)}}))
+        result = run_stage(
+            args.command,
+            cfg,
+            dataset=args.dataset,
+            model=args.model,
+            scale=args.scale,
+            run_root=args.run_root,
+        )
+        print(
+            json.dumps(
+                {
+                    "stage": args.command,
+                    **{k: v for k, v in result.items() if not isinstance(v, dict)},
+                }
+            )
+        )
         return 0
     except RequeueRequested as e:
-        print(f"kdgat: checkpointed to {e} on the requeue signal; exiting {REQUEUE_EXIT} for a requeue", file=sys.stderr)
+        print(
+            f"kdgat: checkpointed to {e} on the requeue signal; exiting {REQUEUE_EXIT} for a requeue",
+            file=sys.stderr,
+        )
         return REQUEUE_EXIT
     except (ConfigError, DataError, StageInputError, ValueError) as e:
         print(f"kdgat: error: {e}", file=sys.stderr)

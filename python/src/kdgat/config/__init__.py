@@ -39,9 +39,7 @@ class TrainingConfig(_Frozen):
 
 
 class DataConfig(_Frozen):
-    num_workers: int | None = Field(
-        None, ge=0, description="None: SLURM_CPUS_PER_TASK - 1, else cores - 1"
-    )
+    num_workers: int | None = Field(None, ge=0, description="None: SLURM_CPUS_PER_TASK - 1, else cores - 1")
     persistent_workers: bool = True
     prefetch_factor: int = Field(3, ge=1)
     pin_memory: bool = True

@@ -83,9 +83,7 @@ class GraphSet(Dataset[Data]):
     the tensors: each worker memory-maps ``graphs.pt`` itself, once per process.
     """
 
-    def __init__(
-        self, store: dict[str, torch.Tensor], index: torch.Tensor, path: Path | None = None
-    ):
+    def __init__(self, store: dict[str, torch.Tensor], index: torch.Tensor, path: Path | None = None):
         self._store: dict[str, torch.Tensor] | None = store
         self._path = path
         self.index = index.to(torch.long)
@@ -173,9 +171,7 @@ class CacheInfo:
         state = "reused" if self.hit else "built"
         lines = [
             f"graph cache {state}: {self.path} ({self.messages} messages, vocab {self.vocab_size}, "
-            + ", ".join(
-                f"{k} {v} graphs ({self.attack_graphs[k]} attack)" for k, v in self.graphs.items()
-            )
+            + ", ".join(f"{k} {v} graphs ({self.attack_graphs[k]} attack)" for k, v in self.graphs.items())
             + f", {self.seconds:.1f}s)"
         ]
         for f in self.files:
@@ -209,9 +205,7 @@ def _build_file(path: str, window_size: int, stride: int, max_malformed: float) 
             f"(more than max_malformed_fraction={max_malformed}); is it a {report.format} file? "
             f"first: {examples}"
         )
-    graphs = build_window_graphs(
-        messages.can_id, messages.payload, messages.label, window_size, stride
-    )
+    graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
     benign_ids = np.unique(messages.can_id[messages.label == 0])
     return _FileResult(report.to_json(), graphs, benign_ids, len(messages))
 
@@ -231,9 +225,7 @@ def list_sources(raw: Path) -> list[Path]:
         and not any(part.startswith(".") for part in p.relative_to(raw).parts)
     )
     if not files:
-        raise DataError(
-            f"raw data directory {raw} holds no CAN files (*.csv, *.txt, *.log, *.parquet)"
-        )
+        raise DataError(f"raw data directory {raw} holds no CAN files (*.csv, *.txt, *.log, *.parquet)")
     return files
 
 
@@ -245,22 +237,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fingerprint(
-    raw: Path, files: list[Path], previous: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+def _fingerprint(raw: Path, files: list[Path], previous: dict[str, Any] | None) -> list[dict[str, Any]]:
     known = {s["relpath"]: s for s in (previous or {}).get("sources", [])}
     out = []
     for p in files:
         rel = p.relative_to(raw).as_posix()
         st = p.stat()
         old = known.get(rel)
-        same_stat = (
-            old is not None and old["size"] == st.st_size and old["mtime_ns"] == st.st_mtime_ns
-        )
+        same_stat = old is not None and old["size"] == st.st_size and old["mtime_ns"] == st.st_mtime_ns
         digest = old["sha256"] if same_stat and old is not None else _sha256(p)
-        out.append(
-            {"relpath": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-        )
+        out.append({"relpath": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
     return out
 
 
@@ -352,9 +338,7 @@ def preprocess_dataset(
 
 
 def _run_files(files: list[Path], params: GraphParams, workers: int) -> list[_FileResult]:
-    args = [
-        (str(p), params.window_size, params.stride, params.max_malformed_fraction) for p in files
-    ]
+    args = [(str(p), params.window_size, params.stride, params.max_malformed_fraction) for p in files]
     if workers == 1 or len(files) == 1:
         return [_build_file(*a) for a in args]
     # fork: the workers only run numpy/pyarrow code, and fork avoids re-importing torch per worker.
@@ -387,9 +371,7 @@ def _build(
             )
     rel = [p.relative_to(raw).as_posix() for p in files]
     file_split = [split_of(r) for r in rel]
-    vocab = CanIdVocab.build(
-        [r.benign_ids for r, s in zip(results, file_split, strict=True) if s == "train"]
-    )
+    vocab = CanIdVocab.build([r.benign_ids for r, s in zip(results, file_split, strict=True) if s == "train"])
 
     graphs = WindowGraphs.concat([r.graphs for r in results])
     per_file = [r.graphs.num_graphs for r in results]
@@ -542,9 +524,7 @@ def load_graphs(
     store = _open_store(path) if mmap else torch.load(path, weights_only=True)
     split = store["split"]
     sets = {
-        name: GraphSet(
-            store, torch.nonzero(split == code, as_tuple=False).flatten(), path if mmap else None
-        )
+        name: GraphSet(store, torch.nonzero(split == code, as_tuple=False).flatten(), path if mmap else None)
         for name, code in SPLIT_CODES.items()
     }
     return GraphSplits(

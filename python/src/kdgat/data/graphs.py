@@ -129,12 +129,10 @@ class WindowGraphs:
             edge_index=np.concatenate([p.edge_index for p in parts], axis=1),
             edge_attr=np.concatenate([p.edge_attr for p in parts]),
             node_ptr=np.concatenate(
-                [np.zeros(1, np.int64)]
-                + [p.node_ptr[1:] + o for p, o in zip(parts, node_off, strict=False)]
+                [np.zeros(1, np.int64)] + [p.node_ptr[1:] + o for p, o in zip(parts, node_off, strict=False)]
             ),
             edge_ptr=np.concatenate(
-                [np.zeros(1, np.int64)]
-                + [p.edge_ptr[1:] + o for p, o in zip(parts, edge_off, strict=False)]
+                [np.zeros(1, np.int64)] + [p.edge_ptr[1:] + o for p, o in zip(parts, edge_off, strict=False)]
             ),
             y=np.concatenate([p.y for p in parts]),
             window_start=np.concatenate([p.window_start for p in parts]),

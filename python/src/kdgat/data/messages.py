@@ -33,13 +33,9 @@ class CanMessages:
         n = len(self.timestamp)
         for name in ("can_id", "dlc", "label"):
             if len(getattr(self, name)) != n:
-                raise ValueError(
-                    f"CanMessages.{name} has {len(getattr(self, name))} rows, expected {n}"
-                )
+                raise ValueError(f"CanMessages.{name} has {len(getattr(self, name))} rows, expected {n}")
         if self.payload.shape != (n, 8):
-            raise ValueError(
-                f"CanMessages.payload has shape {self.payload.shape}, expected ({n}, 8)"
-            )
+            raise ValueError(f"CanMessages.payload has shape {self.payload.shape}, expected ({n}, 8)")
 
     def __len__(self) -> int:
         return len(self.timestamp)

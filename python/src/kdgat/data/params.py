@@ -45,9 +45,7 @@ class GraphParams:
 
     def __post_init__(self) -> None:
         if not isinstance(self.window_size, int) or self.window_size < 2:
-            raise ValueError(
-                f"GraphParams.window_size is {self.window_size!r}; expected an int >= 2"
-            )
+            raise ValueError(f"GraphParams.window_size is {self.window_size!r}; expected an int >= 2")
         if not isinstance(self.stride, int) or self.stride < 1:
             raise ValueError(f"GraphParams.stride is {self.stride!r}; expected an int >= 1")
         for name in ("val_fraction", "test_fraction"):
@@ -61,8 +59,7 @@ class GraphParams:
             )
         if not 0.0 <= self.max_malformed_fraction <= 1.0:
             raise ValueError(
-                "GraphParams.max_malformed_fraction is "
-                f"{self.max_malformed_fraction!r}; expected 0..1"
+                f"GraphParams.max_malformed_fraction is {self.max_malformed_fraction!r}; expected 0..1"
             )
 
     def to_json(self) -> dict[str, object]:

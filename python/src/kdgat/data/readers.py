@@ -165,8 +165,7 @@ def _line_batches(
             if len(rows):
                 non_ascii[rows] = True
                 texts = [
-                    bytes(b).decode("utf-8", "replace")
-                    for b in raw.take(pa.array(rows[:5])).to_pylist()
+                    bytes(b).decode("utf-8", "replace") for b in raw.take(pa.array(rows[:5])).to_pylist()
                 ]
                 report.add_malformed("non-ASCII bytes", first + rows, texts)
                 raw = pc.if_else(pa.array(~non_ascii), raw, pa.scalar(b"", pa.binary()))
@@ -187,9 +186,7 @@ def _parquet_batches(path: Path) -> Iterator[tuple[int, pa.RecordBatch]]:
             f"{', '.join(sorted(names))}; expected timestamp, id, data_field, label"
         )
     first = 1
-    for batch in pf.iter_batches(
-        batch_size=1 << 20, columns=["timestamp", "id", "data_field", "label"]
-    ):
+    for batch in pf.iter_batches(batch_size=1 << 20, columns=["timestamp", "id", "data_field", "label"]):
         yield first, batch
         first += batch.num_rows
 
@@ -287,9 +284,7 @@ def _split(lines: pa.Array) -> tuple[pa.Array, npt.NDArray[np.int64], npt.NDArra
     return fields.values, offsets[:-1], counts
 
 
-def _field(
-    values: pa.Array, index: npt.NDArray[np.int64], present: npt.NDArray[np.bool_]
-) -> pa.Array:
+def _field(values: pa.Array, index: npt.NDArray[np.int64], present: npt.NDArray[np.bool_]) -> pa.Array:
     if len(values) == 0:
         return pa.array([""] * len(index), pa.string())
     safe = np.where(present, index, 0)
@@ -316,12 +311,8 @@ def _parse_hcrl(
     ts, ts_ok = decode_float(_field(values, start, has4))
     can_id, id_ok = decode_hex_id(_field(values, start + 1, has4))
     dlc_s = _field(values, start + 2, has4)
-    dlc_ok = np.asarray(
-        pc.match_substring_regex(dlc_s, r"^[0-8]$").to_numpy(zero_copy_only=False), bool
-    )
-    dlc = np.where(
-        dlc_ok, pc.cast(pc.if_else(pa.array(dlc_ok), dlc_s, "0"), pa.int64()).to_numpy(), 0
-    )
+    dlc_ok = np.asarray(pc.match_substring_regex(dlc_s, r"^[0-8]$").to_numpy(zero_copy_only=False), bool)
+    dlc = np.where(dlc_ok, pc.cast(pc.if_else(pa.array(dlc_ok), dlc_s, "0"), pa.int64()).to_numpy(), 0)
     flag = _field(values, start + count - 1, has4)
     is_t = np.asarray(pc.equal(flag, "T").to_numpy(zero_copy_only=False), bool)
     is_r = np.asarray(pc.equal(flag, "R").to_numpy(zero_copy_only=False), bool)
@@ -342,11 +333,7 @@ def _parse_hcrl(
         byte_s = pc.utf8_trim_whitespace(values.take(pa.array(start[row_of] + 3 + j, pa.int64())))
         blen = _byte_lengths(byte_s)
         byte_ok = (blen >= 1) & (blen <= 2)
-        nib = _HEX[
-            _fixed_width(
-                pc.utf8_lpad(pc.if_else(pa.array(byte_ok), byte_s, "00"), 2, padding="0"), 2
-            )
-        ]
+        nib = _HEX[_fixed_width(pc.utf8_lpad(pc.if_else(pa.array(byte_ok), byte_s, "00"), 2, padding="0"), 2)]
         byte_ok &= (nib != 255).all(axis=1)
         bad_rows = np.zeros(n, bool)
         bad_rows[row_of[~byte_ok]] = True
@@ -406,12 +393,8 @@ def _parse_text(
     ts, ts_ok = decode_float(parts.field("ts"))
     can_id, id_ok = decode_hex_id(parts.field("id"))
     dlc_s = parts.field("dlc").fill_null("")
-    dlc_ok = np.asarray(
-        pc.match_substring_regex(dlc_s, r"^[0-8]$").to_numpy(zero_copy_only=False), bool
-    )
-    dlc = np.where(
-        dlc_ok, pc.cast(pc.if_else(pa.array(dlc_ok), dlc_s, "0"), pa.int64()).to_numpy(), 0
-    )
+    dlc_ok = np.asarray(pc.match_substring_regex(dlc_s, r"^[0-8]$").to_numpy(zero_copy_only=False), bool)
+    dlc = np.where(dlc_ok, pc.cast(pc.if_else(pa.array(dlc_ok), dlc_s, "0"), pa.int64()).to_numpy(), 0)
     data = pc.replace_substring_regex(parts.field("data").fill_null(""), r"\s+", "")
     payload, data_dlc, data_ok = decode_hex_payload(data)
     checks.add("bad timestamp", ~ts_ok)
@@ -424,9 +407,7 @@ def _parse_text(
     return CanMessages(ts[keep], can_id[keep], data_dlc[keep], payload[keep], np.zeros(k, np.uint8))
 
 
-def _parse_parquet(
-    batch: pa.RecordBatch, first: int, report: ParseReport, path: Path
-) -> CanMessages:
+def _parse_parquet(batch: pa.RecordBatch, first: int, report: ParseReport, path: Path) -> CanMessages:
     n = batch.num_rows
     report.rows += n
     numbers = np.arange(first, first + n)
@@ -439,9 +420,7 @@ def _parse_parquet(
         try:
             ts_arr = pc.cast(ts_col, pa.float64())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise DataError(
-                f"{path}: column timestamp has type {ts_col.type}; expected double"
-            ) from exc
+            raise DataError(f"{path}: column timestamp has type {ts_col.type}; expected double") from exc
         ts_ok = np.asarray(ts_arr.is_valid().to_numpy(zero_copy_only=False), bool)
         ts = np.asarray(ts_arr.fill_null(0.0).to_numpy(zero_copy_only=False), np.float64)
         ts_ok &= np.isfinite(ts)
@@ -464,13 +443,9 @@ def _parse_parquet(
 
     label_col = batch.column("label")
     try:
-        lab = np.asarray(
-            pc.cast(label_col, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
-        )
+        lab = np.asarray(pc.cast(label_col, pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise DataError(
-            f"{path}: column label has type {label_col.type}; expected uint8 0/1"
-        ) from exc
+        raise DataError(f"{path}: column label has type {label_col.type}; expected uint8 0/1") from exc
 
     checks.add("bad timestamp", ~ts_ok)
     checks.add("bad CAN ID (expected 0 <= id < 2^29)", ~id_ok)

@@ -62,9 +62,7 @@ class _Bus:
 
 def _make_bus(seed: int, n_ids: int = 40) -> _Bus:
     rng = np.random.default_rng([seed, 1])
-    others = rng.choice(
-        np.setdiff1d(np.arange(0x050, 0x7F0), [RPM_ID, GEAR_ID]), n_ids - 2, replace=False
-    )
+    others = rng.choice(np.setdiff1d(np.arange(0x050, 0x7F0), [RPM_ID, GEAR_ID]), n_ids - 2, replace=False)
     ids = np.concatenate([[RPM_ID, GEAR_ID], others]).astype(np.uint32)
     period = rng.choice(np.array(_PERIODS_MS, float) / 1000.0, n_ids)
     period[0], period[1] = 0.010, 0.020
@@ -117,9 +115,7 @@ def _payloads(
             out[:, b] = (bus.base[k, b] + np.arange(m)) % 256
         elif kind == 2:
             sig = veh[:, bus.signal[k, b]]
-            out[:, b] = np.clip(
-                bus.base[k, b] * (1 - bus.gain[k, b]) + 255 * bus.gain[k, b] * sig, 0, 255
-            )
+            out[:, b] = np.clip(bus.base[k, b] * (1 - bus.gain[k, b]) + 255 * bus.gain[k, b] * sig, 0, 255)
         elif kind == 3:
             out[:, b] = (bus.base[k, b] + rng.integers(-3, 4, m)) % 256
     if bus.ids[k] == RPM_ID:
@@ -155,9 +151,7 @@ def _benign(bus: _Bus, duration: float, seed: int, rng: np.random.Generator) -> 
     return CanMessages.concat(parts)
 
 
-def _bursts(
-    duration: float, rng: np.random.Generator, attack_share: float
-) -> list[tuple[float, float]]:
+def _bursts(duration: float, rng: np.random.Generator, attack_share: float) -> list[tuple[float, float]]:
     short = (0.0005, 0.004)
     long = (0.04, 0.4)
     mean_len = 0.7 * np.mean(short) + 0.3 * np.mean(long)
@@ -194,9 +188,7 @@ def _attack(
         else:
             target = RPM_ID if attack == "rpm" else GEAR_ID
             own = np.flatnonzero(benign.can_id == target)
-            at = own[
-                max(0, min(len(own) - 1, int(np.searchsorted(benign.timestamp[own], start)) - 1))
-            ]
+            at = own[max(0, min(len(own) - 1, int(np.searchsorted(benign.timestamp[own], start)) - 1))]
             frame = benign.payload[at].copy()
             if attack == "rpm":
                 rpm = int(700 + 6000 * rng.uniform(0.05, 0.95))
@@ -226,17 +218,14 @@ def generate_can_traffic(
         raise ValueError(f"attack {attack!r} is unknown; expected one of {', '.join(ATTACKS)}")
     bus = _make_bus(seed if bus_seed is None else bus_seed)
     rate = float(
-        np.sum(np.where(bus.period > 0, 1 / np.where(bus.period > 0, bus.period, 1), 0))
-        + bus.rate.sum()
+        np.sum(np.where(bus.period > 0, 1 / np.where(bus.period > 0, bus.period, 1), 0)) + bus.rate.sum()
     )
     duration = n_messages / rate * 1.05
     while True:
         rng = np.random.default_rng([seed, 3])
         benign = _benign(bus, duration, seed, rng)
         extra = (
-            _attack(attack, bus, benign, duration, seed, rng, attack_share)
-            if attack
-            else CanMessages.empty()
+            _attack(attack, bus, benign, duration, seed, rng, attack_share) if attack else CanMessages.empty()
         )
         allm = CanMessages.concat([benign, extra])
         if len(allm) >= n_messages:
@@ -278,9 +267,7 @@ def _timestamps(ts: npt.NDArray[np.float64]) -> pa.Array:
 def _lines_bytes(lines: pa.Array) -> bytes:
     terminated = pc.binary_join_element_wise(lines, "", "\n")
     bufs = terminated.buffers()
-    offsets = np.frombuffer(
-        bufs[1], np.int32, count=len(terminated) + 1, offset=terminated.offset * 4
-    )
+    offsets = np.frombuffer(bufs[1], np.int32, count=len(terminated) + 1, offset=terminated.offset * 4)
     return np.frombuffer(bufs[2], np.uint8)[offsets[0] : offsets[-1]].tobytes()
 
 

@@ -35,9 +35,7 @@ class CanIdVocab:
         if len(self.can_ids) == 0:
             return np.zeros(len(can_id), np.int64)
         pos = np.searchsorted(self.can_ids, can_id)
-        found = (pos < len(self.can_ids)) & (
-            self.can_ids[np.minimum(pos, len(self.can_ids) - 1)] == can_id
-        )
+        found = (pos < len(self.can_ids)) & (self.can_ids[np.minimum(pos, len(self.can_ids) - 1)] == can_id)
         return np.where(found, pos + 1, OOV_INDEX).astype(np.int64)
 
     def save(self, path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -65,7 +67,7 @@ class GraphAutoencoderNeighborhood(nn.Module):
         self.z_logvar = nn.Linear(last, arch.latent_dim)
         mirrored = [arch.latent_dim, *reversed(arch.hidden_dims[:-1])]
         decoder: list[nn.Module] = []
-        for a, b in zip(mirrored, mirrored[1:], strict=False):
+        for a, b in pairwise(mirrored):
             decoder += [nn.Linear(a, b), nn.ReLU()]
         decoder.append(nn.Linear(mirrored[-1], node_features - 1))
         self.feature_decoder = nn.Sequential(*decoder)
@@ -82,9 +84,7 @@ class GraphAutoencoderNeighborhood(nn.Module):
             h = self.dropout(F.elu(conv(h, edge_index, edge_attr=edge_attr)))
         return self.z_mean(h), self.z_logvar(h).clamp(-10, 10)
 
-    def forward(
-        self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor
-    ) -> dict[str, Tensor]:
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> dict[str, Tensor]:
         mu, logvar = self.encode(x, edge_index, edge_attr)
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar) if self.training else mu
         return {
@@ -96,14 +96,10 @@ class GraphAutoencoderNeighborhood(nn.Module):
         }
 
     @staticmethod
-    def node_losses(
-        out: dict[str, Tensor], x: Tensor, edge_index: Tensor, num_nodes: int
-    ) -> Tensor:
+    def node_losses(out: dict[str, Tensor], x: Tensor, edge_index: Tensor, num_nodes: int) -> Tensor:
         """Per-node loss ``[N]``: feature MSE + CAN-ID cross-entropy + neighbourhood MSE."""
         ids = x[:, 0].long().clamp(0, out["id_logits"].shape[1] - 1)
-        deg = torch.stack(
-            [degree(edge_index[1], num_nodes), degree(edge_index[0], num_nodes)], dim=-1
-        )
+        deg = torch.stack([degree(edge_index[1], num_nodes), degree(edge_index[0], num_nodes)], dim=-1)
         feat = F.mse_loss(out["features"], x[:, 1:], reduction="none").mean(-1)
         ident = F.cross_entropy(out["id_logits"], ids, reduction="none")
         neigh = F.mse_loss(out["neighbourhood"], torch.log1p(deg), reduction="none").mean(-1)
@@ -112,9 +108,7 @@ class GraphAutoencoderNeighborhood(nn.Module):
     def loss(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
         out = self(x, edge_index, edge_attr, batch)
         recon = self.node_losses(out, x, edge_index, x.shape[0]).mean()
-        kl = -0.5 * torch.mean(
-            torch.sum(1 + out["logvar"] - out["mu"] ** 2 - out["logvar"].exp(), dim=-1)
-        )
+        kl = -0.5 * torch.mean(torch.sum(1 + out["logvar"] - out["mu"] ** 2 - out["logvar"].exp(), dim=-1))
         return recon + 1e-3 * kl
 
     @torch.no_grad()

@@ -41,7 +41,15 @@ def load_splits(dataset: str, cfg: PipelineConfig) -> GraphSplits:
     return load_graphs(dataset, graph_params(cfg))
 
 
-def save_model(run_dir: Path, model: torch.nn.Module, *, model_name: str, scale: str, cfg: PipelineConfig, vocab_size: int) -> Path:
+def save_model(
+    run_dir: Path,
+    model: torch.nn.Module,
+    *,
+    model_name: str,
+    scale: str,
+    cfg: PipelineConfig,
+    vocab_size: int,
+) -> Path:
     path = run_dir / MODEL_FILE
     torch.save(
         {
@@ -64,7 +72,14 @@ def load_model(path: Path) -> GATWithJK | GraphAutoencoderNeighborhood:
     return model.eval()
 
 
-def require_model(run_root: str | None, dataset: str, model: str, scales: tuple[str, ...], stage: str, needed_by: str) -> Path:
+def require_model(
+    run_root: str | None,
+    dataset: str,
+    model: str,
+    scales: tuple[str, ...],
+    stage: str,
+    needed_by: str,
+) -> Path:
     """The model file an earlier stage wrote, or a StageInputError saying which stage to run."""
     for scale in scales:
         p = paths.run_dir(run_root, dataset, model, scale, stage) / MODEL_FILE
@@ -88,7 +103,9 @@ def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = N
             peak_gpu_mem_mb=None if fit.peak_gpu_mem_mb is None else round(fit.peak_gpu_mem_mb, 1),
             batch_size=fit.batch.batch_size,
             batch_size_mode=fit.batch.mode,
-            batch_size_trial={"max_fit": fit.batch.max_fit, "trials": fit.batch.trials} if fit.batch.mode == "trial" else None,
+            batch_size_trial={"max_fit": fit.batch.max_fit, "trials": fit.batch.trials}
+            if fit.batch.mode == "trial"
+            else None,
             timings={"fit_seconds": round(fit.seconds, 2)},
         )
     doc.update(extra)

@@ -43,12 +43,24 @@ def _base(stage: str, model: str, scale: str, dataset: str) -> dict[str, Any]:
     return {"stage": stage, "model": model, "scale": scale, "dataset": dataset}
 
 
-def run_preprocess(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str) -> dict[str, Any]:
+def run_preprocess(
+    cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str
+) -> dict[str, Any]:
     d = cfg.data
     workers = default_num_workers() if d.num_workers is None else d.num_workers
     info = preprocess_dataset(dataset, graph_params(cfg), workers=max(1, workers))
     print(info.summary())
-    write_metrics(run_dir, _base("preprocess", model, scale, dataset), None, cache_hit=info.hit, cache=str(info.path), graphs=info.graphs, messages=info.messages, malformed_rows=sum(int(f.get("malformed", 0)) for f in info.files), timings={"preprocess_seconds": round(info.seconds, 2)})
+    write_metrics(
+        run_dir,
+        _base("preprocess", model, scale, dataset),
+        None,
+        cache_hit=info.hit,
+        cache=str(info.path),
+        graphs=info.graphs,
+        messages=info.messages,
+        malformed_rows=sum(int(f.get("malformed", 0)) for f in info.files),
+        timings={"preprocess_seconds": round(info.seconds, 2)},
+    )
     return {"cache_hit": info.hit}
 
 
@@ -58,7 +70,9 @@ def _anomaly_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet, cfg: Pip
     return torch.cat([vgae.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch) for b in loader])
 
 
-def run_autoencoder(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str) -> dict[str, Any]:
+def run_autoencoder(
+    cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str
+) -> dict[str, Any]:
     if model != "vgae":
         raise ValueError("the autoencoder stage trains the VGAE: use --model vgae")
     splits = load_splits(dataset, cfg)
@@ -68,12 +82,24 @@ def run_autoencoder(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: 
     assert isinstance(net, GraphAutoencoderNeighborhood)
     samples = [benign[i] for i in range(min(64, len(benign)))]
     batch = choose_batch_size(cfg, net, samples, lambda m, b: m.loss(b.x, b.edge_index, b.edge_attr, b.batch))  # type: ignore[operator]
-    result = fit(VGAEModule(net, cfg.training.lr), cfg=cfg, run_dir=run_dir, train=benign, val=val_benign, batch=batch)
+    result = fit(
+        VGAEModule(net, cfg.training.lr),
+        cfg=cfg,
+        run_dir=run_dir,
+        train=benign,
+        val=val_benign,
+        batch=batch,
+    )
     save_model(run_dir, net, model_name="vgae", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     scores = _anomaly_scores(net.eval(), splits.test, cfg)
     y = splits.test.y.float()
     auroc = binary_scores(torch.sigmoid((scores - scores.mean()) / (scores.std() + 1e-6)), y)["auroc"]
-    write_metrics(run_dir, _base("autoencoder", model, scale, dataset), result, scores={"anomaly_auroc": auroc})
+    write_metrics(
+        run_dir,
+        _base("autoencoder", model, scale, dataset),
+        result,
+        scores={"anomaly_auroc": auroc},
+    )
     return {"anomaly_auroc": auroc}
 
 
@@ -82,7 +108,16 @@ class CurriculumModule(ClassifierModule):
     set in the first epoch to all of it by the last. Difficulty: how wrong the VGAE's anomaly score
     is about a window (a benign window that reconstructs badly, an attack that reconstructs well)."""
 
-    def __init__(self, model: GATWithJK, lr: float, *, train: GraphSet, order: torch.Tensor, cfg: PipelineConfig, class_weight: torch.Tensor) -> None:
+    def __init__(
+        self,
+        model: GATWithJK,
+        lr: float,
+        *,
+        train: GraphSet,
+        order: torch.Tensor,
+        cfg: PipelineConfig,
+        class_weight: torch.Tensor,
+    ) -> None:
         super().__init__(model, lr, class_weight=class_weight)
         self.train_set = train
         self.order = order
@@ -101,10 +136,20 @@ def _class_weight(y: torch.Tensor) -> torch.Tensor:
     return counts.sum() / (2 * counts)
 
 
-def run_curriculum(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str, run_root: str | None) -> dict[str, Any]:
+def run_curriculum(
+    cfg: PipelineConfig,
+    *,
+    dataset: str,
+    run_dir: Path,
+    model: str,
+    scale: str,
+    run_root: str | None,
+) -> dict[str, Any]:
     if model != "gat":
         raise ValueError("the curriculum stage trains the GAT classifier: use --model gat")
-    vgae_path = require_model(run_root, dataset, "vgae", (scale, "large", "small"), "autoencoder", "curriculum")
+    vgae_path = require_model(
+        run_root, dataset, "vgae", (scale, "large", "small"), "autoencoder", "curriculum"
+    )
     vgae = load_model(vgae_path)
     assert isinstance(vgae, GraphAutoencoderNeighborhood)
     splits = load_splits(dataset, cfg)
@@ -115,9 +160,23 @@ def run_curriculum(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: s
     order = torch.argsort(difficulty)
     net = build_model("gat", cfg, vocab_size=splits.vocab_size)
     assert isinstance(net, GATWithJK)
-    module = CurriculumModule(net, cfg.training.lr, train=splits.train, order=order, cfg=cfg, class_weight=_class_weight(splits.train.y))
+    module = CurriculumModule(
+        net,
+        cfg.training.lr,
+        train=splits.train,
+        order=order,
+        cfg=cfg,
+        class_weight=_class_weight(splits.train.y),
+    )
     samples = [splits.train[i] for i in range(min(64, len(splits.train)))]
-    batch = choose_batch_size(cfg, net, samples, lambda m, b: torch.nn.functional.cross_entropy(m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)))
+    batch = choose_batch_size(
+        cfg,
+        net,
+        samples,
+        lambda m, b: torch.nn.functional.cross_entropy(
+            m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)
+        ),
+    )
     result = fit(module, cfg=cfg, run_dir=run_dir, train=None, val=splits.val, batch=batch)
     save_model(run_dir, net, model_name="gat", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     scores_out = _evaluate(net, splits.test, splits.attack_types)
@@ -125,7 +184,15 @@ def run_curriculum(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: s
     return scores_out["overall"]
 
 
-def run_distillation(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str, run_root: str | None) -> dict[str, Any]:
+def run_distillation(
+    cfg: PipelineConfig,
+    *,
+    dataset: str,
+    run_dir: Path,
+    model: str,
+    scale: str,
+    run_root: str | None,
+) -> dict[str, Any]:
     if model != "gat" or scale != "small":
         raise ValueError("distillation trains the small GAT student: use --model gat --scale small")
     teacher = load_model(require_model(run_root, dataset, "gat", ("large",), "curriculum", "distillation"))
@@ -133,14 +200,34 @@ def run_distillation(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model:
     splits = load_splits(dataset, cfg)
     student = build_model("gat", cfg, vocab_size=splits.vocab_size)
     assert isinstance(student, GATWithJK)
-    module = ClassifierModule(student, cfg.training.lr, class_weight=_class_weight(splits.train.y), teacher=teacher, temperature=cfg.kd.temperature, alpha=cfg.kd.alpha)
+    module = ClassifierModule(
+        student,
+        cfg.training.lr,
+        class_weight=_class_weight(splits.train.y),
+        teacher=teacher,
+        temperature=cfg.kd.temperature,
+        alpha=cfg.kd.alpha,
+    )
     samples = [splits.train[i] for i in range(min(64, len(splits.train)))]
-    batch = choose_batch_size(cfg, student, samples, lambda m, b: torch.nn.functional.cross_entropy(m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)))
+    batch = choose_batch_size(
+        cfg,
+        student,
+        samples,
+        lambda m, b: torch.nn.functional.cross_entropy(
+            m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)
+        ),
+    )
     result = fit(module, cfg=cfg, run_dir=run_dir, train=splits.train, val=splits.val, batch=batch)
     save_model(run_dir, student, model_name="gat", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     size = sum(p.numel() for p in student.parameters()) / sum(p.numel() for p in teacher.parameters())
     scores_out = _evaluate(student, splits.test, splits.attack_types)
-    write_metrics(run_dir, _base("distillation", model, scale, dataset), result, scores=scores_out["overall"], student_to_teacher_size=round(size, 4))
+    write_metrics(
+        run_dir,
+        _base("distillation", model, scale, dataset),
+        result,
+        scores=scores_out["overall"],
+        student_to_teacher_size=round(size, 4),
+    )
     return scores_out["overall"]
 
 
@@ -154,10 +241,22 @@ def _evaluate(net: GATWithJK, data: GraphSet, names: tuple[str, ...]) -> dict[st
         probs.append(torch.softmax(net(b.x, b.edge_index, b.edge_attr, b.batch), -1)[:, 1])
     prob = torch.cat(probs)
     y, attack = data.y.view(-1), data.attack_type.view(-1)
-    return {"overall": binary_scores(prob, y), "by_attack": scores_by_attack(prob, y, attack, names), "baseline": majority_baseline(y)}
+    return {
+        "overall": binary_scores(prob, y),
+        "by_attack": scores_by_attack(prob, y, attack, names),
+        "baseline": majority_baseline(y),
+    }
 
 
-def run_evaluation(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str, run_root: str | None) -> dict[str, Any]:
+def run_evaluation(
+    cfg: PipelineConfig,
+    *,
+    dataset: str,
+    run_dir: Path,
+    model: str,
+    scale: str,
+    run_root: str | None,
+) -> dict[str, Any]:
     if model != "gat":
         raise ValueError("evaluation scores the GAT classifier: use --model gat")
     source = "distillation" if scale == "small" else "curriculum"
@@ -178,7 +277,9 @@ def run_evaluation(cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: s
     return out["overall"]
 
 
-def run_stage(stage: str, cfg: PipelineConfig, *, dataset: str, model: str, scale: str, run_root: str | None) -> dict[str, Any]:
+def run_stage(
+    stage: str, cfg: PipelineConfig, *, dataset: str, model: str, scale: str, run_root: str | None
+) -> dict[str, Any]:
     run_dir = paths.run_dir(run_root, dataset, model, scale, stage)
     run_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
@@ -186,7 +287,11 @@ def run_stage(stage: str, cfg: PipelineConfig, *, dataset: str, model: str, scal
         return run_preprocess(cfg, dataset=dataset, run_dir=run_dir, model=model, scale=scale)
     if stage == "autoencoder":
         return run_autoencoder(cfg, dataset=dataset, run_dir=run_dir, model=model, scale=scale)
-    runners = {"curriculum": run_curriculum, "distillation": run_distillation, "evaluation": run_evaluation}
+    runners = {
+        "curriculum": run_curriculum,
+        "distillation": run_distillation,
+        "evaluation": run_evaluation,
+    }
     if stage not in runners:
         raise ValueError(f"stage {stage!r} is unknown")
     return runners[stage](cfg, dataset=dataset, run_dir=run_dir, model=model, scale=scale, run_root=run_root)

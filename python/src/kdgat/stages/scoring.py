@@ -32,7 +32,9 @@ def binary_scores(prob: Tensor, y: Tensor) -> dict[str, float]:
     return scores
 
 
-def scores_by_attack(prob: Tensor, y: Tensor, attack: Tensor, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def scores_by_attack(
+    prob: Tensor, y: Tensor, attack: Tensor, names: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
     """Each attack type against the benign windows (attack type 0)."""
     out: dict[str, dict[str, float]] = {}
     benign = attack == 0

@@ -101,13 +101,17 @@ def trial_batch_size(
 
     max_fit, trials = binsearch(fits, start=2, limit=max_batch)
     if max_fit == 0:
-        raise RuntimeError(f"not even a batch of 2 graphs fits in {budget_mb} MB: raise training.memory_budget_mb")
+        raise RuntimeError(
+            f"not even a batch of 2 graphs fits in {budget_mb} MB: raise training.memory_budget_mb"
+        )
     safe = max(1, int(max_fit * safety))
     log.info("Trial batch size: max_fit=%d, safe=%d", max_fit, safe)
     return BatchSizeChoice(safe, "trial", max_fit=max_fit, trials=trials)
 
 
-def heuristic_batch_size(model: nn.Module, samples: Sequence[Data], *, budget_mb: int, safety: float) -> BatchSizeChoice:
+def heuristic_batch_size(
+    model: nn.Module, samples: Sequence[Data], *, budget_mb: int, safety: float
+) -> BatchSizeChoice:
     """Activation estimate from mean graph size and layer widths (no passes run)."""
     nodes = sum(int(d.num_nodes or 0) for d in samples) / max(1, len(samples))
     edges = sum(int(d.edge_index.shape[1]) for d in samples) / max(1, len(samples))

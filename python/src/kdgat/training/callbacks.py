@@ -60,7 +60,9 @@ class DataWaitCallback(L.Callback):
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._epoch_start = self._last_end = time.perf_counter()
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if self._last_end is not None:
             self.wait += time.perf_counter() - self._last_end
         self.graphs += int(getattr(batch, "num_graphs", 0))
@@ -144,6 +146,7 @@ class RequeueCallback(L.Callback):
             self.requested = True
 
         signal.signal(signum, handler)
+        log.info("requeue handshake armed on SIG%s", self.signame)
 
     def _check(self, trainer: L.Trainer) -> None:
         if not self.requested or self.acknowledged:

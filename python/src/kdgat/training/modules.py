@@ -31,7 +31,7 @@ class VGAEModule(L.LightningModule):
 
 
 class ClassifierModule(L.LightningModule):
-    """GAT classification; with a ``teacher`` it distils (KD loss with temperature T and weight α)."""
+    """GAT classification; with a ``teacher`` it distils (KD loss, temperature T, weight alpha)."""
 
     def __init__(
         self,
@@ -60,13 +60,18 @@ class ClassifierModule(L.LightningModule):
     def _loss(self, batch: Batch) -> Tensor:
         logits = self(batch)
         y = batch.y.view(-1)
-        hard = F.cross_entropy(logits, y, weight=self.class_weight)
+        weight: Tensor = self.class_weight  # type: ignore[assignment]
+        hard = F.cross_entropy(logits, y, weight=weight)
         if self.teacher is None:
             return hard
         with torch.no_grad():
             t_logits = self.teacher(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
         T = self.temperature
-        soft = F.kl_div(F.log_softmax(logits / T, -1), F.softmax(t_logits / T, -1), reduction="batchmean") * T * T
+        soft = (
+            F.kl_div(F.log_softmax(logits / T, -1), F.softmax(t_logits / T, -1), reduction="batchmean")
+            * T
+            * T
+        )
         return self.alpha * soft + (1 - self.alpha) * hard
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:

@@ -118,7 +118,11 @@ def fit(
     ckpt_dir = run_dir / "checkpoints"
     batch_size = batch.batch_size
     for attempt in range(cfg.training.max_oom_retries + 1):
-        memory, wait, requeue = MemoryMonitorCallback(), DataWaitCallback(), RequeueCallback(run_dir)
+        memory, wait, requeue = (
+            MemoryMonitorCallback(),
+            DataWaitCallback(),
+            RequeueCallback(run_dir),
+        )
         callbacks: list[L.Callback] = [
             memory,
             wait,

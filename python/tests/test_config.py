@@ -1,0 +1,70 @@
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from kdgat.config import ConfigError, PipelineConfig, build_config, json_schema
+
+SCHEMA = Path(__file__).parents[2] / "libs" / "config" / "schema" / "pipeline.schema.json"
+
+
+def test_presets_follow_the_published_code() -> None:
+    large, small = build_config("large"), build_config("small")
+    assert (
+        large.gat.hidden,
+        large.gat.layers,
+        large.gat.heads,
+        large.gat.embedding_dim,
+        large.gat.fc_layers,
+    ) == (48, 3, 8, 16, 1)
+    assert (
+        small.gat.hidden,
+        small.gat.layers,
+        small.gat.heads,
+        small.gat.embedding_dim,
+        small.gat.fc_layers,
+    ) == (24, 2, 4, 8, 2)
+    assert large.vgae.hidden_dims == (480, 240, 48) and large.vgae.latent_dim == 48
+    assert small.vgae.hidden_dims == (80, 40, 16) and small.vgae.latent_dim == 16
+    assert (large.kd.temperature, large.kd.alpha) == (4.0, 0.7)
+    assert large.training.profile is False and large.training.profile_steps == 5
+
+
+def test_overrides_are_coerced_from_text() -> None:
+    cfg = build_config(
+        "small",
+        {
+            "training.lr": "0.01",
+            "training.profile": "true",
+            "vgae.hidden_dims": "[8, 4]",
+            "data.num_workers": "none",
+        },
+    )
+    assert cfg.training.lr == 0.01 and cfg.training.profile is True
+    assert cfg.vgae.hidden_dims == (8, 4) and cfg.data.num_workers is None
+
+
+def test_unknown_key_names_the_nearest_valid_one() -> None:
+    with pytest.raises(
+        ConfigError, match=r"unknown config key 'training\.lrr'; did you mean 'training\.lr'\?"
+    ):
+        build_config("large", {"training.lrr": "0.1"})
+
+
+def test_bad_value_names_key_value_and_expectation() -> None:
+    with pytest.raises(ConfigError, match=r"training\.memory_estimation = 'guess'"):
+        build_config("large", {"training.memory_estimation": "guess"})
+
+
+def test_config_is_frozen() -> None:
+    cfg = build_config("large")
+    with pytest.raises(ValidationError):
+        cfg.training.lr = 1.0  # type: ignore[misc]
+    assert isinstance(cfg, PipelineConfig)
+
+
+def test_checked_in_schema_is_fresh() -> None:
+    """libs/config validates overrides with this file: regenerate with
+    `python -m kdgat schema > libs/config/schema/pipeline.schema.json`."""
+    assert json.loads(SCHEMA.read_text()) == json.loads(json.dumps(json_schema()))

@@ -1,0 +1,244 @@
+"""The stages end to end on a tiny synthetic data set, in process (CPU)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kdgat.cli import main
+
+FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
+
+
+def kdgat(run_root: Path, *args: str) -> int:
+    return main([*args, "--dataset", "synth", "--run-root", str(run_root), *FAST])
+
+
+def metrics(run_root: Path, name: str) -> dict:
+    return json.loads((run_root / "synth" / name / "metrics.json").read_text())
+
+
+def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
+    assert (
+        kdgat(
+            run_root,
+            "autoencoder",
+            "--model",
+            "vgae",
+            "--scale",
+            "small",
+            "-O",
+            "training.max_epochs",
+            "2",
+        )
+        == 0
+    )
+    assert (
+        kdgat(
+            run_root,
+            "curriculum",
+            "--model",
+            "gat",
+            "--scale",
+            "large",
+            "-O",
+            "training.max_epochs",
+            "4",
+        )
+        == 0
+    )
+    assert (
+        kdgat(
+            run_root,
+            "distillation",
+            "--model",
+            "gat",
+            "--scale",
+            "small",
+            "-O",
+            "training.max_epochs",
+            "4",
+        )
+        == 0
+    )
+    assert kdgat(run_root, "evaluation", "--model", "gat", "--scale", "small") == 0
+    ev = metrics(run_root, "gat_small_evaluation")
+    assert ev["status"] == "complete"
+    assert ev["baseline_majority"]["f1"] == 0.0
+    assert ev["scores"]["f1"] > 0.5, ev["scores"]
+    assert ev["scores"]["auroc"] > 0.8
+    assert set(ev["scores_by_attack"]) == {"dos", "fuzzy", "gear", "rpm"}
+    dist = metrics(run_root, "gat_small_distillation")
+    assert dist["student_to_teacher_size"] < 0.5
+    for key in (
+        "epochs",
+        "graphs_per_sec",
+        "data_wait_fraction",
+        "peak_cpu_rss_mb",
+        "batch_size",
+        "batch_size_mode",
+        "timings",
+    ):
+        assert key in dist, key
+    assert dist["peak_gpu_mem_mb"] is None  # CPU
+
+
+def test_missing_input_names_the_stage_to_run_first(
+    run_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert kdgat(run_root, "curriculum", "--model", "gat", "--scale", "large") == 2
+    err = capsys.readouterr().err
+    assert "curriculum needs the vgae model of stage `autoencoder`" in err
+    assert "python -m kdgat autoencoder --model vgae" in err
+
+
+def test_unknown_override_is_a_user_error(run_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        kdgat(
+            run_root,
+            "autoencoder",
+            "--model",
+            "vgae",
+            "--scale",
+            "small",
+            "-O",
+            "training.epochs",
+            "2",
+        )
+        == 2
+    )
+    assert "did you mean 'training.max_epochs'" in capsys.readouterr().err
+
+
+def test_profiler_writes_a_trace_and_a_table(run_root: Path) -> None:
+    args = [
+        "-O",
+        "training.max_epochs",
+        "1",
+        "-O",
+        "training.profile",
+        "true",
+        "-O",
+        "training.profile_steps",
+        "2",
+        "-O",
+        "training.batch_size",
+        "16",
+    ]
+    assert kdgat(run_root, "autoencoder", "--model", "vgae", "--scale", "small", *args) == 0
+    traces = run_root / "synth" / "vgae_small_autoencoder" / "profiler_traces"
+    assert list(traces.glob("trace_step*.json"))
+    assert "Name" in (traces / "top_ops.txt").read_text()
+
+
+def test_trial_batch_size_is_recorded(run_root: Path) -> None:
+    args = [
+        "-O",
+        "training.max_epochs",
+        "1",
+        "-O",
+        "training.memory_estimation",
+        "trial",
+        "-O",
+        "training.memory_budget_mb",
+        "64",
+    ]
+    assert kdgat(run_root, "autoencoder", "--model", "vgae", "--scale", "small", *args) == 0
+    m = metrics(run_root, "vgae_small_autoencoder")
+    assert m["batch_size_mode"] == "trial" and m["batch_size"] == int(m["batch_size_trial"]["max_fit"] * 0.85)
+
+
+def test_resume_continues_the_epoch_count(run_root: Path) -> None:
+    assert (
+        kdgat(
+            run_root,
+            "autoencoder",
+            "--model",
+            "vgae",
+            "--scale",
+            "small",
+            "-O",
+            "training.max_epochs",
+            "2",
+        )
+        == 0
+    )
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 2
+    assert (
+        kdgat(
+            run_root,
+            "autoencoder",
+            "--model",
+            "vgae",
+            "--scale",
+            "small",
+            "-O",
+            "training.max_epochs",
+            "3",
+        )
+        == 0
+    )
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 3
+
+
+def test_requeue_signal_checkpoints_acknowledges_and_resumes(
+    run_root: Path, pipeline_env: dict[str, str]
+) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "kdgat",
+        "autoencoder",
+        "--model",
+        "vgae",
+        "--scale",
+        "small",
+        "--dataset",
+        "synth",
+        "--run-root",
+        str(run_root),
+        *FAST,
+        "-O",
+        "training.max_epochs",
+        "400",
+        "-O",
+        "training.batch_size",
+        "8",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, **pipeline_env})
+    assert proc.stderr is not None
+    deadline = time.time() + 120
+    for line in proc.stderr:
+        if "requeue handshake armed" in line or time.time() > deadline:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGUSR1)
+    proc.stderr.read()
+    assert proc.wait(timeout=120) == 75
+    run_dir = run_root / "synth" / "vgae_small_autoencoder"
+    ack = json.loads((run_dir / "requeue_ack.json").read_text())
+    assert Path(ack["checkpoint"]).exists() and ack["checkpoint"].endswith("last.ckpt")
+    assert not (run_dir / "metrics.json").exists()
+    first_epoch = ack["epoch"]
+    # The requeued job: same run dir, resumes from last.ckpt and completes the configured epochs.
+    total = first_epoch + 2
+    assert (
+        kdgat(
+            run_root,
+            "autoencoder",
+            "--model",
+            "vgae",
+            "--scale",
+            "small",
+            "-O",
+            "training.max_epochs",
+            str(total),
+        )
+        == 0
+    )
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == total
