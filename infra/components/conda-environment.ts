@@ -1,15 +1,12 @@
 import * as pulumi from '@pulumi/pulumi';
+import type { EnvironmentSpec } from '@kdgat/config';
 import { Environment } from '../providers/environment.ts';
 import { ymlForDisplay } from '../providers/environment-spec.ts';
 import type { Frontend } from '../providers/environment.impl.ts';
 import type { Connection } from '../providers/executor.ts';
 
 /** The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is). */
-export interface EnvironmentSpecView {
-  name: string;
-  backend: 'conda' | 'venv';
-  adopt?: boolean;
-}
+export type EnvironmentSpecView = Pick<EnvironmentSpec, 'name' | 'backend' | 'adopt'>;
 
 export interface CondaEnvironmentArgs {
   spec: EnvironmentSpecView;
@@ -76,7 +73,7 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         inheritEnvironments: args.inheritEnvironments ?? [],
         specPath: this.specPath,
         lockPath: this.lockPath,
-        adopt: spec.adopt ?? false,
+        adopt: spec.adopt,
         timeoutSeconds: args.timeoutSeconds ?? 3 * 3600,
       },
       { parent: this },

@@ -97,7 +97,7 @@ describe('CondaEnvironment', () => {
     const yml =
       'name: gnn-rapids\nchannels:\n  - rapidsai\n  - conda-forge\ndependencies:\n  - cugraph=26.10\n  - pytorch=2.8\n';
     const env = new CondaEnvironment('gnn', {
-      spec: { name: 'gnn-rapids', backend: 'conda' },
+      spec: { name: 'gnn-rapids', backend: 'conda', adopt: false },
       environmentYml: yml,
       specHash: 'spechash',
       connection: pulumi.secret({
@@ -132,7 +132,7 @@ ${yml}`,
     expect(
       () =>
         new CondaEnvironment('bad', {
-          spec: { name: 'cpu-local', backend: 'venv' },
+          spec: { name: 'cpu-local', backend: 'venv', adopt: false },
           environmentYml: '',
           specHash: 'x',
           connection: local,
