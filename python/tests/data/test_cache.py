@@ -26,9 +26,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_synthetic_dataset(
-        tmp_path_factory.mktemp("raw") / "syn", n_messages=40_000, seed=3
-    )
+    return write_synthetic_dataset(tmp_path_factory.mktemp("raw") / "syn", n_messages=40_000, seed=3)
 
 
 @pytest.fixture
@@ -38,9 +36,7 @@ def raw(synthetic: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def test_build_then_reuse_then_rebuild_on_parameter_or_file_change(
-    raw: Path, tmp_path: Path
-) -> None:
+def test_build_then_reuse_then_rebuild_on_parameter_or_file_change(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
     assert not first.hit
@@ -157,9 +153,7 @@ def test_cache_file_loads_with_weights_only_and_few_storages(raw: Path, tmp_path
     assert len({v.untyped_storage().data_ptr() for v in store.values()}) <= 16
 
 
-def test_loading_without_a_cache_or_with_other_parameters_names_the_fix(
-    raw: Path, tmp_path: Path
-) -> None:
+def test_loading_without_a_cache_or_with_other_parameters_names_the_fix(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     with pytest.raises(
         DataError,
@@ -167,9 +161,7 @@ def test_loading_without_a_cache_or_with_other_parameters_names_the_fix(
     ):
         load_graphs("syn", GraphParams(), cache=cache)
     preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
-    with pytest.raises(
-        DataError, match=r"built with parameters .*'window_size': 100.*'window_size': 50"
-    ):
+    with pytest.raises(DataError, match=r"built with parameters .*'window_size': 100.*'window_size': 50"):
         load_graphs("syn", GraphParams(window_size=50, stride=50), cache=cache)
 
 
@@ -202,14 +194,10 @@ def test_malformed_rows_are_reported_per_file_and_too_many_refuse_the_file(tmp_p
 
 def test_missing_or_empty_raw_directory(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"raw data directory .*nope does not exist"):
-        preprocess_dataset(
-            "x", GraphParams(), workers=1, raw=tmp_path / "nope", cache=tmp_path / "c"
-        )
+        preprocess_dataset("x", GraphParams(), workers=1, raw=tmp_path / "nope", cache=tmp_path / "c")
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="holds no CAN files"):
-        preprocess_dataset(
-            "x", GraphParams(), workers=1, raw=tmp_path / "empty", cache=tmp_path / "c"
-        )
+        preprocess_dataset("x", GraphParams(), workers=1, raw=tmp_path / "empty", cache=tmp_path / "c")
 
 
 def test_graph_params_are_validated() -> None:

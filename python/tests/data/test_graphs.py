@@ -24,9 +24,7 @@ def reference_graphs(ids: list[int], payload: list[list[int]], labels: list[int]
             x.append([0.0, *means, float(len(at)), at[-1] / (w - 1)])
         steps = [(win[p], win[p + 1], p) for p in range(w - 1)]
         pairs = sorted({(a, b) for a, b, _ in steps}, key=lambda ab: (index[ab[0]], index[ab[1]]))
-        degree = {
-            v: sum(a == v for a, _, _ in steps) + sum(b == v for _, b, _ in steps) for v in nodes
-        }
+        degree = {v: sum(a == v for a, _, _ in steps) + sum(b == v for _, b, _ in steps) for v in nodes}
         edges, attrs = [], []
         for a, b in pairs:
             at = [p for x_, y_, p in steps if (x_, y_) == (a, b)]
@@ -72,9 +70,7 @@ def reference_graphs(ids: list[int], payload: list[list[int]], labels: list[int]
         (99, 100, 100, 4, 4),  # shorter than one window: no graph
     ],
 )
-def test_vectorised_graphs_match_the_reference(
-    n: int, w: int, s: int, n_ids: int, seed: int
-) -> None:
+def test_vectorised_graphs_match_the_reference(n: int, w: int, s: int, n_ids: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     pool = rng.choice(0x800, n_ids, replace=False).astype(np.uint32)
     ids = pool[rng.integers(0, n_ids, n)]

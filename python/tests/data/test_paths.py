@@ -9,9 +9,7 @@ import pytest
 from kdgat import paths
 
 
-def test_cache_dir_uses_kd_gat_cache_root_when_set(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_cache_dir_uses_kd_gat_cache_root_when_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KD_GAT_CACHE_ROOT", str(tmp_path / "staged"))
     assert paths.cache_dir("hcrl_sa") == tmp_path / "staged" / "hcrl_sa"
 
@@ -30,17 +28,14 @@ def test_raw_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert paths.raw_dir("hcrl_ch") == tmp_path / "hcrl_ch"
 
 
-def test_run_dir_layout_and_root_precedence(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_run_dir_layout_and_root_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("KD_GAT_RUN_ROOT", raising=False)
     assert paths.run_dir(None, "hcrl_sa", "gat", "large", "curriculum") == Path(
         "experimentruns/hcrl_sa/gat_large_curriculum"
     )
     monkeypatch.setenv("KD_GAT_RUN_ROOT", str(tmp_path / "env"))
     assert (
-        paths.run_dir(None, "d", "vgae", "small", "autoencoder")
-        == tmp_path / "env/d/vgae_small_autoencoder"
+        paths.run_dir(None, "d", "vgae", "small", "autoencoder") == tmp_path / "env/d/vgae_small_autoencoder"
     )
     assert (
         paths.run_dir(tmp_path / "arg", "d", "gat", "small", "evaluation")

@@ -116,9 +116,7 @@ def test_wrong_header_is_refused(tmp_path: Path) -> None:
         read_can_file(path)
 
 
-def test_crlf_and_files_read_in_several_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_crlf_and_files_read_in_several_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # several pyarrow blocks: line numbers must continue across batches
     monkeypatch.setattr(readers, "BLOCK_SIZE", 4096)
     row = "1478198376.389427,0316,8,05,21,68,09,21,21,00,6f,R\r\n"

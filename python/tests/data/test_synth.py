@@ -28,9 +28,7 @@ def test_same_seed_same_traffic_other_seed_other_traffic() -> None:
     assert np.all(np.diff(a.timestamp) >= 0)
 
 
-@pytest.mark.parametrize(
-    ("fmt", "name"), [("csv", "x.csv"), ("hcrl", "x.csv"), ("parquet", "x.parquet")]
-)
+@pytest.mark.parametrize(("fmt", "name"), [("csv", "x.csv"), ("hcrl", "x.csv"), ("parquet", "x.parquet")])
 def test_written_files_read_back_identical(tmp_path: Path, fmt: str, name: str) -> None:
     messages = generate_can_traffic(3000, seed=1, attack="rpm")
     path = write_can_file(tmp_path / name, messages, fmt)
@@ -51,9 +49,7 @@ def _bursts(times: np.ndarray) -> list[np.ndarray]:
 @pytest.mark.parametrize(
     ("attack", "interval"), [("dos", 0.0003), ("fuzzy", 0.0005), ("gear", 0.001), ("rpm", 0.001)]
 )
-def test_attacks_are_injected_in_labelled_bursts_at_their_rate(
-    attack: str, interval: float
-) -> None:
+def test_attacks_are_injected_in_labelled_bursts_at_their_rate(attack: str, interval: float) -> None:
     m = generate_can_traffic(60_000, seed=2, attack=attack)
     injected = m.label == 1
     assert 0.005 < injected.mean() < 0.5
@@ -67,9 +63,9 @@ def test_attacks_are_injected_in_labelled_bursts_at_their_rate(
         assert len(np.unique(m.payload[injected], axis=0)) > 1  # one replayed frame per burst
     bursts = _bursts(m.timestamp[injected])
     long_ones = [b for b in bursts if len(b) >= 20]
-    assert long_ones and np.median(
-        np.concatenate([np.diff(b) for b in long_ones])
-    ) == pytest.approx(interval, rel=0.1)
+    assert long_ones and np.median(np.concatenate([np.diff(b) for b in long_ones])) == pytest.approx(
+        interval, rel=0.1
+    )
     assert min(len(b) for b in bursts) <= 5  # short bursts exist: the hard cases
 
 
@@ -102,11 +98,7 @@ def _window_counts(files: list[Path], vocab: CanIdVocab | None, w: int = 100):
 
 def _f1(y: np.ndarray, p: np.ndarray) -> float:
     tp = float(((p == 1) & (y == 1)).sum())
-    return (
-        2
-        * tp
-        / max(2 * tp + float(((p == 1) & (y == 0)).sum()) + float(((p == 0) & (y == 1)).sum()), 1.0)
-    )
+    return 2 * tp / max(2 * tp + float(((p == 1) & (y == 0)).sum()) + float(((p == 0) & (y == 1)).sum()), 1.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
