@@ -16,7 +16,7 @@ const load = (text: string) => loadExperimentSpec({ text, file: 'spec.yaml' });
 
 describe('resolution', () => {
   it('fills resources from the partition and the plan (8 cpus, 85G, one V100)', () => {
-    const { resolved } = load(PITZER_SPEC.replace(/    resources:[\s\S]*$/, ''));
+    const { resolved } = load(PITZER_SPEC.replace(/ {4}resources:[\s\S]*$/, ''));
     expect(resolved.stages[0]!.resources).toEqual({
       cpus: 8,
       memGB: 85,
