@@ -256,7 +256,8 @@ export function resolveExperiment(
   const resolved: ResolvedExperiment = {
     spec,
     specHash: specHash(spec),
-    cluster,
+    // The spec's account is the one every job of this experiment is charged to.
+    cluster: account ? { ...cluster, account } : cluster,
     partition: defaultPartition,
     environment,
     ...(account ? { account } : {}),
