@@ -70,6 +70,8 @@ export function makeSite(): Site {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PYTHONPATH: [STANDIN, process.env['PYTHONPATH']].filter(Boolean).join(':'),
+    // Long enough that a job can be signalled or cancelled while it runs.
+    KDGAT_STANDIN_EPOCH_SECONDS: '1',
   };
   const site: Site = {
     root,
