@@ -10,6 +10,13 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 t0=$SECONDS
 bash scripts/bootstrap.sh
+# The synthetic CAN data set the quickstart trains on (raw files; the preprocess stage caches graphs).
+export KD_GAT_DATA_ROOT=${KD_GAT_DATA_ROOT:-$REPO/.hpc/data/raw}
+if [[ ! -d $KD_GAT_DATA_ROOT/synth ]]; then
+  echo
+  echo "== writing a synthetic CAN data set to $KD_GAT_DATA_ROOT/synth"
+  python/.venv/bin/python -m kdgat synth --out "$KD_GAT_DATA_ROOT/synth" --messages 120000
+fi
 echo
 echo "== provisioning the local stack (pulumi up --stack local)"
 scripts/with-toolchain.sh nx run infra:up --stack local --outputStyle=stream

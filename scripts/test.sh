@@ -35,6 +35,7 @@ suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --outputSt
 suite "unit tests (all projects, python included)" nx run-many -t test --outputStyle=stream
 suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --outputStyle=stream
 suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --outputStyle=stream
+suite "quickstart e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test 'scripts/e2e/*.test.ts'
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done

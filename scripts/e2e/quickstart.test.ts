@@ -1,0 +1,54 @@
+// The main job end to end, as a user runs it: `npm run quickstart` (bootstrap, `pulumi up` of the
+// local stack, the real KD-GAT pipeline on synthetic data through the runner), then the same spec
+// on the repository's one-node SLURM as an afterok chain. Asserts on what the user is shown and on
+// the run's own files. Run by scripts/test.sh after the local SLURM is up.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { test } from 'node:test';
+
+const repo = resolve(import.meta.dirname, '../..');
+
+function run(cmd: string, args: string[]): string {
+  const r = spawnSync(cmd, args, { cwd: repo, encoding: 'utf8', timeout: 900_000, env: process.env });
+  const out = `${r.stdout}${r.stderr}`;
+  assert.equal(r.status, 0, `${cmd} ${args.join(' ')} failed:\n${out.slice(-4000)}`);
+  return out;
+}
+
+function manifestOf(out: string): { jobs: { key: string; runRoot: string }[]; scheduler: string } {
+  const path = /manifest: (\S+manifest\.json)/.exec(out)?.[1];
+  assert.ok(path, `no manifest path in:\n${out.slice(-2000)}`);
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+function curriculumMetrics(manifest: { jobs: { key: string; runRoot: string }[] }): Record<string, unknown> {
+  const job = manifest.jobs.find((j) => j.key === 'curriculum');
+  assert.ok(job);
+  return JSON.parse(readFileSync(join(job.runRoot, 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'));
+}
+
+test('npm run quickstart provisions the local stack and trains the chain with the local scheduler', () => {
+  const out = run('bash', ['scripts/quickstart.sh']);
+  assert.match(out, /preprocess\s+\d+\s+COMPLETED\s+0:0/);
+  assert.match(out, /autoencoder\s+\d+\s+COMPLETED\s+0:0/);
+  assert.match(out, /curriculum\s+\d+\s+COMPLETED\s+0:0\s+\S+\s+epochs=5 f1=/);
+  const manifest = manifestOf(out);
+  assert.equal(manifest.scheduler, 'local');
+  const m = curriculumMetrics(manifest) as { scores: { f1: number }; epochs: number; status: string };
+  assert.equal(m.status, 'complete');
+  assert.equal(m.epochs, 5);
+  assert.ok(m.scores.f1 > 0.5, `F1 ${m.scores.f1} should be clearly above the trivial baseline (0)`);
+});
+
+test('the same spec runs on the local SLURM as an afterok chain with the real pipeline', () => {
+  const out = run('scripts/with-toolchain.sh', [
+    'node', 'apps/runner/bin/kdgat-runner.js', 'train', '--spec', 'examples/quickstart.yaml',
+    '--stack', 'local', '--scheduler', 'slurm', '--wait', '--force',
+  ]);
+  const manifest = manifestOf(out);
+  assert.equal(manifest.scheduler, 'slurm');
+  assert.match(out, /curriculum\s+\d+\s+COMPLETED\s+0:0/);
+  assert.ok((curriculumMetrics(manifest) as { scores: { f1: number } }).scores.f1 > 0.5);
+});
