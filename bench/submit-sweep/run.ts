@@ -43,8 +43,8 @@ try {
     'bench',
     specYaml({
       name: 'bench-sweep',
-      stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.epochs': 1 } }],
-      sweep: { 'training.lr': lrs, seed: seeds },
+      stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.max_epochs': 1 } }],
+      sweep: { 'training.lr': lrs, 'training.seed': seeds },
     }),
   );
 
