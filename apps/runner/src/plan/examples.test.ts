@@ -65,11 +65,11 @@ describe('examples/', () => {
     ]);
   });
 
-  it('quickstart: one local stage, no #SBATCH header', () => {
+  it('quickstart: a local preprocess -> autoencoder -> curriculum chain, no #SBATCH header', () => {
     const { resolved, plan, rendered } = planOf('quickstart.yaml');
     expect(resolved.cluster.scheduler).toBe('local');
-    expect(plan.jobs).toHaveLength(1);
-    expect(rendered[0]!.script).not.toMatch(/^#SBATCH/m);
+    expect(plan.jobs.map((j) => j.key)).toEqual(['preprocess', 'autoencoder', 'curriculum']);
+    for (const r of rendered) expect(r.script).not.toMatch(/^#SBATCH/m);
   });
 
   it('kdgat-pitzer: a four-stage afterok chain with the plan resources and staging', () => {
