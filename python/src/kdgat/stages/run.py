@@ -17,7 +17,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch_geometric.data import Batch
+from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
 from kdgat import paths
@@ -70,6 +70,20 @@ def _anomaly_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet, cfg: Pip
     return torch.cat([vgae.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch) for b in loader])
 
 
+def _samples(data: GraphSet, n: int = 64) -> list[Data]:
+    """The graphs batch sizing runs its trial passes on."""
+    return [data[i] for i in range(min(n, len(data)))]
+
+
+def _classifier_loss(m: torch.nn.Module, b: Batch) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1))
+
+
+def _vgae_loss(m: torch.nn.Module, b: Batch) -> torch.Tensor:
+    assert isinstance(m, GraphAutoencoderNeighborhood)
+    return m.loss(b.x, b.edge_index, b.edge_attr, b.batch)
+
+
 def run_autoencoder(
     cfg: PipelineConfig, *, dataset: str, run_dir: Path, model: str, scale: str
 ) -> dict[str, Any]:
@@ -80,8 +94,7 @@ def run_autoencoder(
     val_benign = splits.val.subset(torch.nonzero(splits.val.y == 0).view(-1))
     net = build_model("vgae", cfg, vocab_size=splits.vocab_size)
     assert isinstance(net, GraphAutoencoderNeighborhood)
-    samples = [benign[i] for i in range(min(64, len(benign)))]
-    batch = choose_batch_size(cfg, net, samples, lambda m, b: m.loss(b.x, b.edge_index, b.edge_attr, b.batch))  # type: ignore[operator]
+    batch = choose_batch_size(cfg, net, _samples(benign), _vgae_loss)
     result = fit(
         VGAEModule(net, cfg.training.lr),
         cfg=cfg,
@@ -168,15 +181,7 @@ def run_curriculum(
         cfg=cfg,
         class_weight=_class_weight(splits.train.y),
     )
-    samples = [splits.train[i] for i in range(min(64, len(splits.train)))]
-    batch = choose_batch_size(
-        cfg,
-        net,
-        samples,
-        lambda m, b: torch.nn.functional.cross_entropy(
-            m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)
-        ),
-    )
+    batch = choose_batch_size(cfg, net, _samples(splits.train), _classifier_loss)
     result = fit(module, cfg=cfg, run_dir=run_dir, train=None, val=splits.val, batch=batch)
     save_model(run_dir, net, model_name="gat", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     scores_out = _evaluate(net, splits.test, splits.attack_types)
@@ -208,15 +213,7 @@ def run_distillation(
         temperature=cfg.kd.temperature,
         alpha=cfg.kd.alpha,
     )
-    samples = [splits.train[i] for i in range(min(64, len(splits.train)))]
-    batch = choose_batch_size(
-        cfg,
-        student,
-        samples,
-        lambda m, b: torch.nn.functional.cross_entropy(
-            m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1)
-        ),
-    )
+    batch = choose_batch_size(cfg, student, _samples(splits.train), _classifier_loss)
     result = fit(module, cfg=cfg, run_dir=run_dir, train=splits.train, val=splits.val, batch=batch)
     save_model(run_dir, student, model_name="gat", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     size = sum(p.numel() for p in student.parameters()) / sum(p.numel() for p in teacher.parameters())
