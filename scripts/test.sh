@@ -3,6 +3,7 @@
 # of all Nx projects (Python included), the toolchain's own end-to-end checks, and the end-to-end
 # suites against the real Pulumi engine and the repository's one-node SLURM.
 # Every suite runs even when an earlier one fails; the exit status says whether all passed.
+# The Nx cache is skipped: a test run runs the tests.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO" || exit 1
@@ -31,10 +32,10 @@ suite() {
 }
 
 suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
-suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --outputStyle=stream
-suite "unit tests (all projects, python included)" nx run-many -t test --outputStyle=stream
-suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --outputStyle=stream
-suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --outputStyle=stream
+suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream
+suite "unit tests (all projects, python included)" nx run-many -t test --skip-nx-cache --outputStyle=stream
+suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
+suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
 suite "quickstart e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test 'scripts/e2e/*.test.ts'
 
 printf '\n=== summary\n'
