@@ -34,6 +34,7 @@ suite() {
 suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
 suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream
 suite "unit tests (all projects, python included)" nx run-many -t test --skip-nx-cache --outputStyle=stream
+suite "slurm-templates e2e (requeue handshake on the local SLURM)" nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream
 suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
 suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
 suite "quickstart e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test 'scripts/e2e/*.test.ts'
