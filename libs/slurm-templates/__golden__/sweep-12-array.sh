@@ -200,6 +200,10 @@ kdgat_requeue() {
     return 0
   fi
   echo "kdgat: checkpoint acknowledged; requeueing job $SLURM_JOB_ID (restart $((restarts + 1)) of $kdgat_max_restarts)"
+  # SLURM ends a requeued job with SIGTERM to all its processes (SIGKILL KillWait seconds later).
+  # The pipeline has already exited: ignore TERM here and in the epilog (SIG_IGN is inherited), so
+  # the epilog reports the requeue instead of dying half-written.
+  trap '' TERM
   if scontrol requeue "$SLURM_JOB_ID"; then
     kdgat_state=REQUEUED
   else

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { pitzer } from './fixtures.test-support.ts';
@@ -11,6 +11,7 @@ import { makeSandbox } from './test-support/sandbox.ts';
 // `scontrol requeue`, and SLURM counts the restart.
 // Only python, module and conda are stubs. The job is cancelled once the requeue is seen (SLURM
 // holds a requeued job for about two minutes before it may start again).
+const EPILOG_END = `${'='.repeat(58)}\n`; // the epilog's last line
 const sh = (cmd: string, args: string[]) =>
   spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const slurmUp = sh('scontrol', ['ping']).stdout?.includes('is UP') ?? false;
@@ -55,11 +56,13 @@ describe.runIf(slurmUp)('requeue handshake under real SLURM', () => {
         restarts = Number(/Restarts=(\d+)/.exec(sh('scontrol', ['show', 'job', jobId]).stdout)?.[1] ?? 0);
       }
       expect(restarts).toBe(1);
-      await new Promise((r) => setTimeout(r, 2000)); // the epilog finishes writing
-      const log = readFileSync(
-        join(site.layout.logsDir, `kdgat-sandbox-run-autoencoder-${jobId}.out`),
-        'utf8',
-      );
+      // The requeued job's processes get SIGTERM; the epilog still reports. Wait for its last line.
+      const logPath = join(site.layout.logsDir, `kdgat-sandbox-run-autoencoder-${jobId}.out`);
+      let log = '';
+      for (let i = 0; i < 30 && !log.includes(EPILOG_END); i++) {
+        await new Promise((r) => setTimeout(r, 1000));
+        log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
+      }
       expect(log).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
       expect(log).toContain(`kdgat: checkpoint acknowledged; requeueing job ${jobId} (restart 1 of 2)`);
       expect(log).toContain('state:            REQUEUED (exit status 75)');
