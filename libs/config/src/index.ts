@@ -20,6 +20,17 @@ export {
   type ResolvedStage,
   type ResolvedExperiment,
 } from './experiment/resolve.ts';
+export {
+  TuneSchema,
+  SearchParamSchema,
+  PrunerSchema,
+  PLAN_PRUNER,
+  STAGE_METRICS,
+  type TuneSpec,
+  type ResolvedTune,
+  type SearchParam,
+  type PrunerSpec,
+} from './experiment/tune.ts';
 export { overrideKeys, type OverrideProblem } from './experiment/overrides.ts';
 export * from './time.ts';
 export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';

@@ -9,6 +9,7 @@ import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
 import { validateOverrides } from './overrides.ts';
 import type { ExperimentSpec, Scalar, StageName } from './schema.ts';
+import { resolveTune, type ResolvedTune } from './tune.ts';
 
 export interface Resources {
   cpus: number;
@@ -46,6 +47,8 @@ export interface ResolvedExperiment {
   requeue: ExperimentSpec['requeue'];
   staging: ExperimentSpec['staging'];
   profiling: ExperimentSpec['profiling'];
+  /** The search when the spec has a `tune:` section (`nx run runner:tune`). */
+  tune?: ResolvedTune;
 }
 
 export interface Problem {
@@ -253,6 +256,19 @@ export function resolveExperiment(
       });
   }
 
+  let tune: ResolvedTune | undefined;
+  if (spec.tune) {
+    const t = resolveTune(spec.tune, {
+      experiment: spec.name,
+      stages,
+      hasSweep: spec.sweep !== undefined,
+      pipelineSchema,
+    });
+    tune = t.tune;
+    problems.push(...t.problems);
+    warnings.push(...t.warnings);
+  }
+
   const resolved: ResolvedExperiment = {
     spec,
     specHash: specHash(spec),
@@ -266,6 +282,7 @@ export function resolveExperiment(
     requeue: spec.requeue,
     staging: spec.staging,
     profiling: spec.profiling,
+    ...(tune ? { tune } : {}),
   };
   return { resolved, problems, warnings };
 }

@@ -1,20 +1,9 @@
 import { z } from 'zod';
 import { SafeName, SlurmTime } from '../cluster/schema.ts';
 
-export const STAGES = ['preprocess', 'autoencoder', 'curriculum', 'distillation', 'evaluation'] as const;
-export const Stage = z.enum(STAGES);
-export const Model = z.enum(['gat', 'vgae']);
-export const Scale = z.enum(['large', 'small']);
-
-/** A value given to the pipeline with `-O key value`. */
-export const ScalarSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
-export type Scalar = z.infer<typeof ScalarSchema>;
-
-/** Dotted pipeline config keys (`training.lr`); checked against the pipeline's JSON Schema when resolved. */
-export const OverrideKey = z
-  .string()
-  .regex(/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$/, 'a dotted pipeline config key such as training.lr');
-export const OverridesSchema = z.record(OverrideKey, ScalarSchema);
+export { STAGES, Stage, Model, Scale, ScalarSchema, OverrideKey, OverridesSchema, type Scalar, type StageName } from './primitives.ts';
+import { OverrideKey, OverridesSchema, ScalarSchema, Stage, Model, Scale } from './primitives.ts';
+import { TuneSchema } from './tune.ts';
 
 export const ResourcesInputSchema = z
   .object({
@@ -89,9 +78,10 @@ export const ExperimentSpecSchema = z
       })
       .strict()
       .default({ enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 }),
+    /** A hyperparameter search over one stage (`nx run runner:tune`); see tune.ts. */
+    tune: TuneSchema.optional(),
   })
   .strict();
 
 export type ExperimentSpec = z.infer<typeof ExperimentSpecSchema>;
 export type ExperimentSpecInput = z.input<typeof ExperimentSpecSchema>;
-export type StageName = z.infer<typeof Stage>;

@@ -1,0 +1,18 @@
+// The leaf schemas the experiment and tune schemas share (no imports from either: no cycle).
+import { z } from 'zod';
+
+export const STAGES = ['preprocess', 'autoencoder', 'curriculum', 'distillation', 'evaluation'] as const;
+export const Stage = z.enum(STAGES);
+export const Model = z.enum(['gat', 'vgae']);
+export const Scale = z.enum(['large', 'small']);
+
+/** A value given to the pipeline with `-O key value`. */
+export const ScalarSchema = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+export type Scalar = z.infer<typeof ScalarSchema>;
+
+/** Dotted pipeline config keys (`training.lr`); checked against the pipeline's JSON Schema when resolved. */
+export const OverrideKey = z
+  .string()
+  .regex(/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$/, 'a dotted pipeline config key such as training.lr');
+export const OverridesSchema = z.record(OverrideKey, ScalarSchema);
+export type StageName = z.infer<typeof Stage>;
