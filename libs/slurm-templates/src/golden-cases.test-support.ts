@@ -67,6 +67,15 @@ export function goldenFiles(): Record<string, string> {
   files['sweep-12-array.sh'] = sweep.script;
   files['sweep-12-array.tsv'] = sweep.arrayTable ?? '';
 
+  files['tune-4-workers.sh'] = renderTrainJob(
+    pitzerJob({
+      experiment: 'vgae lr study',
+      stage: stage({ id: 'autoencoder', stage: 'autoencoder', model: 'vgae' }),
+      runRoot: `${scratch}/runs/vgae-lr-study/outputs`,
+      tune: { studyDir: `${scratch}/runs/vgae-lr-study/study`, workers: 4 },
+    }),
+  ).script;
+
   files['ddp-2node-8gpu.sh'] = renderTrainJob(
     pitzerJob({
       experiment: 'set_01 teacher ddp',

@@ -13,7 +13,14 @@ import {
   type StackOutputsSource,
 } from '../stack/outputs.ts';
 import { PreflightError } from '../submit/submit.ts';
-import { AlreadyQueuedError, SubmissionFailedError, schedulerForManifest, train } from '../submit/train.ts';
+import {
+  AlreadyQueuedError,
+  StudyExistsError,
+  SubmissionFailedError,
+  schedulerForManifest,
+  train,
+} from '../submit/train.ts';
+import { resolveStudyDir, runTuneReport } from '../tune/study.ts';
 import { logPathsOf, tailFile } from '../track/files.ts';
 import {
   formatTable,
@@ -32,7 +39,12 @@ queueing, follow them, and record a manifest.
 usage:
   kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force]
+  kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
   kdgat-runner plan   --spec FILE.yaml [--stack NAME]        render + preflight, submit nothing
+  kdgat-runner tune   --spec FILE.yaml [--stack NAME] [--wait] [--dry-run]
+                                                             the spec's tune: study as a worker array
+  kdgat-runner tune-report --study NAME|DIR [--stack NAME] [--json]
+                                                             trial counts, pruning rate, durations, best
   kdgat-runner status RUN_DIR [--json]                       state of every job and array task
   kdgat-runner logs   RUN_DIR [--job KEY] [--index N] [--lines N]
   kdgat-runner cancel RUN_DIR                                cancel every job of the run
@@ -45,6 +57,9 @@ options:
   --wait                 follow the run to the end; exit non-zero if any job failed
   --force                submit even if a run of the same spec is queued or running
   --from-manifest PATH   re-render and submit a recorded run (same scripts, byte for byte)
+  --from-study STUDY     with --best: train the study's best trial (its values as the tuned stage's overrides)
+  --study NAME|DIR       a study: its name (tune.study) or its directory
+  --dry-run              tune: render + preflight, submit nothing
   -h, --help             this text
 
 exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid spec ·
@@ -63,6 +78,10 @@ const OPTIONS = {
   index: { type: 'string' },
   lines: { type: 'string' },
   json: { type: 'boolean' },
+  'from-study': { type: 'string' },
+  best: { type: 'boolean' },
+  study: { type: 'string' },
+  'dry-run': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -144,12 +163,21 @@ export async function main(
   try {
     switch (command) {
       case 'train':
+      case 'tune':
       case 'plan': {
         if (values.scheduler && values.scheduler !== 'slurm' && values.scheduler !== 'local') {
           throw new UsageError(`--scheduler ${values.scheduler}: expected slurm or local`);
         }
-        const dryRun = command === 'plan';
+        const dryRun = command === 'plan' || values['dry-run'] === true;
+        if (values['from-study'] !== undefined && values.best !== true)
+          throw new UsageError('--from-study needs --best (the best trial is the one that can be trained)');
+        if (values.best === true && values['from-study'] === undefined)
+          throw new UsageError('--best needs --from-study STUDY');
+        if (values['from-study'] !== undefined && command !== 'train')
+          throw new UsageError(`--from-study is an option of train, not ${command}`);
         const result = await train({
+          mode: command === 'tune' ? 'tune' : 'train',
+          ...(values['from-study'] ? { fromStudy: values['from-study'] } : {}),
           ...(values.spec ? { specPath: values.spec } : {}),
           ...(values['from-manifest'] ? { fromManifest: values['from-manifest'] } : {}),
           ...(values.stack ? { stack: values.stack } : {}),
@@ -167,7 +195,9 @@ export async function main(
         say(`run dir: ${result.runDir}`);
         for (const job of result.plan.jobs) {
           const pre = result.preflight.find((r) => r.job.key === job.key);
-          const what = job.array
+          const what = job.tune
+            ? `array of ${job.tune.workers} tune workers on study ${result.study?.name ?? ''}`
+            : job.array
             ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
             : 'job';
           const deps = job.dependsOn.length ? ` after ${job.dependsOn.join(', ')}` : '';
@@ -190,7 +220,26 @@ export async function main(
           return 0;
         }
         say(`submitted ${manifest.jobs.length} job(s): ${manifest.jobs.map((j) => j.jobId).join(', ')}`);
-        return values.wait ? await follow(manifest, io) : 0;
+        if (result.study) {
+          say(`study ${result.study.name}: ${result.study.dir}`);
+          say(`  report: nx run runner:tune-report --study ${result.study.name}`);
+        }
+        if (!values.wait) return 0;
+        const status = await follow(manifest, io);
+        if (result.study) {
+          say('');
+          say(await runTuneReport(manifest.stack.outputs, result.study.dir, { json: false, plots: true }));
+        }
+        return status;
+      }
+      case 'tune-report': {
+        const studyArg = values.study ?? positionals[1];
+        if (!studyArg) throw new UsageError('tune-report needs --study NAME|DIR');
+        const stack = await stackSource(values).read(values.stack ?? 'local');
+        const dir = resolveStudyDir(studyArg, stack.scratch.runsDir);
+        if (values.json) say(JSON.stringify(await runTuneReport(stack, dir, { json: true, plots: true }), null, 2));
+        else io.out.write(await runTuneReport(stack, dir, { json: false, plots: true }));
+        return 0;
       }
       case 'status': {
         const manifest = loadRun(values.run ?? positionals[1]);
@@ -264,7 +313,7 @@ export async function main(
       }
       default:
         throw new UsageError(
-          `unknown command ${JSON.stringify(command)}: expected train, plan, status, logs or cancel`,
+          `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, logs or cancel`,
         );
     }
   } catch (e) {
@@ -285,7 +334,8 @@ export async function main(
     if (
       e instanceof StackNotProvisionedError ||
       e instanceof PreflightError ||
-      e instanceof AlreadyQueuedError
+      e instanceof AlreadyQueuedError ||
+      e instanceof StudyExistsError
     ) {
       io.err.write(`kdgat-runner: ${e.message}\n`);
       return 3;

@@ -44,6 +44,18 @@ export interface Manifest {
   jobs: ManifestJob[];
   /** `<job key>` → array index → the sweep point (overrides) that task runs. */
   arrayIndex: Record<string, Record<string, Record<string, Scalar>>>;
+  /** A tune run: the study its workers fill. */
+  tune?: { study: string; studyDir: string };
+  /** A run trained from a study's best trial (`train --from-study S --best`). */
+  fromStudy?: {
+    study: string;
+    studyDir: string;
+    stageId: string;
+    trial: number;
+    metric: string;
+    value: number;
+    params: Record<string, Scalar>;
+  };
   submission: {
     status: 'planned' | 'submitted' | 'failed';
     error?: string;

@@ -27,6 +27,8 @@ export interface PlannedJob {
   array?: { size: number; concurrency: number; firstPoint: number };
   /** The sweep points this job's tasks run, task i ↔ points[i]. */
   points?: Record<string, Scalar>[];
+  /** A study's worker array (`runner tune`): task i is worker i. */
+  tune?: { workers: number };
 }
 
 export interface RunPlan {

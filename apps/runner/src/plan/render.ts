@@ -53,7 +53,7 @@ export function renderPlan(
     if (!stage)
       throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
     const runRoot = runRootOf(runDir, job, chunkedStages.has(job.stageId));
-    const tableFile = job.array ? `scripts/${job.key}.points.tsv` : undefined;
+    const tableFile = job.array && !job.tune ? `scripts/${job.key}.points.tsv` : undefined;
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
       stage,
@@ -72,6 +72,7 @@ export function renderPlan(
       staging,
       ...(job.points ? { sweepPoints: job.points } : {}),
       ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
+      ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
     };
     const rendered = renderTrainJob(input);
     const pattern = job.array ? '%x-%A_%a' : '%x-%j';

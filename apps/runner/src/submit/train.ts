@@ -1,10 +1,11 @@
 // The train/plan flow: load + validate the spec → stack outputs → plan → render into the run
 // dir → preflight → (lock, idempotency check, atomic submit) → manifest.json.
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   environmentSpecHash,
   loadExperimentSpec,
+  parseYaml,
   validateOverrides,
   type ResolvedExperiment,
 } from '@kdgat/config';
@@ -25,6 +26,14 @@ import { isActive, type Scheduler } from '../schedulers/core.ts';
 import { LocalScheduler } from '../schedulers/local/index.ts';
 import { SlurmScheduler } from '../schedulers/slurm/index.ts';
 import { checkEnvironmentMatches, type StackOutputs, type StackOutputsSource } from '../stack/outputs.ts';
+import {
+  existingStudy,
+  resolveStudyDir,
+  runTuneReport,
+  studyConfig,
+  studyLink,
+  STUDY_FILE,
+} from '../tune/study.ts';
 import { acquireLock } from './lock.ts';
 import { PreflightError, preflightPlan, submitPlan, type PreflightReport } from './submit.ts';
 
@@ -40,6 +49,10 @@ export interface TrainOptions {
   log?: (line: string) => void;
   /** For tests and bench: a scheduler to use instead of constructing one. */
   schedulerInstance?: Scheduler;
+  /** `tune`: the spec's `tune:` stage runs as a study's worker array (`nx run runner:tune`). */
+  mode?: 'train' | 'tune';
+  /** A study name or directory: train its best trial's values (`train --from-study S --best`). */
+  fromStudy?: string;
 }
 
 export interface TrainResult {
@@ -50,6 +63,17 @@ export interface TrainResult {
   scheduler: Scheduler;
   /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
   reproduction?: { identical: boolean; differing: string[] };
+  /** A tune run's study: its name and directory. */
+  study?: { name: string; dir: string };
+}
+
+export class StudyExistsError extends Error {
+  constructor(study: string, where: string) {
+    super(
+      `study ${study} already exists (${where}): choose another tune.study, or see it with \`nx run runner:tune-report --study ${study}\``,
+    );
+    this.name = 'StudyExistsError';
+  }
 }
 
 export class AlreadyQueuedError extends Error {
@@ -148,12 +172,33 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   } else {
     throw new Error('train needs --spec <file.yaml> or --from-manifest <run dir|manifest.json>');
   }
+  const stackName = opts.stack ?? source?.stack.name ?? 'local';
+  let fromStudy: Manifest['fromStudy'];
+  if (opts.fromStudy) {
+    const applied = await applyBestTrial(specText, specFile, opts.fromStudy, await opts.stackSource.read(stackName));
+    specText = applied.text;
+    fromStudy = applied.provenance;
+    log(
+      `best trial ${fromStudy.trial} of study ${fromStudy.study}: ${fromStudy.metric} = ${fromStudy.value}; stage ${fromStudy.stageId} trains with ${Object.entries(
+        fromStudy.params,
+      )
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(', ')}`,
+    );
+  }
   const loaded = loadExperimentSpec({ text: specText, file: specFile });
   const resolved = loaded.resolved;
+  const mode = opts.mode ?? 'train';
+  const tune = mode === 'tune' ? resolved.tune : undefined;
+  if (mode === 'tune' && !tune)
+    throw new Error(
+      `${specFile} has no tune: section: add one (see examples/tune-vgae.yaml) or use \`nx run runner:train\``,
+    );
+  if (mode === 'train' && resolved.tune && !opts.fromStudy)
+    log(`note: the spec's tune: section is ignored by train (\`nx run runner:tune\` runs the study)`);
   checkOverrides(resolved);
   for (const w of loaded.warnings ?? []) log(`warning: ${typeof w === 'string' ? w : JSON.stringify(w)}`);
 
-  const stackName = opts.stack ?? source?.stack.name ?? 'local';
   const stack: StackOutputs = await opts.stackSource.read(stackName);
   checkEnvironmentMatches(
     stackName,
@@ -174,6 +219,12 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     maxArraySize: (await scheduler.limits()).maxArraySize,
     jobName: (stageId) => jobNameFor(experiment, stageId),
   });
+  if (tune) {
+    // The tuned stage runs as the study's workers: one array task per worker.
+    const job = plan.jobs.find((j) => j.stageId === tune.stage)!;
+    job.array = { size: tune.nWorkers, concurrency: tune.nWorkers, firstPoint: 0 };
+    job.tune = { workers: tune.nWorkers };
+  }
   const render = (runDir: string) => renderPlan(plan, resolved, stack, runDir, scheduler.kind);
   const hashesOf = (rendered: readonly RenderedJob[]) => {
     const h: Record<string, string> = {};
@@ -194,6 +245,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   const lock = opts.dryRun ? undefined : await acquireLock(join(runsRoot, '.kdgat-runner.lock'));
   try {
+    const previousStudy = tune && !opts.dryRun ? existingStudy(runsRoot, tune.study) : undefined;
+    if (tune && previousStudy !== undefined) throw new StudyExistsError(tune.study, previousStudy);
     if (!opts.dryRun && !opts.force) {
       const active: { runDir: string; jobIds: string[] }[] = [];
       for (const m of earlierRuns(runsRoot, experiment, resolved.specHash)) {
@@ -215,6 +268,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       mkdirSync(dirname(p), { recursive: true });
       writeFileSync(p, r.script, { mode: 0o755 });
       if (r.table) writeFileSync(join(runDir, r.table.file), r.table.text);
+    }
+    const studyDir = tune ? join(runDir, 'study') : undefined;
+    if (tune && studyDir) {
+      mkdirSync(studyDir, { recursive: true });
+      writeFileSync(join(studyDir, STUDY_FILE), `${JSON.stringify(studyConfig(resolved, tune, runDir), null, 2)}\n`);
     }
     const scripts = hashesOf(rendered);
     const arrayIndex: Manifest['arrayIndex'] = {};
@@ -251,6 +309,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         logs,
       })),
       arrayIndex,
+      ...(tune && studyDir ? { tune: { study: tune.study, studyDir } } : {}),
+      ...(fromStudy ? { fromStudy } : {}),
       submission: {
         status: 'planned',
         ...(opts.force ? { forced: true } : {}),
@@ -262,6 +322,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
     const preflight = await preflightPlan(rendered, runDir, scheduler);
     const result: TrainResult = { runDir, manifest, plan, preflight, scheduler };
+    if (tune && studyDir) result.study = { name: tune.study, dir: studyDir };
     if (reproduction) result.reproduction = reproduction;
     if (preflight.some((r) => !r.ok)) {
       const err = new PreflightError(preflight);
@@ -291,10 +352,66 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     }
     manifest.submission = { ...manifest.submission, status: 'submitted' };
     writeManifest(runDir, manifest);
+    if (tune && studyDir) {
+      // The study's name now points at this run's study dir (tune-report, train --from-study).
+      const link = studyLink(runsRoot, tune.study);
+      mkdirSync(dirname(link), { recursive: true });
+      rmSync(link, { force: true }); // only a dangling link can be here: checked above, under the lock
+      symlinkSync(studyDir, link);
+    }
     return result;
   } finally {
     lock?.release();
   }
+}
+
+/**
+ * The spec with the study's best trial applied: its values become the tuned stage's overrides and
+ * the tune: section goes (this is a training run now). Returned as JSON text (valid YAML), which
+ * the manifest records, so `--from-manifest` reproduces the same run.
+ */
+async function applyBestTrial(
+  specText: string,
+  specFile: string,
+  studyArg: string,
+  stack: StackOutputs,
+): Promise<{ text: string; provenance: NonNullable<Manifest['fromStudy']> }> {
+  const studyDir = resolveStudyDir(studyArg, stack.scratch.runsDir);
+  const config = JSON.parse(readFileSync(join(studyDir, STUDY_FILE), 'utf8')) as {
+    study: string;
+    stageId: string;
+    objective: { metric: string };
+  };
+  const report = await runTuneReport(stack, studyDir, { json: true, plots: false });
+  const best = report.best;
+  if (!best) {
+    const c = report.counts;
+    throw new Error(
+      `study ${config.study} has no complete trial yet (${c['RUNNING'] ?? 0} running, ${c['PRUNED'] ?? 0} pruned, ${c['FAIL'] ?? 0} failed): wait for it, see \`nx run runner:tune-report --study ${config.study}\``,
+    );
+  }
+  const parsed = parseYaml(specText, specFile);
+  if (parsed.syntaxIssues.length) throw new Error(`${specFile}: ${parsed.syntaxIssues[0]!.message}`);
+  const spec = structuredClone(parsed.value) as { stages?: { id?: string; overrides?: Record<string, Scalar> }[]; tune?: unknown };
+  const stage = spec.stages?.find((s) => s.id === config.stageId);
+  if (!stage)
+    throw new Error(
+      `study ${config.study} tuned stage ${config.stageId}, which ${specFile} does not have: pass the spec the study was made from`,
+    );
+  stage.overrides = { ...(stage.overrides ?? {}), ...best.params };
+  delete spec.tune;
+  return {
+    text: `${JSON.stringify(spec, null, 2)}\n`,
+    provenance: {
+      study: config.study,
+      studyDir,
+      stageId: config.stageId,
+      trial: best.number,
+      metric: config.objective.metric,
+      value: best.value,
+      params: best.params,
+    },
+  };
 }
 
 export function describeRun(runDir: string): string {

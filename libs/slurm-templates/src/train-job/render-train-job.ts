@@ -58,6 +58,11 @@ export interface TrainJobInput {
   sweepPoints?: Record<string, Scalar>[];
   /** Absolute path where the caller writes `arrayTable` (next to the script); required for arrays. */
   arrayTablePath?: string;
+  /**
+   * A hyperparameter study's workers instead of a stage run: a job array of `workers` tasks, each
+   * running `python -m kdgat tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
+   */
+  tune?: { studyDir: string; workers: number };
   /** Job ids this job waits for (`--dependency=afterok:…`). */
   afterOk?: string[];
   /** Seconds between GPU samples (default 10). */
@@ -76,6 +81,12 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   for (const f of ['id', 'stage', 'model', 'scale', 'dataset'] as const) requireName(`stage.${f}`, stage[f]);
   checkRequeuePolicy(input.requeue);
   const points = input.sweepPoints ?? [];
+  const tune = input.tune;
+  if (tune && points.length > 0)
+    throw new TemplateInputError('tune', 'with sweepPoints', 'either sweep points or a tune study, not both');
+  const workers = tune ? requirePositiveInt('tune.workers', tune.workers) : 0;
+  const studyDir = tune ? requireAbsolutePath('tune.studyDir', tune.studyDir) : '';
+  const arraySize = tune ? workers : points.length;
   const isArray = points.length > 0;
   const jobName = jobNameFor(input.experiment, stage.id);
   const runSuffix = `/${stage.dataset}/${stage.model}_${stage.scale}_${stage.stage}`;
@@ -84,7 +95,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
 
   const lines: string[] = ['#!/bin/bash'];
   if (profile.scheduler === 'slurm') {
-    lines.push(...sbatchLines(directivesFor(input, jobName, points.length)));
+    lines.push(...sbatchLines(directivesFor(input, jobName, arraySize)));
   } else {
     lines.push(
       '# Local executor: the runner runs this script with bash and SLURM_* variables it emulates; no #SBATCH lines.',
@@ -93,7 +104,9 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   }
   lines.push(
     ...preambleLines({
-      title: `KD-GAT ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
+      title: tune
+        ? `KD-GAT ${stage.stage} study (${jobName}), array of ${workers} tune workers`
+        : `KD-GAT ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
       profile,
       stageDataPath: input.staging.enabled ? input.scripts.stageData : undefined,
       epilogPath: input.scripts.epilog,
@@ -117,6 +130,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
       ...arrayTaskLines(requireAbsolutePath('arrayTablePath', input.arrayTablePath), points.length),
     );
   }
+  if (tune) lines.push('', ...tuneTaskLines(workers));
   lines.push(
     `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
     'printf \'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_experiment" ' +
@@ -134,7 +148,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   lines.push('', ...stagingLines(input));
   lines.push('', ...samplerLines(input.gpuSampleSeconds ?? 10));
 
-  lines.push('', ...commandLines(stage, multiTask, isArray));
+  lines.push('', ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, multiTask, isArray)));
   lines.push('', ...runPipelineLines(input.requeue));
   lines.push('', ...requeueDecisionLines(input.requeue));
   lines.push('exit "$kdgat_status"', '');
@@ -195,7 +209,9 @@ function directivesFor(
   d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
   if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
   else d.push(['no-requeue', '']);
-  if (arraySize > 0) {
+  if (input.tune) {
+    d.push(['array', `0-${arraySize - 1}`]); // nWorkers is the parallelism: all of them at once
+  } else if (arraySize > 0) {
     const k = r.arrayConcurrency;
     d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
   }
@@ -249,6 +265,27 @@ function arrayTaskLines(tablePath: string, size: number): string[] {
     '  kdgat_point_overrides+=(-O "$kdgat_key" "$kdgat_value")',
     'done <"$kdgat_array_table"',
     'kdgat_run_root=$kdgat_run_root/point_$kdgat_task',
+  ];
+}
+
+function tuneTaskLines(workers: number): string[] {
+  return [
+    '# Tune worker: every task pulls trials from the same study; each keeps its own run root.',
+    'kdgat_task=${SLURM_ARRAY_TASK_ID:-0}',
+    `if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= ${workers})); then`,
+    `  echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a worker of this study (0-${workers - 1})" >&2`,
+    '  exit 64',
+    'fi',
+    'kdgat_run_root=$kdgat_run_root/worker_$kdgat_task',
+  ];
+}
+
+function tuneCommandLines(studyDir: string): string[] {
+  return [
+    'kdgat_cmd=(',
+    `  python -m kdgat tune --study-dir ${shq(studyDir)}`,
+    '  --run-root "$kdgat_run_root"',
+    ')',
   ];
 }
 

@@ -44,6 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--messages", type=int, default=200_000)
     sy.add_argument("--seed", type=int, default=0)
     sy.add_argument("--format", choices=["csv", "hcrl", "parquet"], default="csv")
+    tu = sub.add_parser("tune", help="work on a hyperparameter study until it has nTrials finished")
+    tu.add_argument(
+        "--study-dir", required=True, type=Path, help="the study directory (study.json, journal.log)"
+    )
+    tu.add_argument("--run-root", default=None, help="this worker's run root (worker.json, requeue ack)")
+    tr = sub.add_parser(
+        "tune-report", help="trial counts, pruning rate, durations and the best trial of a study"
+    )
+    tr.add_argument("--study-dir", required=True, type=Path)
+    tr.add_argument("--json", action="store_true", help="print the report as JSON")
+    tr.add_argument("--out", type=Path, default=None, help="where the plots go (default: <study-dir>/report)")
+    tr.add_argument("--no-plots", action="store_true")
     pc = sub.add_parser("param-counts", help="parameter counts of the presets vs the published ones")
     pc.add_argument("--vocab-size", type=int, default=50)
     return p
@@ -73,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{model:5s} {scale:6s} ours {ours:>9,d}  published {published:>9,d}  ratio {ratio:.2f}"
                 )
             return 0
+        if args.command == "tune":
+            from kdgat.tune.worker import Worker
+
+            return Worker(args.study_dir, None if args.run_root is None else Path(args.run_root)).run()
+        if args.command == "tune-report":
+            return _tune_report(args)
         cfg = build_config(args.scale, dict(args.overrides))
         result = run_stage(
             args.command,
@@ -97,6 +115,29 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return REQUEUE_EXIT
-    except (ConfigError, DataError, StageInputError, ValueError) as e:
+    except (ConfigError, DataError, StageInputError, ValueError) as e:  # StudyError is a ValueError
         print(f"kdgat: error: {e}", file=sys.stderr)
         return USER_ERROR
+
+
+def _tune_report(args: argparse.Namespace) -> int:
+    from kdgat.tune.report import format_report, load_study, study_report, write_plots
+    from kdgat.tune.study import HyperbandSpec, read_config
+
+    cfg = read_config(args.study_dir)
+    study = load_study(args.study_dir)
+    min_resource = cfg.pruner.min_resource if isinstance(cfg.pruner, HyperbandSpec) else None
+    report = study_report(study, objective_metric=cfg.objective.metric, min_resource=min_resource)
+    report["study_dir"] = str(args.study_dir)
+    if not args.no_plots:
+        out = args.out or args.study_dir / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        report["plots"] = [str(p) for p in write_plots(study, out)]
+        (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(format_report(report))
+        for p in report.get("plots", []):
+            print(f"plot: {p}")
+    return 0

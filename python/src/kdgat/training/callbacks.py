@@ -140,13 +140,22 @@ class RequeueCallback(L.Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         signum = getattr(signal, f"SIG{self.signame}")
+        previous = signal.getsignal(signum)
+        self._restore = (signum, previous)
 
-        def handler(_signum: int, _frame: Any) -> None:
+        def handler(sig: int, frame: Any) -> None:
             log.warning("received SIG%s: checkpointing at the end of this step for a requeue", self.signame)
             self.requested = True
+            if callable(previous):  # an outer handler (the tune worker's) hears it too
+                previous(sig, frame)
 
         signal.signal(signum, handler)
         log.info("requeue handshake armed on SIG%s", self.signame)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        restore = getattr(self, "_restore", None)
+        if restore is not None:
+            signal.signal(*restore)
 
     def _check(self, trainer: L.Trainer) -> None:
         if not self.requested or self.acknowledged:

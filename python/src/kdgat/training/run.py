@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,20 @@ from kdgat.training.callbacks import (
 )
 
 log = logging.getLogger("kdgat.training")
+
+
+_EXTRA_CALLBACKS: ContextVar[tuple[L.Callback, ...]] = ContextVar("kdgat_extra_callbacks", default=())
+
+
+@contextmanager
+def extra_callbacks(*callbacks: L.Callback) -> Iterator[None]:
+    """Adds ``callbacks`` to every :func:`fit` inside the block (the tune worker's pruning callback
+    reaches the stage's trainer this way, without a parameter through every stage)."""
+    token = _EXTRA_CALLBACKS.set(_EXTRA_CALLBACKS.get() + callbacks)
+    try:
+        yield
+    finally:
+        _EXTRA_CALLBACKS.reset(token)
 
 
 class RequeueRequested(Exception):
@@ -133,6 +149,7 @@ def fit(
             callbacks.append(EarlyStopping("val_loss", patience=cfg.training.patience))
         if cfg.training.profile:
             callbacks.append(ProfilerCallback(run_dir, cfg.training.profile_steps))
+        callbacks.extend(_EXTRA_CALLBACKS.get())
         trainer = make_trainer(cfg, run_dir, callbacks)
         resume = ckpt_dir / "last.ckpt"
         val_loader = make_loader(val, cfg, batch_size, shuffle=False) if val is not None else None

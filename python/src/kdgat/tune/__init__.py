@@ -1,0 +1,1 @@
+"""Hyperparameter search: Optuna studies on journal storage, worked by SLURM array tasks."""
