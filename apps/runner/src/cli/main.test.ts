@@ -24,14 +24,14 @@ describe('kdgat-runner CLI', () => {
   it('prints its help with every command', async () => {
     const r = await run(['--help']);
     expect(r.code).toBe(0);
-    for (const c of ['train', 'plan', 'status', 'logs', 'cancel', '--from-manifest', '--stack-outputs'])
+    for (const c of ['train', 'plan', 'tune', 'tune-report', 'status', 'logs', 'cancel', '--from-manifest', '--from-study', '--stack-outputs'])
       expect(r.out).toContain(c);
   });
 
   it('names an unknown command and an unknown option', async () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
-      err: expect.stringMatching(/unknown command "launch": expected train, plan, status, logs or cancel/),
+      err: expect.stringMatching(/unknown command "launch": expected train, plan, tune, tune-report, status, logs or cancel/),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);
   });
@@ -41,6 +41,18 @@ describe('kdgat-runner CLI', () => {
     expect((await run(['plan', '--spec', '/nonexistent/x.yaml'])).err).toMatch(
       /--spec \/nonexistent\/x\.yaml: no such file/,
     );
+  });
+
+  it('pairs --from-study with --best, and asks tune-report for a study', async () => {
+    expect(await run(['train', '--spec', 'x.yaml', '--from-study', 's'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--from-study needs --best/),
+    });
+    expect((await run(['train', '--spec', 'x.yaml', '--best'])).err).toMatch(/--best needs --from-study STUDY/);
+    expect((await run(['tune', '--spec', 'x.yaml', '--from-study', 's', '--best'])).err).toMatch(
+      /--from-study is an option of train, not tune/,
+    );
+    expect(await run(['tune-report'])).toMatchObject({ code: 2, err: expect.stringMatching(/needs --study/) });
   });
 
   it('takes the boolean flags Nx forwards as --flag=true', () => {

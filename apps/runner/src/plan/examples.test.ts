@@ -50,7 +50,7 @@ function planOf(file: string) {
 }
 
 describe('examples/', () => {
-  it('has the six examples', () => {
+  it('has the eight examples', () => {
     expect(
       readdirSync(EXAMPLES)
         .filter((f) => f.endsWith('.yaml'))
@@ -62,6 +62,8 @@ describe('examples/', () => {
       'quickstart.yaml',
       'sweep-lr.yaml',
       'trial-batch.yaml',
+      'tune-pitzer.yaml',
+      'tune-vgae.yaml',
     ]);
   });
 

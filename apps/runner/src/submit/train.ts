@@ -245,7 +245,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   const lock = opts.dryRun ? undefined : await acquireLock(join(runsRoot, '.kdgat-runner.lock'));
   try {
-    const previousStudy = tune && !opts.dryRun ? existingStudy(runsRoot, tune.study) : undefined;
+    const previousStudy = tune ? existingStudy(runsRoot, tune.study) : undefined;
     if (tune && previousStudy !== undefined) throw new StudyExistsError(tune.study, previousStudy);
     if (!opts.dryRun && !opts.force) {
       const active: { runDir: string; jobIds: string[] }[] = [];
