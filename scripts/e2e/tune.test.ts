@@ -153,6 +153,8 @@ test('a 2-worker study on SLURM survives a killed worker; report and --from-stud
   for (const s of ['COMPLETE', 'PRUNED', 'FAIL', 'RUNNING', 'WAITING'] as const) assert.equal(report.counts[s], count(s), s);
   assert.equal(report.pruning_rate, count('PRUNED') / finished);
   assert.equal(report.stale_failures, trials.filter((t) => t.system['kdgat_stale'] === true && t.state === 'FAIL').length);
+  assert.equal(report.retries, trials.filter((t) => t.user['kdgat_retry_of'] !== undefined).length);
+  assert.ok(report.retries >= 1);
   assert.equal(report.pruned_before_min_resource, 0);
   assert.equal(report.plots.length, 2);
   for (const p of report.plots) assert.ok(readFileSync(p).subarray(1, 4).toString() === 'PNG', p);

@@ -115,7 +115,12 @@ def study_report(
         "stale_failures": sum(
             1 for t in trials if t.state == TrialState.FAIL and t.system_attrs.get(STALE_ATTR) is True
         ),
-        "retries": sum(1 for t in trials if t.system_attrs.get(RETRY_OF_ATTR) is not None),
+        # A retry still WAITING carries the mark as a user attr (enqueue_trial takes no system attrs).
+        "retries": sum(
+            1
+            for t in trials
+            if t.system_attrs.get(RETRY_OF_ATTR, t.user_attrs.get(RETRY_OF_ATTR)) is not None
+        ),
         "durations": {state.name: _duration_summary(trials, state) for state in TIMED_STATES},
         "epochs_at_prune": (
             {"min": min(prune_steps), "max": max(prune_steps), "mean": statistics.fmean(prune_steps)}

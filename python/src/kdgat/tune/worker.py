@@ -159,17 +159,18 @@ class WorkerSummary:
 
 
 def _counts(study: optuna.Study) -> tuple[int, int]:
-    """(finished trials that count toward nTrials, trials running or waiting)."""
-    finished = active = 0
+    """(finished trials that count toward nTrials, trials running). WAITING trials (enqueued
+    retries) are not counted as running: nobody runs them until a worker asks for a trial."""
+    finished = running = 0
     for t in study.get_trials(deepcopy=False):
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             finished += 1
         elif t.state == TrialState.FAIL:
             # A trial lost to a dead worker is replaced by its retry; other failures count.
             finished += 0 if t.system_attrs.get(STALE) else 1
-        else:
-            active += 1
-    return finished, active
+        elif t.state == TrialState.RUNNING:
+            running += 1
+    return finished, running
 
 
 def fail_lost_trials(
@@ -270,10 +271,10 @@ class Worker:
             self.summary.failed_lost += fail_lost_trials(self.study, self.cfg, self.me)
             if self.signal_seen.is_set():
                 return self._requeue(None)
-            finished, active = _counts(self.study)
+            finished, running = _counts(self.study)
             if finished >= self.cfg.n_trials:
                 break
-            if finished + active >= self.cfg.n_trials:
+            if finished + running >= self.cfg.n_trials:
                 # The remaining trials run elsewhere: wait, in case one of their workers dies.
                 sleep(poll)
                 continue
