@@ -1,10 +1,10 @@
 // `runner tune` up to the queue (dry run): the plan, the worker array's script, study.json, and the
 // refusals that must come before anything is queued.
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { environmentSpecHash, loadEnvironmentSpec } from '@kdgat/config';
+import { environmentSpecHash, loadEnvironmentSpec, SpecValidationError } from '@kdgat/config';
 import { LocalScheduler } from '../schedulers/local/index.ts';
 import { FileStackOutputs, type StackOutputs } from '../stack/outputs.ts';
 import { StudyExistsError, train } from '../submit/train.ts';
@@ -90,6 +90,26 @@ describe('runner tune (dry run)', () => {
     symlinkSync('/elsewhere/study', join(stack.scratch.runsDir, 'studies', 'tune-vgae'));
     await expect(plan()).rejects.toThrow(StudyExistsError);
     await expect(plan()).rejects.toThrow(/study tune-vgae already exists \(\/elsewhere\/study\): choose another tune.study/);
+  });
+
+  it('rejects a bad search space or pruner with every problem named, and writes nothing', async () => {
+    const { plan, dir, stack } = setup();
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      readFileSync(EXAMPLE, 'utf8')
+        .replace('training.lr:', 'training.lrate:')
+        .replace('low: 8, high: 32', 'low: 32, high: 32')
+        .replace('minResource: 2, maxResource: 6', 'minResource: 9, maxResource: 6'),
+    );
+    const err = await plan(bad).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SpecValidationError);
+    expect((err as SpecValidationError).issues.map((i) => i.path)).toEqual([
+      'tune.space.training.lrate',
+      'tune.space.vgae.latent_dim.high',
+      'tune.pruner.minResource',
+    ]);
+    expect(existsSync(stack.scratch.runsDir)).toBe(false);
   });
 
   it('asks for a tune: section, and finds studies by name or directory', async () => {
