@@ -108,7 +108,8 @@ def main() -> None:
         results[label] = wall
         gap = f"{statistics.mean(gaps):.2f} s mean, {max(gaps):.2f} s max" if gaps else "-"
         print(
-            f"{label:12s} wall {wall:7.1f} s   {60 * args.trials / wall:6.2f} trials/min   gap between trials: {gap}"
+            f"{label:12s} wall {wall:7.1f} s   {60 * args.trials / wall:6.2f} trials/min   "
+            f"gap between trials: {gap}"
         )
     one, many = results.values()
     print(f"ratio {args.workers} workers / one worker: {one / many:.2f}x trials per minute")
