@@ -9,7 +9,8 @@ No trial stays RUNNING forever:
 - while a trial runs, its worker writes a heartbeat (a system attr) every ``heartbeatSeconds``;
 - every worker, before each trial and while it waits, fails RUNNING trials whose heartbeat is older
   than ``staleAfterSeconds`` (a killed worker) or that belong to an earlier life of itself (a
-  requeued worker), and enqueues a retry with the same values (``maxRetries`` per trial);
+  requeued worker), and enqueues a retry with the same values (``maxRetries`` per trial) in the
+  same run root, so the retry resumes from the lost trial's last epoch checkpoint;
 - on the requeue signal a worker fails its current trial as interrupted, enqueues its retry,
   acknowledges and exits 75 (the job script requeues it).
 The last workers wait for the trials still running elsewhere, so a worker dying late is covered.
@@ -51,6 +52,7 @@ STALE = "kdgat_stale"
 FAILURE = "kdgat_failure"
 RETRY_OF = "kdgat_retry_of"
 RETRIES = "kdgat_retries"
+RUN_ROOT = "run_root"
 TRIALS_DIR = "trials"
 
 
@@ -209,12 +211,14 @@ def _fail_as_lost(study: optuna.Study, t: optuna.trial.FrozenTrial, reason: str,
         storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     except UpdateFinishedTrialError:
         return False  # finished meanwhile, or failed by another worker: its retry is theirs to make
-    retries = int(t.system_attrs.get(RETRIES, 0))
+    # The count travels in the retry's user attrs from enqueue_trial; the system attr copy is
+    # written only after ask(), so a worker dying in between must not reset the count to 0.
+    retries = int(t.system_attrs.get(RETRIES, t.user_attrs.get(RETRIES, 0)))
     log.warning("trial %d failed: %s", t.number, reason)
     if retries < cfg.max_retries and t.params:
-        study.enqueue_trial(
-            t.params, user_attrs={RETRY_OF: t.number, RETRIES: retries + 1}, skip_if_exists=False
-        )
+        # The retry runs in the lost trial's run root, so it resumes from its last epoch checkpoint.
+        user_attrs = {RETRY_OF: t.number, RETRIES: retries + 1, RUN_ROOT: t.user_attrs.get(RUN_ROOT)}
+        study.enqueue_trial(t.params, user_attrs=user_attrs, skip_if_exists=False)
         log.warning("trial %d enqueued again (retry %d of %d)", t.number, retries + 1, cfg.max_retries)
     return True
 
@@ -295,8 +299,9 @@ class Worker:
             storage.set_trial_system_attr(trial._trial_id, RETRY_OF, retry_of)
             storage.set_trial_system_attr(trial._trial_id, RETRIES, trial.user_attrs.get(RETRIES, 1))
         params = suggest(trial, self.cfg.space)
-        trial_root = self.study_dir / TRIALS_DIR / f"trial_{trial.number}"
-        trial.set_user_attr("run_root", str(trial_root))
+        inherited = trial.user_attrs.get(RUN_ROOT)
+        trial_root = Path(inherited) if inherited else self.study_dir / TRIALS_DIR / f"trial_{trial.number}"
+        trial.set_user_attr(RUN_ROOT, str(trial_root))
         log.info("trial %d: %s", trial.number, json.dumps(params, sort_keys=True))
         lost = threading.Event()
         pruning = PruningCallback(trial, self.cfg.objective.metric, lost)
