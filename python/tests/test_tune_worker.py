@@ -358,7 +358,10 @@ def test_the_requeue_signal_hands_the_trial_to_the_restarted_worker(
     assert done.system_attrs[RETRY_OF] == interrupted.number
     assert done.system_attrs[WORKER] == "77_0"
     assert done.system_attrs[LIFE].endswith(":1")
-    assert max(done.intermediate_values) == REQUEUE_EPOCHS  # trained to the end (resumed or not)
+    assert max(done.intermediate_values) == REQUEUE_EPOCHS  # trained to the end
+    # ... resuming from the interrupted trial's checkpoint in its run root, not from epoch 1.
+    assert done.user_attrs["run_root"] == interrupted.user_attrs["run_root"]
+    assert 1 < min(done.intermediate_values) <= max(interrupted.intermediate_values) + 1
     assert done.value == done.intermediate_values[REQUEUE_EPOCHS]
     summary = json.loads((run_root / STAGE_DIR / "worker.json").read_text())
     assert (summary["status"], summary["trials"]) == ("complete", {"complete": 1})
