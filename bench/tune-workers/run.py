@@ -65,7 +65,7 @@ def run_study(root: Path, label: str, trials: int, workers: int, epochs: int) ->
             ],
             env={**env, "SLURM_ARRAY_JOB_ID": label, "SLURM_ARRAY_TASK_ID": str(w)},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=(root / f"{label}-w{w}.log").open("w"),
         )
         for w in range(workers)
     ]
@@ -73,6 +73,9 @@ def run_study(root: Path, label: str, trials: int, workers: int, epochs: int) ->
     wall = time.perf_counter() - t0
     if any(codes):
         raise SystemExit(f"{label}: a worker exited {codes}")
+    states = [t.state.name for t in open_study(study_dir, cfg).get_trials(deepcopy=False)]
+    if set(states) != {"COMPLETE"}:
+        raise SystemExit(f"{label}: trials ended {states}; see {study_dir}")
     # Idle gaps inside each worker: next trial's start - previous trial's end.
     by_worker: dict[str, list[tuple[float, float]]] = {}
     for t in open_study(study_dir, cfg).get_trials(deepcopy=False):
