@@ -332,14 +332,10 @@ export async function diff(
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
   const changed = rebuildReasons(olds, news);
   // A new host key or private key for the same machine: an update that only records it.
-  // So do other modules: the environment is the spec's; they only provide the tools (checked on update).
-  const connectionOnly = changedKeys(olds as never, news as never, [
-    'connection',
-    'adopt',
-    'owner',
-    'profile',
-    'modules',
-  ]);
+  const connectionOnly = changedKeys(olds as never, news as never, ['connection', 'adopt', 'owner']);
+  // So do other modules: the environment is the spec's, they only provide the tools (re-checked by
+  // the update). State from before modules were loaded has none.
+  if (JSON.stringify(olds.modules ?? {}) !== JSON.stringify(news.modules ?? {})) connectionOnly.push('modules');
   return {
     changes: replaces.length + changed.length + connectionOnly.length > 0,
     replaces,

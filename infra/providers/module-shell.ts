@@ -40,7 +40,8 @@ export async function checkFrontend(
     timeoutSeconds: 120,
   });
   if (r.code === 0 && !r.timedOut) return;
-  const said = (r.stderr.trim() || r.stdout.trim()).split('\n').slice(-15).join('\n');
+  // Lmod pads its message with blank lines; keep it whole but compact.
+  const said = (r.stderr.trim() || r.stdout.trim()).replace(/\n\s*\n(\s*\n)+/g, '\n\n').split('\n').slice(-15).join('\n');
   const loaded = modules.length > 0 ? ` after \`module load ${modules.join(' ')}\`` : '';
   if (r.timedOut) {
     throw new Error(`environment '${env.name}': loading the modules on ${ex.target} timed out; nothing was changed`);
@@ -49,8 +50,9 @@ export async function checkFrontend(
     throw new Error(
       `environment '${env.name}': the modules of cluster profile ${env.profile ?? ''} could not be loaded on ${ex.target}; nothing was changed.\n` +
         `${said}\n` +
-        `Check the names in the profile's modules (conda, cuda) with \`module spider NAME\` on the login node; ` +
-        `where \`module\` itself is missing, set modules.init to the site's Lmod init script (now ${env.modules?.init ?? DEFAULT_LMOD_INIT}).`,
+        (/there is no module command/.test(said)
+          ? `Set modules.init in the cluster profile to the site's Lmod init script (now ${env.modules?.init ?? DEFAULT_LMOD_INIT}).`
+          : `Check the names in the profile's modules (conda, cuda) with \`module spider NAME\` on the login node.`),
     );
   }
   throw new Error(
