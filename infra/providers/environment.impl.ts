@@ -335,7 +335,8 @@ export async function diff(
   const connectionOnly = changedKeys(olds as never, news as never, ['connection', 'adopt', 'owner']);
   // So do other modules: the environment is the spec's, they only provide the tools (re-checked by
   // the update). State from before modules were loaded has none.
-  if (JSON.stringify(olds.modules ?? {}) !== JSON.stringify(news.modules ?? {})) connectionOnly.push('modules');
+  if (JSON.stringify(olds.modules ?? {}) !== JSON.stringify(news.modules ?? {}))
+    connectionOnly.push('modules');
   return {
     changes: replaces.length + changed.length + connectionOnly.length > 0,
     replaces,

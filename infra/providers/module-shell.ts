@@ -41,10 +41,16 @@ export async function checkFrontend(
   });
   if (r.code === 0 && !r.timedOut) return;
   // Lmod pads its message with blank lines; keep it whole but compact.
-  const said = (r.stderr.trim() || r.stdout.trim()).replace(/\n\s*\n(\s*\n)+/g, '\n\n').split('\n').slice(-15).join('\n');
+  const said = (r.stderr.trim() || r.stdout.trim())
+    .replace(/\n\s*\n(\s*\n)+/g, '\n\n')
+    .split('\n')
+    .slice(-15)
+    .join('\n');
   const loaded = modules.length > 0 ? ` after \`module load ${modules.join(' ')}\`` : '';
   if (r.timedOut) {
-    throw new Error(`environment '${env.name}': loading the modules on ${ex.target} timed out; nothing was changed`);
+    throw new Error(
+      `environment '${env.name}': loading the modules on ${ex.target} timed out; nothing was changed`,
+    );
   }
   if (modules.length > 0 && r.code === MODULES_UNAVAILABLE) {
     throw new Error(

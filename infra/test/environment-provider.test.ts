@@ -77,7 +77,14 @@ describe('commands with the profile modules', () => {
     );
     expect(argv.slice(0, 3)).toEqual(['bash', '-l', '-c']);
     expect(argv[3]).toContain('module load miniconda3/24.1.2-py310 cuda/12.4.1');
-    expect(argv.slice(4)).toEqual(['kdgat-modules', 'conda', 'env', 'create', '--prefix', "/fs/ess/it's here"]);
+    expect(argv.slice(4)).toEqual([
+      'kdgat-modules',
+      'conda',
+      'env',
+      'create',
+      '--prefix',
+      "/fs/ess/it's here",
+    ]);
   });
 });
 
@@ -112,11 +119,19 @@ describe('environment diff', () => {
   it('re-checks without rebuilding when the modules change; none recorded equals none declared', async () => {
     const osc = { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1' };
     const withModules = { ...o, profile: 'osc-pitzer', modules: osc };
-    expect(await env.diff('id', withModules, { ...i, profile: 'osc-pitzer', modules: { ...osc, cuda: 'cuda/12.8.1' } })).toMatchObject({
+    expect(
+      await env.diff('id', withModules, {
+        ...i,
+        profile: 'osc-pitzer',
+        modules: { ...osc, cuda: 'cuda/12.8.1' },
+      }),
+    ).toMatchObject({
       changes: true,
       replaces: [],
     });
-    expect((await env.diff('id', withModules, { ...i, profile: 'osc-pitzer', modules: osc })).changes).toBe(false);
+    expect((await env.diff('id', withModules, { ...i, profile: 'osc-pitzer', modules: osc })).changes).toBe(
+      false,
+    );
     // state written before modules existed, read by this version for a profile without modules
     expect((await env.diff('id', o, { ...i, profile: 'local', modules: {} })).changes).toBe(false);
   });

@@ -46,13 +46,17 @@ describe('module preamble with the real Lmod', () => {
   it('says there is no module command when the profile init is not there', () => {
     const r = runWithout(join(root, 'site', 'missing.sh'));
     expect(r.status).toBe(69);
-    expect(r.stderr).toContain('kdgat: cluster profile e2e-site loads modules, but there is no module command on');
+    expect(r.stderr).toContain(
+      'kdgat: cluster profile e2e-site loads modules, but there is no module command on',
+    );
   });
 
   it("passes on Lmod's own message for an unknown module", () => {
     const r = runWithout(siteInit, { ...tree.modules, cuda: 'cuda/99.9' });
     expect(r.status).toBe(69);
-    expect(r.stderr).toMatch(/Lmod has detected the following error: +The following module\(s\) are unknown:\s+"cuda\/99\.9"/);
+    expect(r.stderr).toMatch(
+      /Lmod has detected the following error: +The following module\(s\) are unknown:\s+"cuda\/99\.9"/,
+    );
     expect(r.stderr).toContain('module load py-rattler/0.28.0 cuda/99.9 failed on');
     expect(r.stdout).toBe('');
   });

@@ -93,7 +93,11 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     expect(login.code).not.toBe(0);
     const loaded = await runChecked(
       sshExecutor(conn),
-      withModules({ profile: 'loopback-ssh', modules: tree.modules }, ['sh', '-c', 'command -v rattler-python']),
+      withModules({ profile: 'loopback-ssh', modules: tree.modules }, [
+        'sh',
+        '-c',
+        'command -v rattler-python',
+      ]),
       { timeoutSeconds: 60 },
     );
     expect(loaded.trim()).toBe(join(root, 'apps', 'py-rattler', 'bin', 'rattler-python'));
@@ -109,7 +113,9 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
       frontend: 'rattler',
       frontendCommand: tree.frontendCommand,
       prefix,
-      environmentYml: ymlForDisplay(`name: gnn-fresh\nchannels:\n  - ${channel}\ndependencies:\n  - numpy=2.3\n`),
+      environmentYml: ymlForDisplay(
+        `name: gnn-fresh\nchannels:\n  - ${channel}\ndependencies:\n  - numpy=2.3\n`,
+      ),
       specHash: 'fresh',
       pipOptions: [],
       inheritEnvironments: [],
@@ -132,7 +138,8 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     // Every frontend call ran with both profile modules loaded.
     const calls = tree.frontendCalls();
     expect(calls.length).toBeGreaterThanOrEqual(3); // create, lock, list
-    for (const loaded of calls) expect(loaded.split(':').sort()).toEqual(['cuda/12.4.1', 'py-rattler/0.28.0']);
+    for (const loaded of calls)
+      expect(loaded.split(':').sort()).toEqual(['cuda/12.4.1', 'py-rattler/0.28.0']);
     expect(out.environment).toMatchObject({ name: 'gnn-e2e', backend: 'conda' });
     expect(existsSync(join(out.environment.prefix, 'conda-meta'))).toBe(true);
     expect(readFileSync(out.environment.lockPath, 'utf8')).toMatch(

@@ -62,7 +62,10 @@ describe('renderModuleShell (commands on a login node after the profile modules)
     const withInit = renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init } })!;
     const ok = run(withInit, ['true'], '/usr/bin:/bin');
     expect(ok.status).toBe(0);
-    const missing = renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: join(fake.bin, 'none') } })!;
+    const missing = renderModuleShell({
+      ...pitzer,
+      modules: { ...pitzer.modules, init: join(fake.bin, 'none') },
+    })!;
     const r = run(missing, ['true'], '/usr/bin:/bin');
     expect(r.status).toBe(69);
     expect(r.stderr).toContain('cluster profile osc-pitzer loads modules, but there is no module command on');
@@ -71,10 +74,15 @@ describe('renderModuleShell (commands on a login node after the profile modules)
   it('parses, passes shellcheck, and refuses a module name that could be an option', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kdgat-module-shell-'));
     const file = join(dir, 'module-shell.sh');
-    writeFileSync(file, renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: "/x/it's $(id)" } })!);
+    writeFileSync(
+      file,
+      renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: "/x/it's $(id)" } })!,
+    );
     expect(bashSyntax([file])).toBe('');
     expect(shellcheck([file])).toBe('');
     expect(() => renderModuleShell({ ...pitzer, modules: { conda: '-rf' } })).toThrow(TemplateInputError);
-    expect(() => renderModuleShell({ ...pitzer, modules: { conda: '-rf' } })).toThrow(/profile\.modules\.conda = "-rf"/);
+    expect(() => renderModuleShell({ ...pitzer, modules: { conda: '-rf' } })).toThrow(
+      /profile\.modules\.conda = "-rf"/,
+    );
   });
 });
