@@ -41,7 +41,7 @@ export PATH
 # --- Debian packages ---------------------------------------------------------------------------
 step "debian packages"
 missing=()
-for pkg in slurm-wlm munge shellcheck openssh-server openssh-client rsync; do
+for pkg in slurm-wlm munge shellcheck openssh-server openssh-client rsync lmod; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
 done
 if ((${#missing[@]} == 0)); then

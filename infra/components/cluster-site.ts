@@ -77,6 +77,8 @@ export class ClusterSite extends pulumi.ComponentResource {
         prefix,
         envsDir: `${projectRoot}/envs`,
         ...args.build,
+        profile: profile.name,
+        modules: profile.modules,
       },
       { parent: this },
     );

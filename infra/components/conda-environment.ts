@@ -4,6 +4,7 @@ import { Environment } from '../providers/environment.ts';
 import { ymlForDisplay } from '../providers/environment-spec.ts';
 import type { Frontend } from '../providers/environment.impl.ts';
 import type { Connection } from '../providers/executor.ts';
+import type { SiteModules } from '../providers/module-shell.ts';
 
 /** The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is). */
 export type EnvironmentSpecView = Pick<EnvironmentSpec, 'name' | 'backend' | 'adopt'>;
@@ -24,6 +25,9 @@ export interface CondaEnvironmentArgs {
   pipOptions?: string[];
   inheritEnvironments?: string[];
   timeoutSeconds?: number;
+  /** The cluster profile's name and modules: the frontend runs after they are loaded (module-shell.ts). */
+  profile?: string;
+  modules?: SiteModules;
 }
 
 /** The `gnn-rapids` environment (or a venv on CPU machines), built from the spec on the target. */
@@ -75,6 +79,8 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         lockPath: this.lockPath,
         adopt: spec.adopt,
         timeoutSeconds: args.timeoutSeconds ?? 3 * 3600,
+        profile: args.profile ?? '',
+        modules: args.modules ?? {},
       },
       { parent: this },
     );

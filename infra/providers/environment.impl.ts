@@ -5,11 +5,17 @@
 // prefix that carries the marker (an interrupted `up`) is ours and is rebuilt on the next `up`.
 // Updates rebuild the environment from scratch, because `conda env update --prune` does not
 // reliably remove dropped packages. Delete removes only what this stack built.
+//
+// Modules: where the cluster profile names modules (the conda frontend's, CUDA's), every command that
+// runs the frontend or the environment goes through a login shell that loads them first
+// (module-shell.ts). Before anything on the target changes, a check loads them and finds the
+// frontend, so a missing module stops `up` with the module system's own message and nothing built.
 import { readFileSync } from 'node:fs';
 import type * as pulumi from '@pulumi/pulumi';
 import { changedKeys, connect, sha256, targetKey } from './common.ts';
 import { packageText, specPackages, ymlFromDisplay } from './environment-spec.ts';
-import { runChecked, type Connection, type Executor } from './executor.ts';
+import { runChecked, type Connection, type Executor, type RunOptions } from './executor.ts';
+import { checkFrontend, withModules, type SiteModules } from './module-shell.ts';
 import { pathExists, readFile, removeFile, removeTree, writeFile } from './target-fs.ts';
 
 export type Frontend = 'conda' | 'mamba' | 'micromamba' | 'rattler' | 'pip';
@@ -39,6 +45,12 @@ export interface EnvironmentInputs {
   lockPath: string;
   adopt: boolean;
   timeoutSeconds: number;
+  /**
+   * The cluster profile's name and modules (`conda`, `cuda`, `init`). Absent in state written before
+   * modules were loaded, which means none.
+   */
+  profile?: string;
+  modules?: SiteModules;
 }
 
 export interface EnvironmentOutputs extends EnvironmentInputs {
@@ -99,18 +111,29 @@ function packagesFor(env: EnvironmentInputs): { channels: string[]; specs: strin
   return { channels: spec.channels, specs: spec.conda };
 }
 
+/** Runs a command of the frontend or the environment, after the profile's modules are loaded. */
+function runInEnv(
+  ex: Executor,
+  env: EnvironmentInputs,
+  argv: readonly string[],
+  options: RunOptions & { what?: string },
+): Promise<string> {
+  return runChecked(ex, withModules(env, argv), options);
+}
+
 async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
   const bound = { timeoutSeconds: env.timeoutSeconds };
   const what = `building environment '${env.name}' at ${env.prefix}`;
   const packages = packagesFor(env);
   switch (env.frontend) {
     case 'pip': {
-      await runChecked(ex, [env.frontendCommand, '-m', 'venv', env.prefix], { ...bound, what });
+      await runInEnv(ex, env, [env.frontendCommand, '-m', 'venv', env.prefix], { ...bound, what });
       if (env.inheritEnvironments.length > 0) {
         const purelib = async (prefix: string) =>
           (
-            await runChecked(
+            await runInEnv(
               ex,
+              env,
               [`${prefix}/bin/python`, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
               {
                 ...bound,
@@ -133,8 +156,9 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
       if (packages.specs.length > 0) {
         const reqs = requirementsPath(env.specPath);
         await writeFile(ex, reqs, `${packages.specs.join('\n')}\n`, '0644');
-        await runChecked(
+        await runInEnv(
           ex,
+          env,
           [
             `${env.prefix}/bin/python`,
             '-m',
@@ -155,7 +179,7 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
       const helper = rattlerHelperPath(env.specPath);
       await writeFile(ex, helper, rattlerHelperText(), '0644');
       const request = JSON.stringify(packages);
-      await runChecked(ex, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], {
+      await runInEnv(ex, env, [env.frontendCommand, helper, 'create', '--prefix', env.prefix], {
         ...bound,
         input: request,
         what,
@@ -163,16 +187,18 @@ async function build(ex: Executor, env: EnvironmentInputs): Promise<void> {
       return;
     }
     case 'micromamba':
-      await runChecked(
+      await runInEnv(
         ex,
+        env,
         [env.frontendCommand, 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath],
         { ...bound, what },
       );
       return;
     case 'conda':
     case 'mamba':
-      await runChecked(
+      await runInEnv(
         ex,
+        env,
         [env.frontendCommand, 'env', 'create', '--yes', '--prefix', env.prefix, '--file', env.specPath],
         {
           ...bound,
@@ -188,20 +214,23 @@ async function exportLock(ex: Executor, env: EnvironmentInputs): Promise<string>
   const bound = { timeoutSeconds: 600, what: `exporting the lock of '${env.name}'` };
   switch (env.frontend) {
     case 'pip':
-      return runChecked(
+      return runInEnv(
         ex,
+        env,
         [`${env.prefix}/bin/python`, '-m', 'pip', 'freeze', '--all', '--disable-pip-version-check'],
         bound,
       );
     case 'rattler':
-      return runChecked(
+      return runInEnv(
         ex,
+        env,
         [env.frontendCommand, rattlerHelperPath(env.specPath), 'lock', '--prefix', env.prefix],
         bound,
       );
     default:
-      return runChecked(
+      return runInEnv(
         ex,
+        env,
         [env.frontendCommand, 'list', '--explicit', '--md5', '--prefix', env.prefix],
         bound,
       );
@@ -215,8 +244,9 @@ export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promi
   switch (env.frontend) {
     case 'pip':
       entries = JSON.parse(
-        await runChecked(
+        await runInEnv(
           ex,
+          env,
           [`${env.prefix}/bin/python`, '-m', 'pip', 'list', '--format=json', '--disable-pip-version-check'],
           bound,
         ),
@@ -224,8 +254,9 @@ export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promi
       break;
     case 'rattler':
       entries = JSON.parse(
-        await runChecked(
+        await runInEnv(
           ex,
+          env,
           [env.frontendCommand, rattlerHelperPath(env.specPath), 'list', '--prefix', env.prefix],
           bound,
         ),
@@ -233,7 +264,7 @@ export async function listInstalled(ex: Executor, env: EnvironmentInputs): Promi
       break;
     default:
       entries = JSON.parse(
-        await runChecked(ex, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound),
+        await runInEnv(ex, env, [env.frontendCommand, 'list', '--json', '--prefix', env.prefix], bound),
       );
   }
   return packageText(entries);
@@ -253,6 +284,8 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
         `or remove it, or choose another name.`,
     );
   }
+  // Modules and frontend first: a missing module refuses here, before the target changes.
+  await checkFrontend(ex, env);
   const adopted = ours ? marker.adopted : exists;
   // The marker goes down before the build so an interrupted build is recognised as ours next time.
   await writeMarker(ex, env.prefix, { owner: env.owner, adopted, state: 'building', specHash: env.specHash });
@@ -300,6 +333,10 @@ export async function diff(
   const changed = rebuildReasons(olds, news);
   // A new host key or private key for the same machine: an update that only records it.
   const connectionOnly = changedKeys(olds as never, news as never, ['connection', 'adopt', 'owner']);
+  // So do other modules: the environment is the spec's, they only provide the tools (re-checked by
+  // the update). State from before modules were loaded has none.
+  if (JSON.stringify(olds.modules ?? {}) !== JSON.stringify(news.modules ?? {}))
+    connectionOnly.push('modules');
   return {
     changes: replaces.length + changed.length + connectionOnly.length > 0,
     replaces,
@@ -317,8 +354,11 @@ export async function update(
   news: EnvironmentInputs,
 ): Promise<{ outs: EnvironmentOutputs }> {
   if (rebuildReasons(olds, news).length === 0) {
-    // Only the connection (or adopt flag) changed: check we can reach the environment, keep the build.
-    const installedPackages = await listInstalled(connect(news.connection), news);
+    // Only the connection, modules or adopt flag changed: check the frontend still loads and reaches
+    // the environment, keep the build.
+    const ex = connect(news.connection);
+    await checkFrontend(ex, news);
+    const installedPackages = await listInstalled(ex, news);
     return { outs: { ...olds, ...news, installedPackages } };
   }
   const outs = await converge(news);

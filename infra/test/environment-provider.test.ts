@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as env from '../providers/environment.impl.ts';
 import { specPackages, ymlForDisplay, ymlFromDisplay } from '../providers/environment-spec.ts';
+import { withModules } from '../providers/module-shell.ts';
 
 function inputs(root: string): env.EnvironmentInputs {
   return {
@@ -56,6 +57,37 @@ describe('environment ownership', () => {
   });
 });
 
+describe('frontend check before anything changes', () => {
+  it('refuses a frontend that is not on PATH, naming it, and leaves the target untouched', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-'));
+    const i = { ...inputs(root), frontendCommand: 'kdgat-no-such-frontend' };
+    await expect(env.create(i)).rejects.toThrow(
+      /environment 'gnn-rapids': the frontend command 'kdgat-no-such-frontend' is not on PATH on local; nothing was changed\.\nSet build\.frontendCommand/,
+    );
+    expect(readdirSync(root)).toEqual([]);
+  });
+});
+
+describe('commands with the profile modules', () => {
+  it('run argv as given without modules, and through a login shell that loads them otherwise', () => {
+    expect(withModules({ profile: 'local', modules: {} }, ['conda', 'list'])).toEqual(['conda', 'list']);
+    const argv = withModules(
+      { profile: 'osc-pitzer', modules: { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1' } },
+      ['conda', 'env', 'create', '--prefix', "/fs/ess/it's here"],
+    );
+    expect(argv.slice(0, 3)).toEqual(['bash', '-l', '-c']);
+    expect(argv[3]).toContain('module load miniconda3/24.1.2-py310 cuda/12.4.1');
+    expect(argv.slice(4)).toEqual([
+      'kdgat-modules',
+      'conda',
+      'env',
+      'create',
+      '--prefix',
+      "/fs/ess/it's here",
+    ]);
+  });
+});
+
 describe('environment diff', () => {
   const i = inputs('/scratch');
   const o = outputs(i);
@@ -82,6 +114,26 @@ describe('environment diff', () => {
       changes: true,
       replaces: [],
     });
+  });
+
+  it('re-checks without rebuilding when the modules change; none recorded equals none declared', async () => {
+    const osc = { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1' };
+    const withModules = { ...o, profile: 'osc-pitzer', modules: osc };
+    expect(
+      await env.diff('id', withModules, {
+        ...i,
+        profile: 'osc-pitzer',
+        modules: { ...osc, cuda: 'cuda/12.8.1' },
+      }),
+    ).toMatchObject({
+      changes: true,
+      replaces: [],
+    });
+    expect((await env.diff('id', withModules, { ...i, profile: 'osc-pitzer', modules: osc })).changes).toBe(
+      false,
+    );
+    // state written before modules existed, read by this version for a profile without modules
+    expect((await env.diff('id', o, { ...i, profile: 'local', modules: {} })).changes).toBe(false);
   });
 
   it('sees drift: a package installed by hand since the last build', async () => {

@@ -59,10 +59,13 @@ describe('osc-pitzer stack (mocks)', () => {
 
     await new Promise((r) => setTimeout(r, 100));
     const env = created.find((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment')!;
+    // `conda` comes from the profile's conda module, loaded (with CUDA's) before every frontend command
     expect(env.inputs).toMatchObject({
       frontend: 'conda',
       frontendCommand: 'conda',
       owner: 'kdgat-hpc/osc-pitzer',
+      profile: 'osc-pitzer',
+      modules: { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
     });
     // the connection, with the key, reaches the resource as a Pulumi secret
     expect(env.inputs.connection).toEqual({

@@ -53,7 +53,11 @@ async function waitForPort(port: number, child: ChildProcess, log: () => string)
   throw new Error(`sshd did not listen on 127.0.0.1:${port}: ${log()}`);
 }
 
-export async function startSshd(): Promise<LoopbackSshd> {
+/**
+ * `env`: variables sshd sets in every session (`SetEnv`), as a site's login nodes set their own,
+ * e.g. MODULEPATH for the site's module tree. Values are single words.
+ */
+export async function startSshd(opts: { env?: Record<string, string> } = {}): Promise<LoopbackSshd> {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-sshd-'));
   keygen(join(dir, 'host_ed25519'));
   keygen(join(dir, 'client'));
@@ -75,6 +79,7 @@ export async function startSshd(): Promise<LoopbackSshd> {
       'StrictModes no',
       'MaxStartups 50',
       'MaxSessions 50',
+      ...Object.entries(opts.env ?? {}).map(([k, v]) => `SetEnv ${k}=${v}`),
       '',
     ].join('\n'),
   );

@@ -7,7 +7,13 @@ export {
   type RenderedTrainJob,
 } from './train-job/render-train-job.ts';
 export { encodeArrayTable, encodeTableValue } from './train-job/array-table.ts';
-export { activationSnippet, REQUEUE_EXIT_STATUS } from './train-job/blocks.ts';
+export {
+  activationSnippet,
+  DEFAULT_LMOD_INIT,
+  loginModules,
+  renderModuleShell,
+  REQUEUE_EXIT_STATUS,
+} from './train-job/blocks.ts';
 export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';
 export { renderEpilog } from './epilog/render-epilog.ts';
 export {

@@ -21,7 +21,8 @@ export interface ProfileView {
   account?: string;
   accountRequired: boolean;
   gpuDirective: 'gres' | 'gpus-per-node';
-  modules: { cuda?: string; conda?: string };
+  /** `init`: the site's Lmod init script, sourced where the shell has no `module` (default /etc/profile.d/lmod.sh). */
+  modules: { cuda?: string; conda?: string; init?: string };
   postJobHint?: string;
 }
 

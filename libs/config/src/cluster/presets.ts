@@ -10,6 +10,10 @@ const oscCommon = {
   postJobHint: 'gpu-seff -M {cluster} {jobid}',
 };
 
+// OSC users load conda with `module load miniconda3` (24.1.2-py310 is the version OSC job scripts
+// name); CUDA 12.4.1 is the plan's. The Lmod init is only sourced where a shell has no `module` yet.
+const oscModules = { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310', init: '/etc/profile.d/lmod.sh' };
+
 const oscPaths = (project: string, cluster: string) => ({
   projectRoot: `/fs/ess/${project}/kd-gat`,
   scratchRoot: `/fs/scratch/${project}/kd-gat`,
@@ -23,7 +27,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     name: 'osc-pitzer',
     clusterName: 'pitzer',
     defaultPartition: 'gpu',
-    modules: { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310' },
+    modules: oscModules,
     paths: oscPaths('PAS1266', 'pitzer'),
     partitions: [
       { name: 'gpu', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
@@ -38,7 +42,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     name: 'osc-ascend',
     clusterName: 'ascend',
     defaultPartition: 'nextgen',
-    modules: { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310' },
+    modules: oscModules,
     paths: oscPaths('PAS1266', 'ascend'),
     partitions: [
       { name: 'nextgen', gpuType: 'a100', gpusPerNode: 2, gpuMemGB: 40, coresPerNode: 128, memPerNodeGB: 503, maxWalltime: '7-00:00:00' },
@@ -51,7 +55,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     name: 'osc-cardinal',
     clusterName: 'cardinal',
     defaultPartition: 'gpu',
-    modules: { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310' },
+    modules: oscModules,
     paths: oscPaths('PAS1266', 'cardinal'),
     partitions: [
       { name: 'gpu', gpuType: 'h100', gpusPerNode: 4, gpuMemGB: 94, coresPerNode: 104, memPerNodeGB: 936, maxWalltime: '7-00:00:00' },

@@ -85,6 +85,14 @@ export const ClusterProfileSchema = z
       .object({
         cuda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
         conda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
+        /**
+         * The site's Lmod init script, sourced when a shell (a non-interactive SSH login, a batch
+         * job) has no `module` command yet. Default `/etc/profile.d/lmod.sh`.
+         */
+        init: z
+          .string()
+          .regex(/^\/[A-Za-z0-9_./+-]*$/, 'an absolute path such as /etc/profile.d/lmod.sh')
+          .optional(),
       })
       .strict()
       .default({}),

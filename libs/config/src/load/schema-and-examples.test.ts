@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { experimentJsonSchema } from '../experiment/json-schema.ts';
-import { clusterPresets, loadExperimentSpec, overrideKeys, loadPipelineSchema } from '../index.ts';
+import { ClusterProfileSchema, clusterPresets, loadExperimentSpec, overrideKeys, loadPipelineSchema } from '../index.ts';
 
 const repo = new URL('../../../../', import.meta.url).pathname;
 const examples = join(repo, 'examples');
@@ -43,5 +43,28 @@ describe('cluster presets', () => {
     expect(clusterPresets['osc-ascend'].partitions.find((p) => p.name === 'quad')).toMatchObject({ gpusPerNode: 4, coresPerNode: 96, memPerNodeGB: 1005 });
     expect(clusterPresets['osc-cardinal'].partitions[0]).toMatchObject({ gpuType: 'h100', gpusPerNode: 4, coresPerNode: 104, memPerNodeGB: 936 });
     expect(pitzer.accountRequired).toBe(true);
+  });
+
+  it('name the modules that provide conda and CUDA on OSC, and the Lmod init for shells without `module`', () => {
+    for (const name of ['osc-pitzer', 'osc-ascend', 'osc-cardinal'] as const) {
+      expect(clusterPresets[name].modules).toEqual({
+        conda: 'miniconda3/24.1.2-py310',
+        cuda: 'cuda/12.4.1',
+        init: '/etc/profile.d/lmod.sh',
+      });
+    }
+    expect(clusterPresets.local.modules).toEqual({});
+  });
+
+  it('refuse an Lmod init that is not an absolute path of plain characters, naming the field', () => {
+    const bad = ClusterProfileSchema.safeParse({
+      ...clusterPresets['osc-pitzer'],
+      modules: { init: 'lmod.sh; rm -rf ~' },
+    });
+    expect(bad.success).toBe(false);
+    expect(bad.error?.issues[0]).toMatchObject({
+      path: ['modules', 'init'],
+      message: 'an absolute path such as /etc/profile.d/lmod.sh',
+    });
   });
 });

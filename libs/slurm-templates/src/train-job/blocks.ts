@@ -87,24 +87,59 @@ export function moduleLines(profile: ProfileView): string[] {
     requireMatch('profile.modules.cuda', m, MODULE_NAME, `a module name matching ${MODULE_NAME}`);
   return [
     '# Lmod defines `module` as a shell function that a batch shell may not have inherited.',
-    ...moduleCommandLines(),
+    ...moduleCommandLines(profile),
     'set +u # Lmod reads unset variables',
     ...modules.map((m) => `module load ${shq(m)}`),
     'set -u',
   ];
 }
 
-function moduleCommandLines(): string[] {
+/** Lmod's usual system-wide init, for profiles that do not name their site's. */
+export const DEFAULT_LMOD_INIT = '/etc/profile.d/lmod.sh';
+
+function moduleCommandLines(profile: Pick<ProfileView, 'modules'>): string[] {
+  const init = shq(requireAbsolutePath('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT));
   return [
-    'if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then',
+    `if ! type module >/dev/null 2>&1 && [[ -r ${init} ]]; then`,
     '  # shellcheck source=/dev/null',
-    '  source /etc/profile.d/lmod.sh',
+    `  source ${init}`,
     'fi',
     'if ! type module >/dev/null 2>&1; then',
     `  echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2`,
     `  exit ${UNAVAILABLE_EXIT_STATUS}`,
     'fi',
   ];
+}
+
+/** The profile's modules a login node loads to build environments: the conda frontend's, then CUDA's. */
+export function loginModules(profile: Pick<ProfileView, 'modules'>): string[] {
+  return (['conda', 'cuda'] as const).flatMap((key) => {
+    const m = profile.modules[key];
+    if (m === undefined || m === '') return [];
+    return [requireMatch(`profile.modules.${key}`, m, MODULE_NAME, `a module name matching ${MODULE_NAME}`)];
+  });
+}
+
+/**
+ * A `bash -c` script for commands on a login node (infra's environment builds over SSH): makes
+ * `module` available (the profile's Lmod init where the login did not define it), loads the
+ * profile's conda and CUDA modules, then runs its arguments (`exec "$@"`). A missing module system or
+ * module ends it with status 69 after the module system's own message. Null without modules.
+ */
+export function renderModuleShell(profile: Pick<ProfileView, 'name' | 'modules'>): string | null {
+  const modules = loginModules(profile);
+  if (modules.length === 0) return null;
+  const words = modules.map((m) => shq(m)).join(' ');
+  return [
+    `kdgat_profile=${shq(profile.name)}`,
+    ...moduleCommandLines(profile),
+    `if ! module load ${words}; then`,
+    `  printf 'kdgat: cluster profile %s: module load %s failed on %s (the module system says why above)\\n' "$kdgat_profile" ${shq(modules.join(' '))} "$(hostname)" >&2`,
+    `  exit ${UNAVAILABLE_EXIT_STATUS}`,
+    'fi',
+    'exec "$@"',
+    '',
+  ].join('\n');
 }
 
 /**
@@ -144,7 +179,7 @@ export function activationLines(env: EnvironmentView, profile: ProfileView): str
       ? []
       : [
           'if ! command -v conda >/dev/null 2>&1; then',
-          ...moduleCommandLines().map((l) => `  ${l}`),
+          ...moduleCommandLines(profile).map((l) => `  ${l}`),
           `  module load ${shq(requireMatch('profile.modules.conda', conda, MODULE_NAME, `a module name matching ${MODULE_NAME}`))}`,
           'fi',
         ];

@@ -102,7 +102,9 @@ describe('train job script in a sandbox', () => {
 
   it('fails with a clear message when the profile needs modules and the node has no module command', () => {
     rmSync(join(sb.bin, 'module'));
-    const r = runBash(writeJob(sb, jobInput(site)), [], { cwd: sb.dir, env: sb.env() });
+    // The profile's Lmod init does not exist in the sandbox (this machine may have a real one).
+    const noInit = { ...site.profile, modules: { ...site.profile.modules, init: join(sb.dir, 'no-lmod.sh') } };
+    const r = runBash(writeJob(sb, jobInput(site, { profile: noInit })), [], { cwd: sb.dir, env: sb.env() });
     expect(r.status).toBe(69);
     expect(r.stderr).toContain('cluster profile osc-pitzer loads modules, but there is no module command on');
   });
