@@ -68,7 +68,10 @@ export class DeclaredStackOutputs implements StackOutputsSource {
           'scratch (cache dirs, runs dir, logs dir)',
           'scripts (site script paths)',
         ],
-        unknown: ['environment lock (made by the build on `pulumi up`)'],
+        unknown: [
+          'environment lock (made by the build on `pulumi up`)',
+          `the scheduler's MaxArraySize (SLURM's default ${DEFAULT_MAX_ARRAY_SIZE} assumed) and its sbatch --test-only verdict`,
+        ],
       },
     };
     return outputs;
