@@ -4,7 +4,7 @@
 // bootstrapped gets one line saying what to run, not a stack trace.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { URL, fileURLToPath } from 'node:url';
 import process from 'node:process';
 
 const self = fileURLToPath(import.meta.url);

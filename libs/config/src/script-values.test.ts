@@ -51,12 +51,20 @@ describe('values that reach a script are refused at validation', () => {
 
   it('a requeue signal the job script cannot forward (TERM is the scheduler kill signal)', () => {
     const [i] = specIssues(`${LOCAL_SPEC}requeue:\n  signal: TERM\n`);
-    expect(i).toMatchObject({ path: 'requeue.signal', found: '"TERM"', expected: expect.stringContaining('USR1') });
+    expect(i).toMatchObject({
+      path: 'requeue.signal',
+      found: '"TERM"',
+      expected: expect.stringContaining('USR1'),
+    });
   });
 
   it('a SLURM time', () => {
     const [i] = specIssues(LOCAL_SPEC.replace('time: "0:20:00"', 'time: "20 minutes"'));
-    expect(i).toMatchObject({ path: 'stages[0].resources.time', found: '"20 minutes"', expected: SCRIPT_VALUES.slurmTime.expected });
+    expect(i).toMatchObject({
+      path: 'stages[0].resources.time',
+      found: '"20 minutes"',
+      expected: SCRIPT_VALUES.slurmTime.expected,
+    });
   });
 
   it('modules.* of a cluster file, with the cluster file line', () => {
@@ -105,7 +113,10 @@ describe('cluster: and environment: read only YAML files or presets', () => {
 
   it('a path to a file that is not .yaml/.yml is refused without being read', () => {
     for (const ref of [secret, '/etc/passwd']) {
-      const issues = specIssues(LOCAL_SPEC.replace('cluster: local', `cluster: ${ref}`), join(dir, 'spec.yaml'));
+      const issues = specIssues(
+        LOCAL_SPEC.replace('cluster: local', `cluster: ${ref}`),
+        join(dir, 'spec.yaml'),
+      );
       expect(issues).toHaveLength(1);
       expect(issues[0]).toMatchObject({ path: 'cluster', line: 2, found: JSON.stringify(ref) });
       expect(issues[0]!.message).toContain('.yaml or .yml');
@@ -119,7 +130,10 @@ describe('cluster: and environment: read only YAML files or presets', () => {
     const other = join(dir, 'other.yml');
     writeFileSync(other, 'password: TOPSECRET\nuser: me\n');
     for (const f of [notProfile, other]) {
-      const issues = specIssues(LOCAL_SPEC.replace('environment: cpu-local', `environment: ${f}`), join(dir, 'spec.yaml'));
+      const issues = specIssues(
+        LOCAL_SPEC.replace('environment: cpu-local', `environment: ${f}`),
+        join(dir, 'spec.yaml'),
+      );
       expect(issues).toHaveLength(1);
       expect(issues[0]!.message).toContain('is not an environment spec');
       expect(JSON.stringify(issues)).not.toContain('TOPSECRET');
@@ -159,13 +173,19 @@ describe('datasets against the site (checkSpecAgainstSite)', () => {
   });
 
   it("without a staging list, each stage's dataset needs a cache dir", () => {
-    const loaded = loadExperimentSpec({ text: PITZER_SPEC.replace('dataset: hcrl_sa', 'dataset: hcrl_ch'), file: 'spec.yaml' });
+    const loaded = loadExperimentSpec({
+      text: PITZER_SPEC.replace('dataset: hcrl_sa', 'dataset: hcrl_ch'),
+      file: 'spec.yaml',
+    });
     const [i] = issuesOf(() => checkSpecAgainstSite(loaded, site));
     expect(i).toMatchObject({ line: 10, path: 'stages[0].dataset', found: '"hcrl_ch"' });
   });
 
   it('accepts a spec whose datasets all have cache dirs', () => {
-    const loaded = loadExperimentSpec({ text: `${PITZER_SPEC}staging:\n  enabled: true\n`, file: 'spec.yaml' });
+    const loaded = loadExperimentSpec({
+      text: `${PITZER_SPEC}staging:\n  enabled: true\n`,
+      file: 'spec.yaml',
+    });
     expect(() => checkSpecAgainstSite(loaded, site)).not.toThrow();
   });
 });

@@ -49,7 +49,8 @@ export const SCRIPT_VALUES = {
   /** A site path in a cluster profile: absolute, or relative to the repository (the local stack). */
   sitePath: {
     pattern: /^[A-Za-z0-9_./][A-Za-z0-9_./+@,=-]*$/,
-    expected: 'a path of letters, digits and _ . / + @ , = - (not starting with -; no spaces, ~ or shell characters)',
+    expected:
+      'a path of letters, digits and _ . / + @ , = - (not starting with -; no spaces, ~ or shell characters)',
   },
   /** An absolute path sbatch reads from a directive line (`--output`), where nothing can be quoted. */
   directivePath: {

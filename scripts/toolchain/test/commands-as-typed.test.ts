@@ -30,7 +30,10 @@ function typed(args: string[], extraEnv: Record<string, string> = {}) {
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
 
-const systemNode = spawnSync('node', ['--version'], { env: { ...process.env, PATH: systemPath }, encoding: 'utf8' });
+const systemNode = spawnSync('node', ['--version'], {
+  env: { ...process.env, PATH: systemPath },
+  encoding: 'utf8',
+});
 
 test('the system Node is the one that starts nx here', () => {
   assert.equal(systemNode.status, 0, 'no system node on PATH');
@@ -39,15 +42,25 @@ test('the system Node is the one that starts nx here', () => {
 });
 
 test('runner plan of the osc-pitzer spec before the site is provisioned', () => {
-  const before = new Set(existsSync(join(repo, '.hpc/plans/osc-pitzer/kdgat-hcrl-sa')) ? readdirSync(join(repo, '.hpc/plans/osc-pitzer/kdgat-hcrl-sa')) : []);
+  const before = new Set(
+    existsSync(join(repo, '.hpc/plans/osc-pitzer/kdgat-hcrl-sa'))
+      ? readdirSync(join(repo, '.hpc/plans/osc-pitzer/kdgat-hcrl-sa'))
+      : [],
+  );
   const r = typed(['run', 'runner:plan', '--spec', 'examples/kdgat-pitzer.yaml', '--stack', 'osc-pitzer']);
   assert.equal(r.code, 0, r.out);
   assert.doesNotMatch(r.out, /ERR_UNKNOWN_FILE_EXTENSION/);
   assert.match(r.out, /stack osc-pitzer is not provisioned/);
   assert.match(r.out, /predicted, not read from the stack: scratch/);
   assert.match(r.out, /unknown until provisioned: environment lock/);
-  assert.match(r.out, /run dir on the site \(in the scripts\): \/fs\/scratch\/PAS1266\/kd-gat\/runs\/kdgat-hcrl-sa\//);
-  const skipped = r.out.match(/preflight: bash -n passed; sbatch --test-only SKIPPED: stack osc-pitzer is not provisioned/g) ?? [];
+  assert.match(
+    r.out,
+    /run dir on the site \(in the scripts\): \/fs\/scratch\/PAS1266\/kd-gat\/runs\/kdgat-hcrl-sa\//,
+  );
+  const skipped =
+    r.out.match(
+      /preflight: bash -n passed; sbatch --test-only SKIPPED: stack osc-pitzer is not provisioned/g,
+    ) ?? [];
   assert.equal(skipped.length, 4, r.out);
   assert.match(r.out, /nothing submitted \(plan\)/);
   const planDir = /^plan written to: (.+)$/m.exec(r.out)?.[1];
@@ -83,12 +96,18 @@ test('a checkout that is not bootstrapped: one line saying what to run, no stack
     t.skip('the system Node is >= 22 and runs the sources itself: there is no missing Node to report');
     return;
   }
-  for (const target of [['runner:plan', '--spec', 'examples/quickstart.yaml'], ['infra:preview', '--stack', 'local']]) {
+  for (const target of [
+    ['runner:plan', '--spec', 'examples/quickstart.yaml'],
+    ['infra:preview', '--stack', 'local'],
+  ]) {
     const r = typed(['run', ...target], { KDGAT_TOOLS: join(backend, 'no-toolchain-here') });
     assert.notEqual(r.code, 0, r.out);
     const ours = r.out.split('\n').filter((l) => /not bootstrapped/.test(l));
     assert.equal(ours.length, 1, r.out);
-    assert.match(ours[0]!, /^with-toolchain: this checkout is not bootstrapped \(Node [\d.]+ is missing\): run `npm run bootstrap`$/);
+    assert.match(
+      ours[0]!,
+      /^with-toolchain: this checkout is not bootstrapped \(Node [\d.]+ is missing\): run `npm run bootstrap`$/,
+    );
     assert.doesNotMatch(r.out, /^\s+at /m, 'a stack trace');
   }
 });

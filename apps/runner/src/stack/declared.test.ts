@@ -43,10 +43,16 @@ describe('readStackOrDeclared', () => {
 
   it('plans from the declaration when the stack has no outputs, and says what is predicted', async () => {
     const lines: string[] = [];
-    const r = await readStackOrDeclared(notProvisioned, 'osc-pitzer', { dryRun: true, declared, log: (l) => lines.push(l) });
+    const r = await readStackOrDeclared(notProvisioned, 'osc-pitzer', {
+      dryRun: true,
+      declared,
+      log: (l) => lines.push(l),
+    });
     expect(isDeclaredOnly(r.outputs)).toBe(true);
     expect(r.source).toBe(declared);
-    expect(lines.join('\n')).toMatch(/stack osc-pitzer is not provisioned[\s\S]*predicted, not read from the stack[\s\S]*unknown until provisioned/);
+    expect(lines.join('\n')).toMatch(
+      /stack osc-pitzer is not provisioned[\s\S]*predicted, not read from the stack[\s\S]*unknown until provisioned/,
+    );
   });
 
   it('train (not a dry run) still needs the provisioned stack', async () => {
@@ -73,7 +79,9 @@ describe('UnprovisionedSlurm', () => {
     writeFileSync(good, '#!/bin/bash\necho ok\n');
     const r = await scheduler.preflight(request(good));
     expect(r.ok).toBe(true);
-    expect(r.message).toMatch(/bash -n passed; sbatch --test-only SKIPPED: stack osc-pitzer is not provisioned/);
+    expect(r.message).toMatch(
+      /bash -n passed; sbatch --test-only SKIPPED: stack osc-pitzer is not provisioned/,
+    );
     const bad = join(dir, 'bad.sh');
     writeFileSync(bad, '#!/bin/bash\nif then\n');
     expect((await scheduler.preflight(request(bad))).ok).toBe(false);

@@ -40,7 +40,10 @@ export class DeclaredStackOutputs implements StackOutputsSource {
     const infra = join(this.repoRoot, 'infra');
     const file = join(infra, `Pulumi.${stack}.yaml`);
     if (!existsSync(file))
-      throw new StackNotProvisionedError(stack, `stack ${stack} has no outputs and no declared configuration (${file})`);
+      throw new StackNotProvisionedError(
+        stack,
+        `stack ${stack} has no outputs and no declared configuration (${file})`,
+      );
     const project = parseYaml(readFileSync(join(infra, 'Pulumi.yaml'), 'utf8')).value as { name?: unknown };
     if (typeof project?.name !== 'string') throw new Error(`${join(infra, 'Pulumi.yaml')} names no project`);
     const site = siteFromStackConfig(
@@ -124,7 +127,8 @@ export class UnprovisionedSlurm implements Scheduler {
 
   async preflight(request: SubmitRequest): Promise<PreflightResult> {
     const syntax = await runCommand('bash', ['-n', request.scriptPath]);
-    if (syntax.code !== 0) return { ok: false, message: `bash -n ${request.scriptPath}: ${syntax.stderr.trim()}` };
+    if (syntax.code !== 0)
+      return { ok: false, message: `bash -n ${request.scriptPath}: ${syntax.stderr.trim()}` };
     return { ok: true, message: `bash -n passed; sbatch --test-only SKIPPED: ${this.reason}` };
   }
 

@@ -6,7 +6,12 @@ import { describe, expect, it } from 'vitest';
 import type { Manifest } from '../manifest/manifest.ts';
 import { sampleOutputs } from '../stack/outputs.test-support.ts';
 import type { StackOutputs } from '../stack/outputs.ts';
-import { EnvironmentChangedError, LOCK_FILE, compareRecordedLock, copyLockIntoRun } from './environment-lock.ts';
+import {
+  EnvironmentChangedError,
+  LOCK_FILE,
+  compareRecordedLock,
+  copyLockIntoRun,
+} from './environment-lock.ts';
 
 const hash = (t: string) => createHash('sha256').update(t).digest('hex');
 const LOCK_V1 = 'numpy==2.3.1\ntorch==2.8.0\n';
@@ -21,7 +26,13 @@ function recordedRun(lock: string): Manifest {
   const copied = copyLockIntoRun(runDir, stackWith(lock));
   return {
     runDir,
-    environment: { name: 'cpu-local', specHash: 'a', lockHash: hash(lock), lockPath: '/x', lockFile: copied.file! },
+    environment: {
+      name: 'cpu-local',
+      specHash: 'a',
+      lockHash: hash(lock),
+      lockPath: '/x',
+      lockFile: copied.file!,
+    },
   } as Manifest;
 }
 
@@ -42,7 +53,10 @@ describe('the lock travels with the run', () => {
 
 describe('--from-manifest compares the recorded lock with the stack', () => {
   it('passes an unchanged environment', () => {
-    expect(compareRecordedLock(recordedRun(LOCK_V1), stackWith(LOCK_V1), false)).toEqual({ changed: false, differences: [] });
+    expect(compareRecordedLock(recordedRun(LOCK_V1), stackWith(LOCK_V1), false)).toEqual({
+      changed: false,
+      differences: [],
+    });
   });
 
   it('refuses a changed environment, listing the packages that differ', () => {
@@ -54,7 +68,10 @@ describe('--from-manifest compares the recorded lock with the stack', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(EnvironmentChangedError);
-    expect((error as EnvironmentChangedError).differences).toEqual(['~ torch 2.8.0 -> 2.8.1', '+ optuna 4.1.0']);
+    expect((error as EnvironmentChangedError).differences).toEqual([
+      '~ torch 2.8.0 -> 2.8.1',
+      '+ optuna 4.1.0',
+    ]);
     expect((error as Error).message).toMatch(/nothing was submitted[\s\S]*--allow-env-change/);
   });
 

@@ -47,7 +47,9 @@ export function compareRecordedLock(
   const recordedHash = source.environment.lockHash;
   const currentHash = stack.environment.lockHash;
   if (recordedHash === currentHash) return { changed: false, differences: [] };
-  const recordedFile = source.environment.lockFile ? join(source.runDir, source.environment.lockFile) : undefined;
+  const recordedFile = source.environment.lockFile
+    ? join(source.runDir, source.environment.lockFile)
+    : undefined;
   const recorded = recordedFile && existsSync(recordedFile) ? readFileSync(recordedFile, 'utf8') : undefined;
   const current = stack.environment.lock;
   const differences =
@@ -56,7 +58,8 @@ export function compareRecordedLock(
       : [
           `(cannot list the packages: ${recorded === undefined ? `the recorded run has no lock file${recordedFile ? ` at ${recordedFile}` : ''}` : "the stack's outputs carry no lock text"})`,
         ];
-  if (differences.length === 0) differences.push('(same packages; the lock text differs, e.g. in URLs or checksums)');
+  if (differences.length === 0)
+    differences.push('(same packages; the lock text differs, e.g. in URLs or checksums)');
   if (!allowChange) {
     throw new EnvironmentChangedError(
       `the environment ${stack.environment.name} changed since the recorded run ` +

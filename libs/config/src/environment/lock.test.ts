@@ -11,7 +11,9 @@ https://conda.anaconda.org/conda-forge/linux-64/six-1.16.0-pyh6c4a22f_0.tar.bz2#
 `;
 const CONDA_AFTER = CONDA_BEFORE.replace('numpy-2.3.1-py312h6cf2f7f_0', 'numpy-2.3.2-py312h6cf2f7f_0')
   .replace(/^.*six-1\.16\.0.*\n/m, '')
-  .concat('https://conda.anaconda.org/conda-forge/noarch/optuna-4.1.0-pyhd8ed1ab_0.conda#dddddddddddddddddddddddddddddddd\n');
+  .concat(
+    'https://conda.anaconda.org/conda-forge/noarch/optuna-4.1.0-pyhd8ed1ab_0.conda#dddddddddddddddddddddddddddddddd\n',
+  );
 
 describe('explicit conda locks', () => {
   it('reads name, version and build from each package URL (names may contain dashes)', () => {
@@ -35,7 +37,8 @@ describe('explicit conda locks', () => {
 
 describe('pip freeze locks (venv environments)', () => {
   it('normalises names and reads pins and direct URLs', () => {
-    const before = 'Torch==2.8.0\npyyaml==6.0.2\nkdgat @ file:///repo/python\n# comment\n-e git+https://x/y#egg=z\n';
+    const before =
+      'Torch==2.8.0\npyyaml==6.0.2\nkdgat @ file:///repo/python\n# comment\n-e git+https://x/y#egg=z\n';
     const after = 'torch==2.8.1\nPyYAML==6.0.2\nkdgat @ file:///repo/python\n';
     expect(lockPackages(before).get('pyyaml')).toBe('6.0.2');
     expect(formatLockDiff(diffLocks(before, after))).toEqual(['~ torch 2.8.0 -> 2.8.1']);

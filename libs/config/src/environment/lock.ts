@@ -20,7 +20,10 @@ function condaPackage(url: string): [string, string] | undefined {
 
 /** PEP 503 normalised project name. */
 function pipName(name: string): string {
-  return name.trim().toLowerCase().replace(/[-_.]+/g, '-');
+  return name
+    .trim()
+    .toLowerCase()
+    .replace(/[-_.]+/g, '-');
 }
 
 function pipPackage(line: string): [string, string] | undefined {

@@ -1,9 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { rawSiteConfigFromStackFile, siteFromStackConfig, sitePathsFor, StackConfigError } from './stack-config.ts';
+import {
+  rawSiteConfigFromStackFile,
+  siteFromStackConfig,
+  sitePathsFor,
+  StackConfigError,
+} from './stack-config.ts';
 
 const repo = new URL('../../../../', import.meta.url).pathname;
-const stackFile = (name: string) => readFileSync(new URL(`../../../../infra/Pulumi.${name}.yaml`, import.meta.url), 'utf8');
+const stackFile = (name: string) =>
+  readFileSync(new URL(`../../../../infra/Pulumi.${name}.yaml`, import.meta.url), 'utf8');
 
 describe('a stack file read as the site it declares', () => {
   it('osc-pitzer: the preset with its overrides, datasets and the conda build', () => {
@@ -25,9 +31,9 @@ describe('a stack file read as the site it declares', () => {
   });
 
   it('refuses a stack file without a cluster, and a dataset name that cannot reach a script', () => {
-    expect(() => rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environment: cpu-local\n', 'kdgat-hpc')).toThrow(
-      StackConfigError,
-    );
+    expect(() =>
+      rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environment: cpu-local\n', 'kdgat-hpc'),
+    ).toThrow(StackConfigError);
     expect(() =>
       siteFromStackConfig({ cluster: 'local', environment: 'cpu-local', datasets: ['ok', '-rf'] }, repo),
     ).toThrow(/datasets.*"-rf"/);

@@ -128,7 +128,11 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
   }
   const datasets = raw.datasets ?? [];
   if (!Array.isArray(datasets) || !datasets.every((d) => matchesRule(SCRIPT_VALUES.name, d))) {
-    throw new StackConfigError('datasets', datasets, `a list of dataset names, each ${SCRIPT_VALUES.name.expected}`);
+    throw new StackConfigError(
+      'datasets',
+      datasets,
+      `a list of dataset names, each ${SCRIPT_VALUES.name.expected}`,
+    );
   }
   const build = (raw.build ?? {}) as Partial<EnvironmentBuild>;
   // The spec names its conda frontend; a stack may override it (e.g. rattler on a test machine).
@@ -171,7 +175,9 @@ export function presetOrObject(raw: unknown): unknown {
 export function rawSiteConfigFromStackFile(text: string, project: string, file?: string): RawSiteConfig {
   const yaml = parseYaml(text, file);
   if (yaml.syntaxIssues.length > 0)
-    throw new Error(`${file ?? 'stack file'}: ${yaml.syntaxIssues[0]!.message} (line ${yaml.syntaxIssues[0]!.line ?? '?'})`);
+    throw new Error(
+      `${file ?? 'stack file'}: ${yaml.syntaxIssues[0]!.message} (line ${yaml.syntaxIssues[0]!.line ?? '?'})`,
+    );
   const config = isObject(yaml.value) && isObject(yaml.value['config']) ? yaml.value['config'] : {};
   const get = (key: string): unknown => presetOrObject(config[`${project}:${key}`]);
   const raw: RawSiteConfig = { cluster: get('cluster'), environment: get('environment') };
@@ -181,7 +187,8 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
   }
   const group = get('scratchGroup');
   if (typeof group === 'string') raw.scratchGroup = group;
-  if (raw.cluster === undefined) throw new StackConfigError(`${project}:cluster`, undefined, 'a cluster preset or object');
+  if (raw.cluster === undefined)
+    throw new StackConfigError(`${project}:cluster`, undefined, 'a cluster preset or object');
   if (raw.environment === undefined)
     throw new StackConfigError(`${project}:environment`, undefined, 'an environment preset or object');
   return raw;
@@ -213,7 +220,10 @@ export function sitePathsFor(
 }
 
 /** The environment.yml and the explicit lock of an environment, on the target. */
-export function environmentFilesIn(envsDir: string, environmentName: string): { specPath: string; lockPath: string } {
+export function environmentFilesIn(
+  envsDir: string,
+  environmentName: string,
+): { specPath: string; lockPath: string } {
   return {
     specPath: `${envsDir}/${environmentName}.environment.yml`,
     lockPath: `${envsDir}/${environmentName}.lock.txt`,

@@ -18,7 +18,12 @@ function refusal(run: () => unknown): TemplateInputError {
 }
 
 const base = pitzerJob();
-const cases: { field: string; rule: keyof typeof SCRIPT_VALUES; render: (v: string) => unknown; validate: (v: string) => boolean }[] = [
+const cases: {
+  field: string;
+  rule: keyof typeof SCRIPT_VALUES;
+  render: (v: string) => unknown;
+  validate: (v: string) => boolean;
+}[] = [
   {
     field: 'profile.account',
     rule: 'account',
@@ -28,7 +33,8 @@ const cases: { field: string; rule: keyof typeof SCRIPT_VALUES; render: (v: stri
   {
     field: 'profile.modules.cuda',
     rule: 'moduleName',
-    render: (v) => renderTrainJob(pitzerJob({ profile: { ...pitzer, modules: { ...pitzer.modules, cuda: v } } })),
+    render: (v) =>
+      renderTrainJob(pitzerJob({ profile: { ...pitzer, modules: { ...pitzer.modules, cuda: v } } })),
     validate: (v) => ClusterProfileSchema.shape.modules.safeParse({ cuda: v }).success,
   },
   {
@@ -36,7 +42,9 @@ const cases: { field: string; rule: keyof typeof SCRIPT_VALUES; render: (v: stri
     rule: 'gpuType',
     render: (v) =>
       renderTrainJob(
-        pitzerJob({ stage: { ...base.stage, resources: { ...base.stage.resources, gpus: { count: 1, type: v } } } }),
+        pitzerJob({
+          stage: { ...base.stage, resources: { ...base.stage.resources, gpus: { count: 1, type: v } } },
+        }),
       ),
     validate: (v) => PartitionSchema.shape.gpuType.safeParse(v).success,
   },

@@ -2,12 +2,7 @@
 // they follow from its declaration alone: everything but the environment's lock, which only the
 // build produces. ClusterSite (infra) provisions exactly these paths; the runner uses the same
 // function to plan against a site that is not provisioned yet.
-import {
-  environmentSpecHash,
-  scratchLayoutFor,
-  sitePathsFor,
-  type SiteDeclaration,
-} from '@kdgat/config';
+import { environmentSpecHash, scratchLayoutFor, sitePathsFor, type SiteDeclaration } from '@kdgat/config';
 import { activationSnippet } from '../train-job/blocks.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
 
@@ -46,7 +41,12 @@ export function declaredSiteOutputs(
       specPath: paths.specPath,
       lockPath: paths.lockPath,
     },
-    scratch: { root: layout.root, cacheDirs: layout.cacheDirs, runsDir: layout.runsDir, logsDir: layout.logsDir },
+    scratch: {
+      root: layout.root,
+      cacheDirs: layout.cacheDirs,
+      runsDir: layout.runsDir,
+      logsDir: layout.logsDir,
+    },
     scripts: { dir: paths.scriptsDir, ...scripts },
   };
 }
