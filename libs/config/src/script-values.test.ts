@@ -98,6 +98,16 @@ describe('values that reach a script are refused at validation', () => {
     });
   });
 
+  it('a value of the wrong kind, in words rather than zod type names', () => {
+    const [i] = specIssues(LOCAL_SPEC.replace('cpus: 2', 'cpus: two'));
+    expect(i).toMatchObject({
+      path: 'stages[0].resources.cpus',
+      message: '"two" is the wrong kind of value',
+      expected: 'a number',
+      found: '"two"',
+    });
+  });
+
   it('every rule refuses a leading dash, whitespace and shell text', () => {
     for (const [kind, rule] of Object.entries(SCRIPT_VALUES)) {
       for (const bad of ['-rf', 'a b', 'x;rm', '$(id)', 'a\nb', ''])
