@@ -13,7 +13,7 @@ system_node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null ||
 if [[ -x $NODE_HOME/bin/node ]]; then
   PATH=$NODE_HOME/bin:$PATH
 elif ((system_node_major < 22)); then
-  echo "with-toolchain: Node >= 22 is needed and $NODE_HOME is missing: run scripts/bootstrap.sh" >&2
+  echo "with-toolchain: this checkout is not bootstrapped (Node $NODE_VERSION is missing): run \`npm run bootstrap\`" >&2
   exit 1
 fi
 # A pulumi already on PATH wins when it is a compatible 3.x; otherwise the one we built.
@@ -41,4 +41,12 @@ if [[ -z ${SLURM_CONF:-} && -f /var/tmp/kdgat-slurm/slurm.conf && ! -e /etc/slur
   export SLURM_CONF=/var/tmp/kdgat-slurm/slurm.conf
 fi
 export NX_DAEMON=false NX_NO_CLOUD=true NX_TUI=false
+# A setup problem is one line saying what to run, not a stack trace from deep inside a tool.
+missing=${1:+$1}
+if [[ -n $missing ]] && command -v "$missing" >/dev/null; then missing=''; fi
+if [[ ${1:-} == pulumi ]] && ! command -v pulumi-language-nodejs >/dev/null; then missing=pulumi-language-nodejs; fi
+if [[ -n $missing ]]; then
+  echo "with-toolchain: this checkout is not bootstrapped ($missing is missing): run \`npm run bootstrap\`" >&2
+  exit 127
+fi
 exec "$@"

@@ -14,6 +14,16 @@ if [[ -z ${KDGAT_PULUMI_STACK_TOOLCHAIN:-} && -f $repo/scripts/with-toolchain.sh
   exec bash "$repo/scripts/with-toolchain.sh" bash "$self" "$@"
 fi
 
+# A checkout that is not bootstrapped: one line saying what to run (not a Pulumi stack trace).
+if ! command -v pulumi >/dev/null || ! command -v pulumi-language-nodejs >/dev/null; then
+  echo "pulumi-stack.sh: this checkout is not bootstrapped (Pulumi is missing): run \`npm run bootstrap\`" >&2
+  exit 127
+fi
+if [[ ! -d $repo/node_modules/@pulumi/pulumi ]]; then
+  echo "pulumi-stack.sh: this checkout is not bootstrapped (node_modules is missing): run \`npm run bootstrap\`" >&2
+  exit 127
+fi
+
 verb=${1:?usage: pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [pulumi flags]}
 shift
 stack=local

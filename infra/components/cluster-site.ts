@@ -3,26 +3,18 @@ import {
   environmentSpecHash,
   renderEnvironmentYml,
   scratchLayoutFor,
+  sitePathsFor,
   type ClusterProfile,
+  type EnvironmentBuild,
   type EnvironmentSpec,
 } from '@kdgat/config';
 import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
-import type { Frontend } from '../providers/environment.impl.ts';
 import type { Connection } from '../providers/executor.ts';
 import { CondaEnvironment } from './conda-environment.ts';
 import { ScratchCacheLayout } from './scratch-cache-layout.ts';
 import { SlurmTemplates } from './slurm-templates.ts';
 
-/** How the environment is built on this site (stack config, not part of the environment spec). */
-export interface EnvironmentBuild {
-  frontend: Frontend;
-  frontendCommand: string;
-  /** Default `<projectRoot>/envs/<name>`. */
-  prefix?: string;
-  pipOptions?: string[];
-  inheritEnvironments?: string[];
-  timeoutSeconds?: number;
-}
+export type { EnvironmentBuild } from '@kdgat/config';
 
 export interface ClusterSiteArgs {
   profile: ClusterProfile;
@@ -61,8 +53,9 @@ export class ClusterSite extends pulumi.ComponentResource {
   constructor(name: string, args: ClusterSiteArgs, opts?: pulumi.ComponentResourceOptions) {
     super('kdgat:hpc:ClusterSite', name, {}, opts);
     const { profile, environment, connection } = args;
-    const projectRoot = profile.paths.projectRoot;
-    const prefix = args.build.prefix ?? `${projectRoot}/envs/${environment.name}`;
+    // The same paths the runner predicts for a stack not provisioned yet (declaredSiteOutputs).
+    const paths = sitePathsFor(profile, environment.name, args.build);
+    const prefix = paths.prefix;
     const layout = scratchLayoutFor(profile, args.datasets);
     const envView = { ...environment, prefix };
 
@@ -75,7 +68,7 @@ export class ClusterSite extends pulumi.ComponentResource {
         connection,
         owner: args.owner,
         prefix,
-        envsDir: `${projectRoot}/envs`,
+        envsDir: paths.envsDir,
         ...args.build,
         profile: profile.name,
         modules: profile.modules,
@@ -87,7 +80,7 @@ export class ClusterSite extends pulumi.ComponentResource {
       { layout, connection, clusterName: profile.clusterName, group: args.scratchGroup },
       { parent: this },
     );
-    const scriptsDir = `${projectRoot}/scripts`;
+    const scriptsDir = paths.scriptsDir;
     const scripts = new SlurmTemplates(
       `${name}-scripts`,
       {

@@ -1,5 +1,5 @@
 import * as pulumi from '@pulumi/pulumi';
-import type { EnvironmentSpec } from '@kdgat/config';
+import { environmentFilesIn, type EnvironmentSpec } from '@kdgat/config';
 import { Environment } from '../providers/environment.ts';
 import { ymlForDisplay } from '../providers/environment-spec.ts';
 import type { Frontend } from '../providers/environment.impl.ts';
@@ -59,8 +59,9 @@ export class CondaEnvironment extends pulumi.ComponentResource {
     this.backend = spec.backend;
     this.prefix = args.prefix;
     this.specHash = args.specHash;
-    this.specPath = `${args.envsDir}/${spec.name}.environment.yml`;
-    this.lockPath = `${args.envsDir}/${spec.name}.lock.txt`;
+    const files = environmentFilesIn(args.envsDir, spec.name);
+    this.specPath = files.specPath;
+    this.lockPath = files.lockPath;
     const env = new Environment(
       name,
       {

@@ -2,6 +2,9 @@
 // file as committed, plus a secret key; asserts the declared graph and the outputs for the runner.
 import { readFileSync } from 'node:fs';
 import * as pulumi from '@pulumi/pulumi';
+import { fileURLToPath } from 'node:url';
+import { rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
+import { declaredSiteOutputs } from '@kdgat/slurm-templates';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -81,5 +84,20 @@ describe('osc-pitzer stack (mocks)', () => {
     expect(trainGpu.inputs.content).toContain('PAS1266');
     const dirs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetDirectory');
     expect(dirs.every((d) => d.inputs.group === 'PAS1266')).toBe(true);
+  });
+
+  it('exports exactly what the runner predicts from the stack file before it is provisioned', async () => {
+    // `runner plan` on a stack that is not provisioned uses declaredSiteOutputs of the same
+    // declaration; if the program and the prediction drift apart, this fails.
+    const program = await import('../index.ts');
+    const text = readFileSync(new URL('../Pulumi.osc-pitzer.yaml', import.meta.url), 'utf8');
+    const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+    const predicted = declaredSiteOutputs(siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot));
+    const environment = (await value(program.environment)) as unknown as Record<string, string>;
+    expect(await value(program.profile)).toBe(predicted.profile);
+    expect(await value(program.scratch)).toEqual(predicted.scratch);
+    expect(await value(program.scripts)).toEqual(predicted.scripts);
+    const { specPath: _onlyOnTheSite, ...predictedEnvironment } = predicted.environment;
+    expect(environment).toMatchObject(predictedEnvironment);
   });
 });

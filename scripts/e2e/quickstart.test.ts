@@ -4,6 +4,7 @@
 // the run's own files. Run by scripts/test.sh after the local SLURM is up.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
@@ -40,6 +41,12 @@ test('npm run quickstart provisions the local stack and trains the chain with th
   assert.equal(m.status, 'complete');
   assert.equal(m.epochs, 5);
   assert.ok(m.scores.f1 > 0.5, `F1 ${m.scores.f1} should be clearly above the trivial baseline (0)`);
+  // The lock the real `pulumi up` exported travels with the run: copied in, named in the manifest.
+  const run_ = manifest as unknown as { runDir: string; environment: { lockHash: string; lockFile?: string } };
+  assert.equal(run_.environment.lockFile, 'environment.lock.txt');
+  const lock = readFileSync(join(run_.runDir, run_.environment.lockFile));
+  assert.ok(lock.length > 0);
+  assert.equal(createHash('sha256').update(lock).digest('hex'), run_.environment.lockHash);
 });
 
 test('the same spec runs on the local SLURM as an afterok chain with the real pipeline', () => {

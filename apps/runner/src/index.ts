@@ -8,6 +8,8 @@ export {
   type StackOutputs,
   type StackOutputsSource,
 } from './stack/outputs.ts';
+export { DeclaredStackOutputs, UnprovisionedSlurm, type PredictedStackOutputs } from './stack/declared.ts';
+export { EnvironmentChangedError, LOCK_FILE } from './submit/environment-lock.ts';
 export type { Scheduler, SubmitRequest, TaskStatus, JobState } from './schedulers/core.ts';
 export { SlurmScheduler } from './schedulers/slurm/index.ts';
 export { LocalScheduler } from './schedulers/local/index.ts';

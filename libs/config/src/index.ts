@@ -8,6 +8,7 @@ export * from './cluster/presets.ts';
 export * from './environment/schema.ts';
 export * from './environment/presets.ts';
 export * from './environment/render.ts';
+export { lockPackages, diffLocks, formatLockDiff, type LockDiff, type LockPackages } from './environment/lock.ts';
 export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu } from './environment/rules.ts';
 export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
@@ -33,6 +34,7 @@ export {
 } from './experiment/tune.ts';
 export { overrideKeys, type OverrideProblem } from './experiment/overrides.ts';
 export * from './time.ts';
+export { SCRIPT_VALUES, REQUEUE_SIGNALS, matchesRule, ruleString, type ValueRule, type ScriptValueKind } from './script-values.ts';
 export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';
 export {
   loadExperimentSpec,
@@ -40,8 +42,25 @@ export {
   loadClusterProfile,
   loadEnvironmentSpec,
   loadPipelineSchema,
+  checkSpecAgainstSite,
   type LoadedSpec,
 } from './load/load.ts';
+export { siteProblems, type SiteView } from './experiment/site.ts';
+export {
+  StackConfigError,
+  ENVIRONMENT_FRONTENDS,
+  deepMerge,
+  siteFromStackConfig,
+  presetOrObject,
+  rawSiteConfigFromStackFile,
+  sitePathsFor,
+  environmentFilesIn,
+  type EnvironmentFrontend,
+  type EnvironmentBuild,
+  type RawSiteConfig,
+  type SiteDeclaration,
+  type SitePaths,
+} from './site/stack-config.ts';
 export { parseYaml } from './load/yaml.ts';
 
 /** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */

@@ -1,12 +1,12 @@
 // SLURM time strings and memory sizes, the two units specs are written in.
+import { SCRIPT_VALUES } from './script-values.ts';
 
 const TIME_FORMS =
   'a SLURM time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. "8:00:00", "7-00:00:00")';
 
 /** Seconds in a SLURM time string (sbatch --time forms). Throws with the accepted forms. */
 export function parseSlurmTime(s: string): number {
-  const t = s.trim();
-  const m = /^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$/.exec(t);
+  const m = SCRIPT_VALUES.slurmTime.pattern.exec(s.trim());
   if (!m) throw new Error(`"${s}" is not ${TIME_FORMS}`);
   const [, d, a, b, c] = m;
   const n = (x: string | undefined) => (x === undefined ? 0 : Number(x));

@@ -26,4 +26,5 @@ export {
   type SiteProfileView,
   type SiteScriptOptions,
 } from './site/render-site-scripts.ts';
+export { declaredSiteOutputs, type DeclaredSiteOutputs } from './site/site-outputs.ts';
 export type * from './inputs.ts';

@@ -62,7 +62,7 @@ describe.runIf(slurmUp)('sbatch --test-only accepts the rendered directives', ()
     [
       'array.sh',
       renderTrainJob(
-        pitzerJob({ ...base, sweepPoints: [{ a: 1 }, { a: 2 }, { a: 3 }], arrayTablePath: `${dir}/t.tsv` }),
+        pitzerJob({ ...base, sweepPoints: [{ 'training.lr': 1 }, { 'training.lr': 2 }, { 'training.lr': 3 }], arrayTablePath: `${dir}/t.tsv` }),
       ).script,
     ],
     [

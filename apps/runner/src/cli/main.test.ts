@@ -1,5 +1,10 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
+import { environmentPresets, environmentSpecHash } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
+import { sampleOutputs } from '../stack/outputs.test-support.ts';
 import { main, normaliseArgv } from './main.ts';
 
 function capture() {
@@ -67,5 +72,50 @@ describe('kdgat-runner CLI', () => {
     expect((await run(['status', '/nonexistent/run'])).err).toMatch(
       /run \/nonexistent\/run: no such directory or file/,
     );
+  });
+
+  it('asks --allow-env-change to go with --from-manifest', async () => {
+    expect(await run(['train', '--spec', 'x.yaml', '--allow-env-change'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--allow-env-change goes with --from-manifest/),
+    });
+  });
+});
+
+describe('spec values refused at validation (exit 2, file:line, nothing rendered)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'runner-cli-spec-'));
+  const pitzer = readFileSync(resolve(import.meta.dirname, '../../../../examples/kdgat-pitzer.yaml'), 'utf8');
+  const stackFile = join(dir, 'stack.json');
+  writeFileSync(
+    stackFile,
+    JSON.stringify({
+      ...sampleOutputs,
+      environment: { ...sampleOutputs.environment, name: 'gnn-rapids', specHash: environmentSpecHash(environmentPresets['gnn-rapids']) },
+      scratch: { ...sampleOutputs.scratch, cacheDirs: { hcrl_sa: '/s/cache/hcrl_sa' } },
+    }),
+  );
+  const spec = (name: string, text: string) => {
+    const file = join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+
+  it('account: -rf', async () => {
+    const file = spec('rf.yaml', pitzer.replace(/^account: .*$/m, 'account: -rf'));
+    const line = pitzer.split('\n').findIndex((l) => l.startsWith('account:')) + 1;
+    const r = await run(['plan', '--spec', file, '--stack-outputs', stackFile]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(`${file}:${line}:`);
+    expect(r.err).toMatch(/account: "-rf" is not valid here \(expected a SLURM account such as PAS1266, found "-rf"\)/);
+  });
+
+  it('a staging dataset the stack has no cache dir for', async () => {
+    const file = spec('staging.yaml', pitzer.replace(/datasets: \[hcrl_sa\]/, 'datasets: [hcrl_sa, car_hacking]'));
+    const line = pitzer.split('\n').findIndex((l) => /datasets: \[hcrl_sa\]/.test(l)) + 1;
+    const r = await run(['plan', '--spec', file, '--stack', 'osc-pitzer', '--stack-outputs', stackFile]);
+    expect(r.code, r.err).toBe(2);
+    expect(r.err).toContain(`${file}:${line}:`);
+    expect(r.err).toMatch(/staging\.datasets\[1\]: stack osc-pitzer has no cache dir for dataset "car_hacking"/);
+    expect(r.out).not.toMatch(/rendered/);
   });
 });

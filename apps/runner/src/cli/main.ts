@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { SpecValidationError } from '@kdgat/config';
+import { SpecValidationError, StackConfigError } from '@kdgat/config';
 import { readManifest, writeManifest, type Manifest } from '../manifest/manifest.ts';
 import { isFailure } from '../schedulers/core.ts';
 import {
@@ -12,6 +12,8 @@ import {
   StackNotProvisionedError,
   type StackOutputsSource,
 } from '../stack/outputs.ts';
+import { DeclaredStackOutputs, type PredictedStackOutputs } from '../stack/declared.ts';
+import { EnvironmentChangedError } from '../submit/environment-lock.ts';
 import { PreflightError } from '../submit/submit.ts';
 import {
   AlreadyQueuedError,
@@ -38,9 +40,11 @@ queueing, follow them, and record a manifest.
 
 usage:
   kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force]
-  kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force]
+  kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
   kdgat-runner plan   --spec FILE.yaml [--stack NAME]        render + preflight, submit nothing
+                                                             (a stack not provisioned yet: planned from
+                                                             infra/Pulumi.NAME.yaml; preflight skipped)
   kdgat-runner tune   --spec FILE.yaml [--stack NAME] [--wait] [--dry-run]
                                                              the spec's tune: study as a worker array
   kdgat-runner tune-report --study NAME|DIR [--stack NAME] [--json]
@@ -56,14 +60,16 @@ options:
   --scheduler KIND       slurm | local (default: the cluster profile's scheduler)
   --wait                 follow the run to the end; exit non-zero if any job failed
   --force                submit even if a run of the same spec is queued or running
-  --from-manifest PATH   re-render and submit a recorded run (same scripts, byte for byte)
+  --from-manifest PATH   re-render and submit a recorded run (same scripts, byte for byte); refused
+                         when the environment's lock changed since, listing the packages that differ
+  --allow-env-change     with --from-manifest: run on the changed environment anyway
   --from-study STUDY     with --best: train the study's best trial (its values as the tuned stage's overrides)
   --study NAME|DIR       a study: its name (tune.study) or its directory
   --dry-run              tune: render + preflight, submit nothing
   -h, --help             this text
 
 exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid spec ·
-             3 refused (stack not provisioned, preflight, already queued)`;
+             3 refused (stack not provisioned, preflight, already queued, environment changed)`;
 
 const OPTIONS = {
   spec: { type: 'string' },
@@ -73,6 +79,7 @@ const OPTIONS = {
   wait: { type: 'boolean' },
   force: { type: 'boolean' },
   'from-manifest': { type: 'string' },
+  'allow-env-change': { type: 'boolean' },
   run: { type: 'string' },
   job: { type: 'string' },
   index: { type: 'string' },
@@ -173,6 +180,8 @@ export async function main(
           throw new UsageError('--from-study needs --best (the best trial is the one that can be trained)');
         if (values.best === true && values['from-study'] === undefined)
           throw new UsageError('--best needs --from-study STUDY');
+        if (values['allow-env-change'] && values['from-manifest'] === undefined)
+          throw new UsageError('--allow-env-change goes with --from-manifest RUN_DIR');
         if (values['from-study'] !== undefined && command !== 'train')
           throw new UsageError(`--from-study is an option of train, not ${command}`);
         const result = await train({
@@ -183,6 +192,9 @@ export async function main(
           ...(values.stack ? { stack: values.stack } : {}),
           ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
           stackSource: stackSource(values),
+          // Only without --stack-outputs: a file of outputs is what the user asked to plan against.
+          ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(REPO_ROOT) }),
+          ...(values['allow-env-change'] ? { allowEnvChange: true } : {}),
           force: values.force === true,
           dryRun,
           repoRoot: REPO_ROOT,
@@ -192,7 +204,14 @@ export async function main(
         say(
           `${dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}`,
         );
-        say(`run dir: ${result.runDir}`);
+        const declared = manifest.stack.outputs as Partial<PredictedStackOutputs>;
+        if (declared.declared) {
+          say(
+            `stack ${manifest.stack.name} is NOT provisioned: paths and environment predicted from ${declared.declared.file}; \`train\` needs \`npx nx run infra:up --stack ${manifest.stack.name}\` first`,
+          );
+          say(`run dir on the site (in the scripts): ${manifest.runDir}`);
+          say(`plan written to: ${result.runDir}`);
+        } else say(`run dir: ${result.runDir}`);
         for (const job of result.plan.jobs) {
           const pre = result.preflight.find((r) => r.job.key === job.key);
           const what = job.tune
@@ -335,10 +354,15 @@ export async function main(
       e instanceof StackNotProvisionedError ||
       e instanceof PreflightError ||
       e instanceof AlreadyQueuedError ||
-      e instanceof StudyExistsError
+      e instanceof StudyExistsError ||
+      e instanceof EnvironmentChangedError
     ) {
       io.err.write(`kdgat-runner: ${e.message}\n`);
       return 3;
+    }
+    if (e instanceof StackConfigError) {
+      io.err.write(`kdgat-runner: ${e.message}\n`);
+      return 2;
     }
     if (e instanceof SubmissionFailedError) {
       io.err.write(`kdgat-runner: ${e.message}\n`);

@@ -37,7 +37,16 @@ export interface Manifest {
   resolved: unknown;
   warnings: string[];
   git: { commit: string | null; dirty: boolean | null };
-  environment: { name: string; specHash: string; lockHash: string; lockPath: string };
+  environment: {
+    name: string;
+    specHash: string;
+    lockHash: string;
+    lockPath: string;
+    /** The explicit lock copied into the run dir (relative to it), when the stack exported it. */
+    lockFile?: string;
+    /** `--from-manifest --allow-env-change`: the recorded lock this run's environment differs from. */
+    changedFrom?: { lockHash: string; differences: string[] };
+  };
   stack: { name: string; source: string; outputs: StackOutputs };
   scheduler: 'slurm' | 'local';
   scripts: Record<string, string>; // relative path → sha256

@@ -15,6 +15,8 @@ export const StackOutputsSchema = z.object({
     specHash: z.string(),
     lockPath: z.string(),
     lockHash: z.string(),
+    /** The explicit lock itself (kept by the run: copied into its run dir). */
+    lock: z.string().optional(),
   }),
   scratch: z.object({
     root: z.string(),

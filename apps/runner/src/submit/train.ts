@@ -3,6 +3,7 @@
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
+  checkSpecAgainstSite,
   environmentSpecHash,
   loadExperimentSpec,
   parseYaml,
@@ -26,6 +27,8 @@ import { isActive, type Scheduler } from '../schedulers/core.ts';
 import { LocalScheduler } from '../schedulers/local/index.ts';
 import { SlurmScheduler } from '../schedulers/slurm/index.ts';
 import { checkEnvironmentMatches, type StackOutputs, type StackOutputsSource } from '../stack/outputs.ts';
+import { UnprovisionedSlurm, isDeclaredOnly, readStackOrDeclared } from '../stack/declared.ts';
+import { compareRecordedLock, copyLockIntoRun } from './environment-lock.ts';
 import {
   existingStudy,
   resolveStudyDir,
@@ -42,6 +45,10 @@ export interface TrainOptions {
   fromManifest?: string;
   stack?: string;
   stackSource: StackOutputsSource;
+  /** `plan` of a stack that is not provisioned: its outputs predicted from the declared config. */
+  declaredSource?: StackOutputsSource;
+  /** `--from-manifest`: run even though the environment's lock changed since the recorded run. */
+  allowEnvChange?: boolean;
   scheduler?: 'slurm' | 'local';
   force?: boolean;
   dryRun?: boolean;
@@ -199,17 +206,29 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   checkOverrides(resolved);
   for (const w of loaded.warnings ?? []) log(`warning: ${typeof w === 'string' ? w : JSON.stringify(w)}`);
 
-  const stack: StackOutputs = await opts.stackSource.read(stackName);
+  const { outputs: stack, source: stackSource } = await readStackOrDeclared(opts.stackSource, stackName, {
+    dryRun: opts.dryRun === true,
+    ...(opts.declaredSource ? { declared: opts.declaredSource } : {}),
+    log,
+  });
   checkEnvironmentMatches(
     stackName,
     stack,
     resolved.environment.name,
     environmentSpecHash(resolved.environment),
   );
+  checkSpecAgainstSite(loaded, { stack: stackName, cacheDirs: stack.scratch.cacheDirs });
+  const envChange = source ? compareRecordedLock(source, stack, opts.allowEnvChange === true) : undefined;
+  if (envChange?.changed) {
+    log(`the environment changed since the recorded run (--allow-env-change); packages that differ (recorded -> now):`);
+    for (const d of envChange.differences) log(`  ${d}`);
+  }
 
   const runsRoot = stack.scratch.runsDir;
   const kind = opts.scheduler ?? source?.scheduler ?? resolved.cluster.scheduler;
-  const scheduler = opts.schedulerInstance ?? schedulerFor(kind, runsRoot);
+  const scheduler =
+    opts.schedulerInstance ??
+    (isDeclaredOnly(stack) && kind === 'slurm' ? new UnprovisionedSlurm(stackName) : schedulerFor(kind, runsRoot));
   const experiment = resolved.spec.name;
   const plan = buildPlan({
     experiment,
@@ -261,19 +280,26 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     let runDir = join(runsRoot, experiment, `${utcStamp()}-${resolved.specHash.slice(0, 8)}`);
     for (let n = 2; existsSync(runDir); n++) runDir = `${runDir.replace(/-\d+$/, '')}-${n}`;
     const rendered = render(runDir);
-    mkdirSync(join(runDir, 'scripts'), { recursive: true });
-    mkdirSync(join(runDir, 'logs'), { recursive: true });
+    // The scripts carry the site's run dir; a plan against a site that is not provisioned is
+    // written into the checkout instead (the site's scratch does not exist yet, here or there).
+    const outDir = isDeclaredOnly(stack)
+      ? join(opts.repoRoot, '.hpc', 'plans', stackName, experiment, basename(runDir))
+      : runDir;
+    mkdirSync(join(outDir, 'scripts'), { recursive: true });
+    mkdirSync(join(outDir, 'logs'), { recursive: true });
     for (const r of rendered) {
-      const p = join(runDir, r.job.scriptFile);
+      const p = join(outDir, r.job.scriptFile);
       mkdirSync(dirname(p), { recursive: true });
       writeFileSync(p, r.script, { mode: 0o755 });
-      if (r.table) writeFileSync(join(runDir, r.table.file), r.table.text);
+      if (r.table) writeFileSync(join(outDir, r.table.file), r.table.text);
     }
     const studyDir = tune ? join(runDir, 'study') : undefined;
     if (tune && studyDir) {
-      mkdirSync(studyDir, { recursive: true });
-      writeFileSync(join(studyDir, STUDY_FILE), `${JSON.stringify(studyConfig(resolved, tune, runDir), null, 2)}\n`);
+      mkdirSync(join(outDir, 'study'), { recursive: true });
+      writeFileSync(join(outDir, 'study', STUDY_FILE), `${JSON.stringify(studyConfig(resolved, tune, runDir), null, 2)}\n`);
     }
+    const lockCopy = copyLockIntoRun(outDir, stack);
+    if (lockCopy.note && !isDeclaredOnly(stack)) log(`note: ${lockCopy.note}`);
     const scripts = hashesOf(rendered);
     const arrayIndex: Manifest['arrayIndex'] = {};
     for (const job of plan.jobs) {
@@ -294,8 +320,17 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         specHash: stack.environment.specHash,
         lockHash: stack.environment.lockHash,
         lockPath: stack.environment.lockPath,
+        ...(lockCopy.file ? { lockFile: lockCopy.file } : {}),
+        ...(envChange?.changed && source
+          ? { changedFrom: { lockHash: source.environment.lockHash, differences: envChange.differences } }
+          : {}),
       },
-      stack: { name: stackName, source: opts.stackSource.description, outputs: stack },
+      // The lock text is in the run dir (lockFile), not repeated here.
+      stack: {
+        name: stackName,
+        source: stackSource.description,
+        outputs: { ...stack, environment: withoutLockText(stack.environment) },
+      },
       scheduler: scheduler.kind,
       scripts,
       jobs: rendered.map(({ job: j, runRoot, logs }) => ({
@@ -317,17 +352,17 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         ...(source ? { reproducedFrom: source.runDir } : {}),
       },
     };
-    writeManifest(runDir, manifest);
-    log(`rendered ${rendered.length} script(s) into ${runDir}`);
+    writeManifest(outDir, manifest);
+    log(`rendered ${rendered.length} script(s) into ${outDir}`);
 
-    const preflight = await preflightPlan(rendered, runDir, scheduler);
-    const result: TrainResult = { runDir, manifest, plan, preflight, scheduler };
+    const preflight = await preflightPlan(rendered, outDir, scheduler);
+    const result: TrainResult = { runDir: outDir, manifest, plan, preflight, scheduler };
     if (tune && studyDir) result.study = { name: tune.study, dir: studyDir };
     if (reproduction) result.reproduction = reproduction;
     if (preflight.some((r) => !r.ok)) {
       const err = new PreflightError(preflight);
       manifest.submission = { ...manifest.submission, status: 'failed', error: err.message };
-      writeManifest(runDir, manifest);
+      writeManifest(outDir, manifest);
       throw err;
     }
     if (opts.dryRun) return result;
@@ -412,6 +447,11 @@ async function applyBestTrial(
       params: best.params,
     },
   };
+}
+
+function withoutLockText(environment: StackOutputs['environment']): StackOutputs['environment'] {
+  const { lock: _text, ...rest } = environment;
+  return rest;
 }
 
 export function describeRun(runDir: string): string {

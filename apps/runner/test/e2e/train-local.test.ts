@@ -1,9 +1,9 @@
 // `kdgat-runner train` with the local scheduler (the quickstart's default): the same flow,
 // scripts run by bash on this machine.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readManifest } from '../../src/manifest/manifest.ts';
+import { readManifest, sha256 } from '../../src/manifest/manifest.ts';
 import { makeSite, type Site } from './harness.ts';
 import { specYaml } from './specs.ts';
 
@@ -61,5 +61,46 @@ describe('train with the local scheduler', () => {
     const r = await site.cli(['train', '--spec', spec, '--stack', 'local', '--stack-outputs', other]);
     expect(r.code).toBe(3);
     expect(r.err).toMatch(/run `pulumi up` on stack local first/);
+  });
+
+  it('keeps the environment lock with the run; --from-manifest refuses a changed environment', async () => {
+    const spec = site.spec(
+      'local-lock',
+      specYaml({ name: 'e2e-lock', stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.max_epochs': 1 } }] }),
+    );
+    const withLock = (name: string, lock: string) => {
+      const outputs = JSON.parse(readFileSync(site.stackFile, 'utf8'));
+      outputs.environment.lock = lock;
+      outputs.environment.lockHash = sha256(lock);
+      const file = join(site.root, name);
+      writeFileSync(file, JSON.stringify(outputs));
+      return file;
+    };
+    const lockV1 = 'numpy==2.3.1\ntorch==2.8.0\n';
+    const first = await site.cli(['train', '--spec', spec, '--stack-outputs', withLock('lock-v1.json', lockV1), '--scheduler', 'local', '--wait']);
+    expect(first.code, first.err + first.out).toBe(0);
+    const runDir = /^run dir: (.+)$/m.exec(first.out)![1]!;
+    expect(readManifest(runDir).environment).toMatchObject({ lockHash: sha256(lockV1), lockFile: 'environment.lock.txt' });
+    expect(readFileSync(join(runDir, 'environment.lock.txt'), 'utf8')).toBe(lockV1);
+
+    // A later `pulumi up` rebuilt the environment with another torch and one more package.
+    const v2 = withLock('lock-v2.json', 'numpy==2.3.1\ntorch==2.8.1\noptuna==4.1.0\n');
+    const refused = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', v2, '--scheduler', 'local']);
+    expect(refused.code, refused.err + refused.out).toBe(3);
+    expect(refused.err).toMatch(/environment cpu-local changed since the recorded run[\s\S]*nothing was submitted/);
+    expect(refused.err).toContain('~ torch 2.8.0 -> 2.8.1');
+    expect(refused.err).toContain('+ optuna 4.1.0');
+    expect(refused.err).toContain('--allow-env-change');
+    expect(readdirSync(join(site.runsDir, 'e2e-lock'))).toHaveLength(1); // nothing rendered, nothing queued
+
+    const allowed = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', v2, '--scheduler', 'local', '--allow-env-change', '--wait']);
+    expect(allowed.code, allowed.err + allowed.out).toBe(0);
+    expect(allowed.out).toContain('~ torch 2.8.0 -> 2.8.1');
+    const again = readManifest(/^run dir: (.+)$/m.exec(allowed.out)![1]!);
+    expect(again.environment.changedFrom).toEqual({
+      lockHash: sha256(lockV1),
+      differences: ['~ torch 2.8.0 -> 2.8.1', '+ optuna 4.1.0'],
+    });
+    expect(again.submission.reproducedFrom).toBe(runDir);
   });
 });

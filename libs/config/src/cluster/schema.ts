@@ -1,25 +1,22 @@
 import { z } from 'zod';
-import { isSlurmTime } from '../time.ts';
+import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
 
 /** Names that end up in paths, job names and shell scripts: conservative on purpose. */
-export const SafeName = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a name of letters, digits, _ . - (starting with a letter or digit)');
+export const SafeName = ruleString(SCRIPT_VALUES.name);
 
-export const SlurmTime = z.string().refine(isSlurmTime, {
-  message: 'a SLURM time such as "8:00:00" or "7-00:00:00"',
-});
+export const SlurmTime = ruleString(SCRIPT_VALUES.slurmTime);
 
 /** An absolute path, or one relative to the repository (the local stack's `.hpc/…`). No shell text. */
-export const SitePath = z
-  .string()
-  .min(1)
-  .regex(/^[A-Za-z0-9_./~+-]+$/, 'a path of letters, digits and _ . / ~ + - (no spaces or shell characters)');
+export const SitePath = ruleString(SCRIPT_VALUES.sitePath);
+
+export const SlurmAccount = ruleString(SCRIPT_VALUES.account);
+export const GpuType = ruleString(SCRIPT_VALUES.gpuType);
+export const ModuleName = ruleString(SCRIPT_VALUES.moduleName);
 
 export const PartitionSchema = z
   .object({
     name: SafeName,
-    gpuType: z.string().regex(/^[a-z0-9]+$/, 'a GPU type such as v100, a100, h100').optional(),
+    gpuType: GpuType.optional(),
     gpusPerNode: z.number().int().min(0),
     gpuMemGB: z.number().min(0).default(0),
     coresPerNode: z.number().int().positive(),
@@ -74,7 +71,7 @@ export const ClusterProfileSchema = z
     clusterName: SafeName,
     connection: ConnectionSchema,
     scheduler: z.enum(['slurm', 'local']),
-    account: z.string().regex(/^[A-Za-z0-9_-]+$/, 'a SLURM account such as PAS1266').optional(),
+    account: SlurmAccount.optional(),
     /** OSC requires --account on every job. */
     accountRequired: z.boolean().default(false),
     /** `gres`: --gres=gpu:v100:1; `gpus-per-node`: --gpus-per-node=v100:1. */
@@ -83,16 +80,13 @@ export const ClusterProfileSchema = z
     defaultPartition: SafeName,
     modules: z
       .object({
-        cuda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
-        conda: z.string().regex(/^[A-Za-z0-9_./+-]+$/).optional(),
+        cuda: ModuleName.optional(),
+        conda: ModuleName.optional(),
         /**
          * The site's Lmod init script, sourced when a shell (a non-interactive SSH login, a batch
          * job) has no `module` command yet. Default `/etc/profile.d/lmod.sh`.
          */
-        init: z
-          .string()
-          .regex(/^\/[A-Za-z0-9_./+-]*$/, 'an absolute path such as /etc/profile.d/lmod.sh')
-          .optional(),
+        init: ruleString(SCRIPT_VALUES.lmodInit).optional(),
       })
       .strict()
       .default({}),

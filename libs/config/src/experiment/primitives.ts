@@ -1,5 +1,6 @@
 // The leaf schemas the experiment and tune schemas share (no imports from either: no cycle).
 import { z } from 'zod';
+import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
 
 export const STAGES = ['preprocess', 'autoencoder', 'curriculum', 'distillation', 'evaluation'] as const;
 export const Stage = z.enum(STAGES);
@@ -11,8 +12,6 @@ export const ScalarSchema = z.union([z.string(), z.number(), z.boolean(), z.null
 export type Scalar = z.infer<typeof ScalarSchema>;
 
 /** Dotted pipeline config keys (`training.lr`); checked against the pipeline's JSON Schema when resolved. */
-export const OverrideKey = z
-  .string()
-  .regex(/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$/, 'a dotted pipeline config key such as training.lr');
+export const OverrideKey = ruleString(SCRIPT_VALUES.overrideKey);
 export const OverridesSchema = z.record(OverrideKey, ScalarSchema);
 export type StageName = z.infer<typeof Stage>;

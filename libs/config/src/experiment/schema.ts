@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { SafeName, SlurmTime } from '../cluster/schema.ts';
+import { GpuType, SafeName, SlurmAccount, SlurmTime } from '../cluster/schema.ts';
+import { REQUEUE_SIGNALS } from '../script-values.ts';
 
 export { STAGES, Stage, Model, Scale, ScalarSchema, OverrideKey, OverridesSchema, type Scalar, type StageName } from './primitives.ts';
 import { OverrideKey, OverridesSchema, ScalarSchema, Stage, Model, Scale } from './primitives.ts';
@@ -10,7 +11,7 @@ export const ResourcesInputSchema = z
     cpus: z.number().int().positive().optional(),
     memGB: z.number().positive().optional(),
     gpus: z
-      .object({ count: z.number().int().min(0), type: z.string().regex(/^[a-z0-9]+$/).optional() })
+      .object({ count: z.number().int().min(0), type: GpuType.optional() })
       .strict()
       .optional(),
     nodes: z.number().int().positive().optional(),
@@ -44,7 +45,7 @@ export const ExperimentSpecSchema = z
     cluster: z.string().min(1),
     /** An environment preset (`gnn-rapids`, `cpu-local`, …) or a path to an EnvironmentSpec YAML file. */
     environment: z.string().min(1),
-    account: z.string().regex(/^[A-Za-z0-9_-]+$/, 'a SLURM account such as PAS1266').optional(),
+    account: SlurmAccount.optional(),
     /** Default partition for stages that name none (else the cluster's default). */
     partition: SafeName.optional(),
     /** Accept `use_cugraph: true` on an environment without pylibcugraphops (the layer falls back with a warning). */
@@ -71,7 +72,7 @@ export const ExperimentSpecSchema = z
     requeue: z
       .object({
         enabled: z.boolean().default(true),
-        signal: z.enum(['USR1', 'USR2', 'TERM', 'INT', 'HUP']).default('USR1'),
+        signal: z.enum(REQUEUE_SIGNALS).default('USR1'),
         /** Seconds before the time limit at which SLURM sends the signal (--signal=B:SIG@lead). */
         leadSeconds: z.number().int().min(10).max(3600).default(300),
         maxRestarts: z.number().int().min(0).max(100).default(3),

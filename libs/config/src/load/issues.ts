@@ -56,11 +56,23 @@ export function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[
   return def?.['type'] === 'object' ? Object.keys(def['shape'] as object) : [];
 }
 
+/** zod's type names in a spec writer's words. */
+const KIND_WORDS: Record<string, string> = {
+  string: 'text',
+  number: 'a number',
+  int: 'a whole number',
+  boolean: 'true or false',
+  object: 'a mapping (key: value lines)',
+  array: 'a list',
+  record: 'a mapping (key: value lines)',
+  null: 'null',
+};
+
 function expectedOf(issue: z.core.$ZodIssue): string | undefined {
   const i = issue as z.core.$ZodIssue & { expected?: string; values?: unknown[]; minimum?: unknown; maximum?: unknown; format?: string; pattern?: string };
   switch (i.code) {
     case 'invalid_type':
-      return i.expected;
+      return i.expected === undefined ? undefined : (KIND_WORDS[i.expected] ?? i.expected);
     case 'invalid_value':
       return `one of ${(i.values ?? []).map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':
@@ -131,15 +143,17 @@ export function zodIssues(
     const message =
       issue.code === 'invalid_type' && found === undefined
         ? `required field is missing`
-        : issue.code === 'custom'
-          ? issue.message
-          : issue.code === 'invalid_format'
-            ? `${show(found, path)} is not valid here`
-            : issue.code === 'invalid_value'
-              ? `${show(found, path)} is not an allowed value`
-              : issue.code === 'too_small' || issue.code === 'too_big'
-                ? `${show(found, path)} is out of range`
-                : issue.message.replace(/^Invalid input: /, '');
+        : issue.code === 'invalid_type'
+          ? `${show(found, path)} is the wrong kind of value`
+          : issue.code === 'custom'
+            ? issue.message
+            : issue.code === 'invalid_format'
+              ? `${show(found, path)} is not valid here`
+              : issue.code === 'invalid_value'
+                ? `${show(found, path)} is not an allowed value`
+                : issue.code === 'too_small' || issue.code === 'too_big'
+                  ? `${show(found, path)} is out of range`
+                  : `${show(found, path)} is not valid here (${issue.message.replace(/^Invalid input: /, '')})`;
     out.push({
       ...(file ? { file } : {}),
       ...(p ?? {}),

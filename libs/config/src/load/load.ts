@@ -1,6 +1,6 @@
 // The loader: the only part of this library that reads files (specs, the cluster and environment
 // files they reference, and the pipeline's JSON Schema).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { z } from 'zod';
 import { clusterPresets } from '../cluster/presets.ts';
@@ -11,7 +11,8 @@ import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/sche
 import { didYouMean, SpecValidationError, type SpecIssue } from '../errors.ts';
 import { resolveExperiment, type ResolvedExperiment } from '../experiment/resolve.ts';
 import { ExperimentSpecSchema, type ExperimentSpec } from '../experiment/schema.ts';
-import { pathText, zodIssues } from './issues.ts';
+import { siteProblems, type SiteView } from '../experiment/site.ts';
+import { keysAt, pathText, zodIssues } from './issues.ts';
 import { parseYaml, type PositionedYaml } from './yaml.ts';
 
 const PIPELINE_SCHEMA = new URL('../../schema/pipeline.schema.json', import.meta.url);
@@ -27,6 +28,8 @@ export interface LoadedSpec {
   spec: ExperimentSpec;
   resolved: ResolvedExperiment;
   warnings: string[];
+  /** Where a field of the spec is (file, line, col), for checks made after loading. */
+  at?: (path: (string | number)[]) => { file?: string; line?: number; col?: number };
 }
 
 type Ref<T> = { value?: T; issues: SpecIssue[] };
@@ -40,27 +43,48 @@ function loadReferenced<T>(
   where: { file?: string; line?: number; col?: number },
 ): Ref<T> {
   if (ref in presets) return { value: presets[ref]!, issues: [] };
-  const looksLikeFile = /[/.]/.test(ref);
-  const file = isAbsolute(ref) ? ref : resolve(baseDir, ref);
-  if (!looksLikeFile || !existsSync(file)) {
-    return {
-      issues: [
-        {
-          ...where,
-          path: what,
-          message: `"${ref}" is neither a ${what} preset nor an existing file${didYouMean(ref, Object.keys(presets))}`,
-          expected: `one of ${Object.keys(presets).join(', ')}, or a path to a YAML file`,
-          found: JSON.stringify(ref),
-        },
-      ],
-    };
+  const expected = `one of ${Object.keys(presets).join(', ')}, or a path to a .yaml/.yml file`;
+  const refused = (message: string): Ref<T> => ({
+    issues: [{ ...where, path: what, message, expected, found: JSON.stringify(ref) }],
+  });
+  // Only YAML files are read: a path to anything else (a system file, a binary) is never opened,
+  // so its contents cannot end up in an error message.
+  if (!/\.ya?ml$/i.test(ref)) {
+    return refused(
+      /[/\\]/.test(ref)
+        ? `"${ref}" is not a ${what} file: ${what} files end in .yaml or .yml`
+        : `"${ref}" is not a ${what} preset${didYouMean(ref, Object.keys(presets))}`,
+    );
   }
+  const file = isAbsolute(ref) ? ref : resolve(baseDir, ref);
+  if (!existsSync(file) || !statSync(file).isFile()) return refused(`${what} file ${file} does not exist`);
   const text = readFileSync(file, 'utf8');
   const yaml = parseYaml(text, file);
-  if (yaml.syntaxIssues.length) return { issues: yaml.syntaxIssues };
-  const r = schema.safeParse(yaml.value);
-  if (!r.success) return { issues: zodIssues(r.error, yaml.value, schema, yaml, file) };
+  if (yaml.syntaxIssues.length > 0) return { issues: yaml.syntaxIssues }; // positions, never the text
+  // A file that is not a mapping with at least one field of the schema is not a profile at all:
+  // say so, without quoting it.
+  const known = topLevelKeys(schema);
+  const value = yaml.value;
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    Array.isArray(value) ||
+    (known.length > 0 && !Object.keys(value).some((k) => known.includes(k)))
+  ) {
+    return refused(
+      `${file} is not ${what === 'cluster' ? 'a cluster profile' : 'an environment spec'}: expected a YAML mapping with fields such as ${known.slice(0, 4).join(', ')}`,
+    );
+  }
+  const r = schema.safeParse(value);
+  if (!r.success) return { issues: zodIssues(r.error, value, schema, yaml, file) };
   return { value: r.data, issues: [] };
+}
+
+/** The fields of an object schema, or of every option of a union (the environment backends). */
+function topLevelKeys(schema: z.ZodType): string[] {
+  const def = (schema as unknown as { _zod: { def: { type: string; options?: z.ZodType[] } } })._zod.def;
+  if (def.type === 'union') return [...new Set((def.options ?? []).flatMap((o) => keysAt(o, [])))];
+  return keysAt(schema, []);
 }
 
 /**
@@ -115,7 +139,24 @@ export function validateExperiment(
       ...(p.found !== undefined ? { found: p.found } : {}),
     });
   if (issues.length) throw new SpecValidationError(sortIssues(issues), file ?? 'spec');
-  return { spec: parsed.data, resolved, warnings };
+  return { spec: parsed.data, resolved, warnings, at };
+}
+
+/**
+ * The checks that need the site (the stack's cache dirs): run once the stack is known, they are
+ * reported like every other spec problem (file:line, field, expected, found).
+ */
+export function checkSpecAgainstSite(loaded: LoadedSpec, site: SiteView): void {
+  const problems = siteProblems(loaded.resolved, site);
+  if (problems.length === 0) return;
+  const issues: SpecIssue[] = problems.map((p) => ({
+    ...(loaded.at?.(p.path) ?? {}),
+    path: pathText(p.path),
+    message: p.message,
+    ...(p.expected ? { expected: p.expected } : {}),
+    ...(p.found !== undefined ? { found: p.found } : {}),
+  }));
+  throw new SpecValidationError(sortIssues(issues), loaded.at?.([]).file ?? 'spec');
 }
 
 function sortIssues(issues: SpecIssue[]): SpecIssue[] {

@@ -1,4 +1,5 @@
 import type { ClusterProfile } from '../cluster/schema.ts';
+import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
 
 /** Where a site keeps caches, runs and logs (what ScratchCacheLayout creates and jobs read). */
 export interface ScratchLayout {
@@ -12,13 +13,11 @@ export interface ScratchLayout {
   purgeDays: number;
 }
 
-const DATASET = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-
 export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly string[]): ScratchLayout {
   const root = profile.paths.scratchRoot.replace(/\/+$/, '');
   const cacheDirs: Record<string, string> = {};
   for (const d of [...new Set(datasets)].sort()) {
-    if (!DATASET.test(d)) throw new Error(`dataset "${d}": expected a name of letters, digits, _ . -`);
+    if (!matchesRule(SCRIPT_VALUES.name, d)) throw new Error(`dataset "${d}": expected ${SCRIPT_VALUES.name.expected}`);
     cacheDirs[d] = `${root}/cache/${d}`;
   }
   return {

@@ -7,8 +7,7 @@ import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { shq } from '../quote/shq.ts';
 import {
-  SAFE_DIRECTIVE_PATH,
-  SLURM_TIME,
+  RULES,
   joinPath,
   requireAbsolutePath,
   requireMatch,
@@ -211,7 +210,7 @@ function handDirectives(
     ['job-name', kind === 'train' ? 'kdgat-train' : 'kdgat-preprocess'],
   ];
   if (profile.account !== undefined && profile.account !== '')
-    d.push(['account', requireName('profile.account', profile.account)]);
+    d.push(['account', requireMatch('profile.account', profile.account, RULES.account)]);
   else if (profile.accountRequired) {
     throw new TemplateInputError(
       'profile.account',
@@ -227,17 +226,12 @@ function handDirectives(
     ['mem', `${Math.max(1, Math.floor(partition.memPerNodeGB / gpusPerNode))}G`],
   );
   if (partition.gpusPerNode > 0) {
-    const typed = partition.gpuType ? `${requireName('partition.gpuType', partition.gpuType)}:1` : '1';
+    const typed = partition.gpuType ? `${requireMatch('partition.gpuType', partition.gpuType, RULES.gpuType)}:1` : '1';
     d.push(profile.gpuDirective === 'gres' ? ['gres', `gpu:${typed}`] : ['gpus-per-node', typed]);
   }
-  const logs = requireMatch(
-    'layout.logsDir',
-    layout.logsDir.replace(/\/+$/, ''),
-    SAFE_DIRECTIVE_PATH,
-    `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`,
-  );
+  const logs = requireMatch('layout.logsDir', layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
   d.push(
-    ['time', requireMatch('time', options.time ?? '4:00:00', SLURM_TIME, 'a SLURM time such as 4:00:00')],
+    ['time', requireMatch('time', options.time ?? '4:00:00', RULES.slurmTime)],
     ['output', `${logs}/%x-%j.out`],
     ['error', `${logs}/%x-%j.err`],
     ['open-mode', 'append'],

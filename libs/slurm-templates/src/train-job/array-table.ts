@@ -6,7 +6,7 @@
  */
 import type { Scalar } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { OVERRIDE_KEY, requireMatch } from '../quote/validate.ts';
+import { RULES, requireMatch } from '../quote/validate.ts';
 
 export function encodeTableValue(value: string): string {
   if (value.includes('\0')) throw new TemplateInputError('sweep value', value, 'text without NUL characters');
@@ -17,7 +17,7 @@ export function encodeArrayTable(points: Record<string, Scalar>[]): string {
   const lines: string[] = [];
   points.forEach((point, index) => {
     for (const [key, value] of Object.entries(point)) {
-      requireMatch(`sweepPoints[${index}] key`, key, OVERRIDE_KEY, `a dotted key matching ${OVERRIDE_KEY}`);
+      requireMatch(`sweepPoints[${index}] key`, key, RULES.overrideKey);
       lines.push(`${index}\t${key}\t${encodeTableValue(scalarText(`sweepPoints[${index}].${key}`, value))}`);
     }
   });

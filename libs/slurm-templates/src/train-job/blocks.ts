@@ -6,7 +6,7 @@
 import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { shq } from '../quote/shq.ts';
-import { MODULE_NAME, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
+import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
 
 /** Exit status of the pipeline after it checkpointed on the requeue signal (EX_TEMPFAIL). */
 export const REQUEUE_EXIT_STATUS = 75;
@@ -84,7 +84,7 @@ export function moduleLines(profile: ProfileView): string[] {
   const modules = [profile.modules.cuda].filter((m): m is string => m !== undefined && m !== '');
   if (modules.length === 0) return [];
   for (const m of modules)
-    requireMatch('profile.modules.cuda', m, MODULE_NAME, `a module name matching ${MODULE_NAME}`);
+    requireMatch('profile.modules.cuda', m, RULES.moduleName);
   return [
     '# Lmod defines `module` as a shell function that a batch shell may not have inherited.',
     ...moduleCommandLines(profile),
@@ -98,7 +98,7 @@ export function moduleLines(profile: ProfileView): string[] {
 export const DEFAULT_LMOD_INIT = '/etc/profile.d/lmod.sh';
 
 function moduleCommandLines(profile: Pick<ProfileView, 'modules'>): string[] {
-  const init = shq(requireAbsolutePath('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT));
+  const init = shq(requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit));
   return [
     `if ! type module >/dev/null 2>&1 && [[ -r ${init} ]]; then`,
     '  # shellcheck source=/dev/null',
@@ -116,7 +116,7 @@ export function loginModules(profile: Pick<ProfileView, 'modules'>): string[] {
   return (['conda', 'cuda'] as const).flatMap((key) => {
     const m = profile.modules[key];
     if (m === undefined || m === '') return [];
-    return [requireMatch(`profile.modules.${key}`, m, MODULE_NAME, `a module name matching ${MODULE_NAME}`)];
+    return [requireMatch(`profile.modules.${key}`, m, RULES.moduleName)];
   });
 }
 
@@ -180,7 +180,7 @@ export function activationLines(env: EnvironmentView, profile: ProfileView): str
       : [
           'if ! command -v conda >/dev/null 2>&1; then',
           ...moduleCommandLines(profile).map((l) => `  ${l}`),
-          `  module load ${shq(requireMatch('profile.modules.conda', conda, MODULE_NAME, `a module name matching ${MODULE_NAME}`))}`,
+          `  module load ${shq(requireMatch('profile.modules.conda', conda, RULES.moduleName))}`,
           'fi',
         ];
   return [
@@ -211,11 +211,8 @@ export function samplerLines(seconds: number): string[] {
   ];
 }
 
-// TERM is the scheduler's own kill signal (trapped separately), so it cannot carry the requeue request.
-const SIGNAL = /^(USR1|USR2|HUP|URG|ALRM)$/;
-
 export function checkRequeuePolicy(policy: RequeuePolicy): void {
-  requireMatch('requeue.signal', policy.signal, SIGNAL, 'one of USR1, USR2, HUP, URG, ALRM');
+  requireMatch('requeue.signal', policy.signal, RULES.requeueSignal);
   requirePositiveInt('requeue.leadSeconds', policy.leadSeconds);
   if (!Number.isInteger(policy.maxRestarts) || policy.maxRestarts < 0) {
     throw new TemplateInputError('requeue.maxRestarts', policy.maxRestarts, 'an integer >= 0');

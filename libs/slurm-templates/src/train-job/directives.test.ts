@@ -30,7 +30,7 @@ describe('renderTrainJob directives', () => {
   });
 
   it('limits array concurrency only when it is below the array size', () => {
-    const points = [{ a: 1 }, { a: 2 }, { a: 3 }];
+    const points = [{ 'training.lr': 1 }, { 'training.lr': 2 }, { 'training.lr': 3 }];
     const arr = (k: number) =>
       sbatch(
         renderTrainJob({
@@ -67,7 +67,7 @@ describe('renderTrainJob directives', () => {
         pitzerJob({ requeue: { enabled: true, signal: 'TERM', leadSeconds: 60, maxRestarts: 1 } }),
       ),
     ).toThrow(/requeue\.signal = "TERM": expected one of USR1/);
-    expect(() => renderTrainJob({ ...pitzerJob(), sweepPoints: [{ a: 1 }] })).toThrow(/arrayTablePath/);
+    expect(() => renderTrainJob({ ...pitzerJob(), sweepPoints: [{ 'training.lr': 1 }] })).toThrow(/arrayTablePath/);
     expect(() =>
       renderTrainJob(pitzerJob({ staging: { enabled: true, datasets: ['car_hacking'] } })),
     ).toThrow(

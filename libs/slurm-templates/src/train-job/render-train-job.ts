@@ -16,10 +16,7 @@ import type {
 import { TemplateInputError } from '../quote/errors.ts';
 import { shq } from '../quote/shq.ts';
 import {
-  JOB_ID,
-  OVERRIDE_KEY,
-  SAFE_DIRECTIVE_PATH,
-  SLURM_TIME,
+  RULES,
   requireAbsolutePath,
   requireMatch,
   requireName,
@@ -163,7 +160,7 @@ export function jobNameFor(experiment: string, stageId: string): string {
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[-.]+|-+$/g, '')
     .slice(0, 48);
-  return requireName('job name', `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'));
+  return requireMatch('job name', `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'), RULES.jobName);
 }
 
 function describeResources(r: StageView['resources']): string {
@@ -179,7 +176,7 @@ function directivesFor(
   const r = stage.resources;
   const d: [string, string | number][] = [['job-name', jobName]];
   if (profile.account !== undefined && profile.account !== '')
-    d.push(['account', requireName('profile.account', profile.account)]);
+    d.push(['account', requireMatch('profile.account', profile.account, RULES.account)]);
   else if (profile.accountRequired)
     throw new TemplateInputError(
       'profile.account',
@@ -197,14 +194,9 @@ function directivesFor(
   if (gpu !== undefined) d.push(gpu);
   d.push([
     'time',
-    requireMatch('resources.time', r.time, SLURM_TIME, 'a SLURM time such as 2:00:00 or 1-12:00:00'),
+    requireMatch('resources.time', r.time, RULES.slurmTime),
   ]);
-  const logs = requireMatch(
-    'layout.logsDir',
-    input.layout.logsDir.replace(/\/+$/, ''),
-    SAFE_DIRECTIVE_PATH,
-    `an absolute path matching ${SAFE_DIRECTIVE_PATH} (sbatch reads it)`,
-  );
+  const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
   const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
   d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
   if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
@@ -217,9 +209,7 @@ function directivesFor(
   }
   const after = input.afterOk ?? [];
   if (after.length > 0) {
-    after.forEach((id, i) =>
-      requireMatch(`afterOk[${i}]`, id, JOB_ID, 'a SLURM job id such as 12345 or 12345_6'),
-    );
+    after.forEach((id, i) => requireMatch(`afterOk[${i}]`, id, RULES.jobId));
     d.push(['dependency', `afterok:${after.join(':')}`], ['kill-on-invalid-dep', 'yes']);
   }
   return d;
@@ -242,7 +232,7 @@ function gpuDirective(
   const typed =
     type === undefined || type === ''
       ? `${gpus.count}`
-      : `${requireName('resources.gpus.type', type)}:${gpus.count}`;
+      : `${requireMatch('resources.gpus.type', type, RULES.gpuType)}:${gpus.count}`;
   if (profile.gpuDirective === 'gres') return ['gres', `gpu:${typed}`];
   if (profile.gpuDirective === 'gpus-per-node') return ['gpus-per-node', typed];
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
@@ -329,7 +319,7 @@ function commandLines(stage: StageView, multiTask: boolean, isArray: boolean): s
       ]
     : [];
   const overrides = Object.entries(stage.overrides).map(([key, value]) => {
-    requireMatch(`stage.overrides key`, key, OVERRIDE_KEY, `a dotted key matching ${OVERRIDE_KEY}`);
+    requireMatch(`stage.overrides key`, key, RULES.overrideKey);
     return `  ${overrideWords(key, scalarText(`stage.overrides.${key}`, value))}`;
   });
   return [
