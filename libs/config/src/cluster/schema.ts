@@ -33,7 +33,10 @@ const SshUser = z.string().regex(/^[a-z_][a-z0-9_.-]*$/i, 'a user name');
 /** An OpenSSH public host key line: `<type> <base64>`. Pinned: no unchecked host keys. */
 const HostKey = z
   .string()
-  .regex(/^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=_]+( .*)?$/, 'an OpenSSH host key line such as "ssh-ed25519 AAAA…"');
+  .regex(
+    /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=_]+( .*)?$/,
+    'an OpenSSH host key line such as "ssh-ed25519 AAAA…"',
+  );
 
 export const SshConnectionSchema = z
   .object({
@@ -98,7 +101,10 @@ export const ClusterProfileSchema = z
     /** Printed by the epilog: `{cluster}` and `{jobid}` are filled in (e.g. `gpu-seff -M {cluster} {jobid}`). */
     postJobHint: z
       .string()
-      .regex(/^[A-Za-z0-9_ {}./=-]+$/, 'a command of letters, digits, spaces and {cluster} {jobid} placeholders')
+      .regex(
+        /^[A-Za-z0-9_ {}./=-]+$/,
+        'a command of letters, digits, spaces and {cluster} {jobid} placeholders',
+      )
       .optional(),
   })
   .strict()
@@ -113,7 +119,11 @@ export const ClusterProfileSchema = z
     const seen = new Set<string>();
     p.partitions.forEach((q, i) => {
       if (seen.has(q.name))
-        ctx.addIssue({ code: 'custom', path: ['partitions', i, 'name'], message: `partition "${q.name}" is declared twice` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['partitions', i, 'name'],
+          message: `partition "${q.name}" is declared twice`,
+        });
       seen.add(q.name);
     });
   });

@@ -83,8 +83,7 @@ export function epilogTrapLines(): string[] {
 export function moduleLines(profile: ProfileView): string[] {
   const modules = [profile.modules.cuda].filter((m): m is string => m !== undefined && m !== '');
   if (modules.length === 0) return [];
-  for (const m of modules)
-    requireMatch('profile.modules.cuda', m, RULES.moduleName);
+  for (const m of modules) requireMatch('profile.modules.cuda', m, RULES.moduleName);
   return [
     '# Lmod defines `module` as a shell function that a batch shell may not have inherited.',
     ...moduleCommandLines(profile),
@@ -98,7 +97,9 @@ export function moduleLines(profile: ProfileView): string[] {
 export const DEFAULT_LMOD_INIT = '/etc/profile.d/lmod.sh';
 
 function moduleCommandLines(profile: Pick<ProfileView, 'modules'>): string[] {
-  const init = shq(requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit));
+  const init = shq(
+    requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit),
+  );
   return [
     `if ! type module >/dev/null 2>&1 && [[ -r ${init} ]]; then`,
     '  # shellcheck source=/dev/null',

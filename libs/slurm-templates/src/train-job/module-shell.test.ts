@@ -57,7 +57,7 @@ describe('renderModuleShell (commands on a login node after the profile modules)
 
   it('sources the profile Lmod init when there is no module command, and says so when that fails', () => {
     const fake = fakeModuleCommand();
-    const init = join(fake.bin, "site lmod's init.sh");
+    const init = join(fake.bin, 'site-lmod-init.sh');
     writeFileSync(init, `module() { printf '%s\\n' "$*" >>'${fake.log}'; }\n`);
     const withInit = renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init } })!;
     const ok = run(withInit, ['true'], '/usr/bin:/bin');
@@ -71,12 +71,12 @@ describe('renderModuleShell (commands on a login node after the profile modules)
     expect(r.stderr).toContain('cluster profile osc-pitzer loads modules, but there is no module command on');
   });
 
-  it('parses, passes shellcheck, and refuses a module name that could be an option', () => {
+  it('parses, passes shellcheck, and refuses a module name that could be an option or an init path with shell characters', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kdgat-module-shell-'));
     const file = join(dir, 'module-shell.sh');
     writeFileSync(
       file,
-      renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: "/x/it's $(id)" } })!,
+      renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: '/apps/lmod/lmod/init/bash' } })!,
     );
     expect(bashSyntax([file])).toBe('');
     expect(shellcheck([file])).toBe('');
@@ -84,5 +84,9 @@ describe('renderModuleShell (commands on a login node after the profile modules)
     expect(() => renderModuleShell({ ...pitzer, modules: { conda: '-rf' } })).toThrow(
       /profile\.modules\.conda = "-rf"/,
     );
+    // The init path follows the same rule as validation (SCRIPT_VALUES.lmodInit): no shell characters.
+    expect(() =>
+      renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, init: "/x/it's $(id)" } }),
+    ).toThrow(/profile\.modules\.init = "\/x\/it's \$\(id\)"/);
   });
 });
