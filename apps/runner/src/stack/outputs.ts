@@ -38,7 +38,7 @@ export type StackOutputs = z.infer<typeof StackOutputsSchema>;
 export class StackNotProvisionedError extends Error {
   readonly stackName: string;
   constructor(stack: string, why: string) {
-    super(`${why}: run \`pulumi up\` on stack ${stack} first (nx run infra:up, stack ${stack})`);
+    super(`${why}: run \`pulumi up\` on stack ${stack} first (npx nx run infra:up --stack ${stack})`);
     this.name = 'StackNotProvisionedError';
     this.stackName = stack;
   }
@@ -127,7 +127,16 @@ export function checkEnvironmentMatches(
   outputs: StackOutputs,
   wantedName: string,
   wantedHash: string,
+  /** The stack file, when the outputs are predicted from it (the stack is not provisioned). */
+  declaredIn?: string,
 ): void {
+  if (outputs.environment.specHash !== wantedHash && declaredIn !== undefined) {
+    throw new StackNotProvisionedError(
+      stack,
+      `stack ${stack} declares environment ${outputs.environment.name} (${declaredIn}, spec hash ${outputs.environment.specHash.slice(0, 12)}), ` +
+        `but the experiment asks for ${wantedName} (spec hash ${wantedHash.slice(0, 12)}): declare that environment in ${declaredIn}`,
+    );
+  }
   if (outputs.environment.specHash !== wantedHash) {
     throw new StackNotProvisionedError(
       stack,

@@ -216,6 +216,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     stack,
     resolved.environment.name,
     environmentSpecHash(resolved.environment),
+    isDeclaredOnly(stack) ? stack.declared.file : undefined,
   );
   checkSpecAgainstSite(loaded, { stack: stackName, cacheDirs: stack.scratch.cacheDirs });
   const envChange = source ? compareRecordedLock(source, stack, opts.allowEnvChange === true) : undefined;
