@@ -47,33 +47,51 @@ class MemoryMonitorCallback(L.Callback):
 
 
 class DataWaitCallback(L.Callback):
-    """Time each training step waits on the DataLoader (end of one step -> start of the next)."""
+    """Where the training loop's time goes: waiting on the DataLoader (end of one training step to
+    the start of the next; the first batch of an epoch counts from the epoch's start) or in the
+    step (start to end of a training batch). Validation and checkpointing between epochs are
+    neither. ``fraction`` = wait / (wait + step time); ``graphs_per_sec`` = graphs / the same total.
+    Checked against a known step time in bench/train-throughput (emulate mode)."""
 
     def __init__(self) -> None:
         self.wait = 0.0
-        self.total = 0.0
+        self.step = 0.0
         self.steps = 0
         self.graphs = 0
         self._last_end: float | None = None
-        self._epoch_start = 0.0
+        self._start = 0.0
+        self._in_val_since = 0.0
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._epoch_start = self._last_end = time.perf_counter()
+        self._last_end = time.perf_counter()
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
+        self._start = time.perf_counter()
         if self._last_end is not None:
-            self.wait += time.perf_counter() - self._last_end
+            self.wait += self._start - self._last_end
         self.graphs += int(getattr(batch, "num_graphs", 0))
 
     def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
         self._last_end = time.perf_counter()
+        self.step += self._last_end - self._start
         self.steps += 1
 
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._in_val_since = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # A validation inside the epoch (val_check_interval < 1) is not time spent waiting.
+        if self._last_end is not None:
+            self._last_end += time.perf_counter() - self._in_val_since
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.total += time.perf_counter() - self._epoch_start
         self._last_end = None
+
+    @property
+    def total(self) -> float:
+        return self.wait + self.step
 
     @property
     def fraction(self) -> float:
@@ -188,7 +206,11 @@ def memory_snapshot(path: Path, *, max_entries: int = 100_000) -> Iterator[None]
     """Record CUDA allocator history and dump it to ``path`` (open at pytorch.org/memory_viz).
     Without CUDA this is a logged no-op."""
     if not torch.cuda.is_available():
-        log.info("memory_snapshot: no CUDA device, nothing recorded")
+        log.warning(
+            "training.memory_snapshot: no CUDA device, so no CUDA allocator history to record: "
+            "%s is not written",
+            path.name,
+        )
         yield
         return
     torch.cuda.memory._record_memory_history(max_entries=max_entries)
@@ -198,3 +220,4 @@ def memory_snapshot(path: Path, *, max_entries: int = 100_000) -> Iterator[None]
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.cuda.memory._dump_snapshot(str(path))
         torch.cuda.memory._record_memory_history(enabled=None)
+        log.info("CUDA memory snapshot written to %s (open it at pytorch.org/memory_viz)", path)
