@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Precision = Literal["32", "16-mixed", "bf16-mixed"]
 
@@ -41,6 +41,12 @@ class TrainingConfig(_Frozen):
     safety_factor: float = Field(0.85, gt=0, le=1)
     gradient_checkpointing: bool = False
     max_oom_retries: int = Field(3, ge=0)
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_text(cls, v: Any) -> Any:
+        # ``-O training.precision 32`` arrives as the number 32.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
     memory_snapshot: bool = Field(
         False,
         description="record the CUDA allocator history around the fit and write "

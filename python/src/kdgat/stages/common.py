@@ -128,6 +128,7 @@ def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = N
             oom_backoffs=sum(1 for a in fit.attempts if a.get("outcome") == "oom"),
             memory_snapshot=fit.memory_snapshot,
             world_size=fit.world_size,
+            val_loss=None if fit.val_loss is None else round(fit.val_loss, 6),
         )
     doc.update(extra)
     tmp = path.with_suffix(".json.partial")

@@ -135,6 +135,8 @@ class FitResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     memory_snapshot: str | None = None
     world_size: int = 1
+    #: The last validation loss (averaged over the ranks under DDP), None without validation.
+    val_loss: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -268,6 +270,7 @@ def fit(
                 attempts=attempts,
                 memory_snapshot=str(snapshot) if snapshot and snapshot.exists() else None,
                 world_size=trainer.world_size,
+                val_loss=float(v) if (v := trainer.callback_metrics.get("val_loss")) is not None else None,
             )
     raise AssertionError("unreachable")
 
