@@ -41,6 +41,7 @@ class TrainingConfig(_Frozen):
     safety_factor: float = Field(0.85, gt=0, le=1)
     gradient_checkpointing: bool = False
     max_oom_retries: int = Field(3, ge=0)
+
     @field_validator("precision", mode="before")
     @classmethod
     def _precision_text(cls, v: Any) -> Any:

@@ -1,7 +1,7 @@
 """GAT convolution factory: the standard PyG layer with edge features, or a fused cugraph-ops layer
 that uses them too when it can run.
 
-Which fused layer (read from the sources, see docs/decisions/0005-fused-gat-layer.md):
+Which fused layer (read from the sources, see docs/decisions/0004-fused-gat-layer-with-edge-features.md):
 
 - PyG's ``CuGraphGATConv`` (2.8.1) has no ``edge_dim``: its attention vector holds ``2·heads·C``
   weights, while the kernel it calls (``pylibcugraphops`` ``mha_gat_n2n``) expects

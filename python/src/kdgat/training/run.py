@@ -31,6 +31,7 @@ from kdgat.training import faults
 from kdgat.training.batch_size import BatchSizeChoice, heuristic_batch_size, trial_batch_size
 from kdgat.training.callbacks import (
     DataWaitCallback,
+    LoaderWaitProfiler,
     MemoryMonitorCallback,
     ProfilerCallback,
     RequeueCallback,
@@ -197,7 +198,9 @@ def fit(
                 requeue,
                 # checkpoints/last.ckpt after every epoch. (save_last=True with save_top_k=0 never
                 # writes it in Lightning 2.6: "last" is only a copy of a top-k save.)
-                ModelCheckpoint(dirpath=ckpt_dir, filename="last", save_top_k=1, enable_version_counter=False),
+                ModelCheckpoint(
+                    dirpath=ckpt_dir, filename="last", save_top_k=1, enable_version_counter=False
+                ),
             ]
             if cfg.training.patience > 0 and val is not None:
                 callbacks.append(EarlyStopping("val_loss", patience=cfg.training.patience))
@@ -340,4 +343,5 @@ def make_trainer(
         reload_dataloaders_every_n_epochs=1,
         num_sanity_val_steps=0,
         log_every_n_steps=10,
+        profiler=LoaderWaitProfiler(),  # times the loader fetches for DataWaitCallback
     )
