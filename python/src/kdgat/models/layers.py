@@ -1,7 +1,7 @@
 """GAT convolution factory: the standard PyG layer with edge features, or a fused cugraph-ops layer
 that uses them too when it can run.
 
-Which fused layer (read from the sources, see docs/decisions/0004-fused-gat-layer-with-edge-features.md):
+Which fused layer (read from the sources, see docs/decisions/0005-fused-gat-layer-with-edge-features.md):
 
 - PyG's ``CuGraphGATConv`` (2.8.1) has no ``edge_dim``: its attention vector holds ``2·heads·C``
   weights, while the kernel it calls (``pylibcugraphops`` ``mha_gat_n2n``) expects
@@ -63,9 +63,10 @@ def cugraph_available() -> bool:
 
 @cache
 def _log_fallback(reason: str, standard: str) -> None:
+    # The first words are what logs are searched for (the examples' e2e): keep them stable.
     log.warning(
-        "use_cugraph: true, but the fused cugraph-ops GAT layer cannot run here (%s): "
-        "using the standard %s layer instead",
+        "use_cugraph=True but CuGraphGATConv cannot run here (the fused cugraph-ops GAT layer with "
+        "edge features: %s): using the standard %s layer instead",
         reason,
         standard,
     )

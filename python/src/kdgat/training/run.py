@@ -77,10 +77,10 @@ def precision_for(cfg: PipelineConfig) -> PrecisionChoice:
     if t.precision == "16-mixed" and not torch.cuda.is_available():
         used = "32-true" if t.precision_fallback == "32" else "bf16-mixed"
         reason = "16-mixed (fp16 autocast) needs a CUDA device and there is none"
+        # The first words are what logs are searched for (the examples' e2e): keep them stable.
         log.warning(
-            "precision: %s: training in %s instead (training.precision_fallback=%s)",
-            reason,
-            used,
+            "precision 16-mixed needs a GPU: training in %s on CPU (training.precision_fallback=%s)",
+            "32-bit" if used == "32-true" else "bf16-mixed",
             t.precision_fallback,
         )
         return PrecisionChoice(t.precision, used, reason)
