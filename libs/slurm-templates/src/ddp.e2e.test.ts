@@ -40,7 +40,13 @@ interface RankRecord {
 describe.runIf(slurmUp && haveVenv)('DDP on CPU under real SLURM (srun, 2 tasks, gloo)', () => {
   it('runs both ranks in sync, rank 0 writes metrics, and matches one process', async () => {
     const site = makeSite(sb, {
-      profile: { ...pitzer, name: 'local-slurm', clusterName: 'local', account: undefined, accountRequired: false },
+      profile: {
+        ...pitzer,
+        name: 'local-slurm',
+        clusterName: 'local',
+        account: undefined,
+        accountRequired: false,
+      },
       env: { name: 'kdgat-cpu', backend: 'venv', prefix: join(sb.dir, 'envs', 'kdgat-cpu') },
       datasets: ['synth'],
     });
@@ -50,11 +56,27 @@ describe.runIf(slurmUp && haveVenv)('DDP on CPU under real SLURM (srun, 2 tasks,
     rmSync(join(cacheRoot, 'synth'), { recursive: true, force: true }); // the harness's placeholder files
     const python = join(VENV, 'bin', 'python');
     const dataEnv = { ...process.env, KD_GAT_DATA_ROOT: join(sb.dir, 'raw'), KD_GAT_CACHE_ROOT: cacheRoot };
-    const synth = sh(python, ['-m', 'kdgat', 'synth', '--out', join(sb.dir, 'raw', 'synth'), '--messages', '30000'], dataEnv);
+    const synth = sh(
+      python,
+      ['-m', 'kdgat', 'synth', '--out', join(sb.dir, 'raw', 'synth'), '--messages', '30000'],
+      dataEnv,
+    );
     expect(synth.status, synth.stderr).toBe(0);
     const pre = sh(
       python,
-      ['-m', 'kdgat', 'preprocess', '--model', 'gat', '--scale', 'small', '--dataset', 'synth', '--run-root', join(sb.dir, 'pre')],
+      [
+        '-m',
+        'kdgat',
+        'preprocess',
+        '--model',
+        'gat',
+        '--scale',
+        'small',
+        '--dataset',
+        'synth',
+        '--run-root',
+        join(sb.dir, 'pre'),
+      ],
       dataEnv,
     );
     expect(pre.status, pre.stderr).toBe(0);
@@ -98,8 +120,13 @@ describe.runIf(slurmUp && haveVenv)('DDP on CPU under real SLURM (srun, 2 tasks,
     expect(existsSync(join(runDir, 'metrics.json')), log.slice(-4000)).toBe(true);
 
     // Both ranks ran, as two processes, to the same step, and ended with identical parameters.
-    const ranks = [0, 1].map((k) => JSON.parse(readFileSync(join(runDir, 'ddp', `rank_${k}.json`), 'utf8')) as RankRecord);
-    expect(ranks.map((r) => [r.rank, r.world_size])).toEqual([[0, 2], [1, 2]]);
+    const ranks = [0, 1].map(
+      (k) => JSON.parse(readFileSync(join(runDir, 'ddp', `rank_${k}.json`), 'utf8')) as RankRecord,
+    );
+    expect(ranks.map((r) => [r.rank, r.world_size])).toEqual([
+      [0, 2],
+      [1, 2],
+    ]);
     expect(ranks[0]!.pid).not.toBe(ranks[1]!.pid);
     expect(ranks[0]!.global_step).toBeGreaterThan(0);
     expect(ranks[1]!.global_step).toBe(ranks[0]!.global_step);
@@ -114,18 +141,41 @@ describe.runIf(slurmUp && haveVenv)('DDP on CPU under real SLURM (srun, 2 tasks,
     // One process with the same global batch (2 x 16) on the same data, outside SLURM.
     const singleEnv: NodeJS.ProcessEnv = { ...dataEnv };
     for (const k of Object.keys(singleEnv)) if (k.startsWith('SLURM_')) delete singleEnv[k];
-    const overrides = Object.entries({ ...OVERRIDES, 'training.batch_size': 32 }).flatMap(([k, v]) => ['-O', k, String(v)]);
+    const overrides = Object.entries({ ...OVERRIDES, 'training.batch_size': 32 }).flatMap(([k, v]) => [
+      '-O',
+      k,
+      String(v),
+    ]);
     const singleRoot = join(sb.dir, 'single');
     const single = sh(
       python,
-      ['-m', 'kdgat', 'autoencoder', '--model', 'vgae', '--scale', 'small', '--dataset', 'synth', '--run-root', singleRoot, ...overrides],
+      [
+        '-m',
+        'kdgat',
+        'autoencoder',
+        '--model',
+        'vgae',
+        '--scale',
+        'small',
+        '--dataset',
+        'synth',
+        '--run-root',
+        singleRoot,
+        ...overrides,
+      ],
       singleEnv,
     );
     expect(single.status, single.stderr).toBe(0);
-    const one = JSON.parse(readFileSync(join(singleRoot, 'synth', 'vgae_small_autoencoder', 'metrics.json'), 'utf8'));
+    const one = JSON.parse(
+      readFileSync(join(singleRoot, 'synth', 'vgae_small_autoencoder', 'metrics.json'), 'utf8'),
+    );
     expect(one.world_size).toBe(1);
     const gap = Math.abs(ddp.val_loss - one.val_loss) / one.val_loss;
-    console.log(`DDP 2x16 val_loss ${ddp.val_loss}, one process x32 ${one.val_loss}: gap ${(100 * gap).toFixed(2)}% (tolerance ${100 * VAL_LOSS_TOLERANCE}%)`);
-    expect(gap, `val_loss DDP ${ddp.val_loss}, one process ${one.val_loss}`).toBeLessThanOrEqual(VAL_LOSS_TOLERANCE);
+    console.log(
+      `DDP 2x16 val_loss ${ddp.val_loss}, one process x32 ${one.val_loss}: gap ${(100 * gap).toFixed(2)}% (tolerance ${100 * VAL_LOSS_TOLERANCE}%)`,
+    );
+    expect(gap, `val_loss DDP ${ddp.val_loss}, one process ${one.val_loss}`).toBeLessThanOrEqual(
+      VAL_LOSS_TOLERANCE,
+    );
   });
 });

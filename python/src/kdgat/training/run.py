@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -154,7 +154,7 @@ def choose_batch_size(
         return heuristic_batch_size(model, samples, budget_mb=t.memory_budget_mb, safety=t.safety_factor)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # A simulated OOM (tests) drives the GPU branch of the search on any device.
-    probe = "oom" if device.type == "cuda" or faults.active() else "budget"
+    probe: Literal["oom", "budget"] = "oom" if device.type == "cuda" or faults.active() else "budget"
     choice = trial_batch_size(
         model,
         samples,
