@@ -27,7 +27,7 @@ const OVERRIDES = {
   'data.num_workers': 0,
 };
 /** |val_loss(DDP 2 x 16) - val_loss(1 process x 32)| / val_loss(1 x 32): same data, same epochs. */
-const VAL_LOSS_TOLERANCE = 0.05;
+const VAL_LOSS_TOLERANCE = 0.01; // measured: 0.02 % (2 x 16 on gloo vs 1 x 32, 2 epochs)
 
 interface RankRecord {
   rank: number;
