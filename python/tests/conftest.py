@@ -37,3 +37,16 @@ def pipeline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 def run_root(tmp_path: Path, pipeline_env: dict[str, str]) -> Path:
     """A fresh run root per test (the data set and cache are shared)."""
     return tmp_path / "runs"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``gpu``-marked tests need a CUDA device: skipped with the reason where there is none
+    (CI and the development machines); scripts/gpu-check.sh runs them on a GPU machine."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -46,7 +46,10 @@ def test_trial_on_cpu_searches_real_passes_against_the_budget(
     assert small.mode == "trial" and small.max_fit is not None and large.max_fit is not None
     assert small.batch_size == int(small.max_fit * 0.85)
     assert 2 <= small.max_fit < large.max_fit  # a bigger budget fits a bigger batch
-    assert f"Trial batch size: max_fit={small.max_fit}, safe={small.batch_size}" in caplog.messages
+    assert (
+        f"Trial batch size: max_fit={small.max_fit}, safe={small.batch_size} (probe: budget)"
+        in caplog.messages
+    )
 
 
 def test_trial_fails_clearly_when_nothing_fits(pipeline_env: dict[str, str]) -> None:

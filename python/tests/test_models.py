@@ -1,17 +1,12 @@
-import logging
-
 import pytest
 import torch
 from torch_geometric.data import Batch, Data
-from torch_geometric.nn import GATConv
 
 from kdgat.config import build_config
 from kdgat.models import (
     PUBLISHED_PARAMETERS,
     GATWithJK,
     build_model,
-    layers,
-    make_gat_conv,
     parameter_count,
 )
 
@@ -50,16 +45,6 @@ def test_vgae_scores_each_graph() -> None:
     model = build_model("vgae", build_config("small"), vocab_size=8).eval()
     b = Batch.from_data_list([_graph(seed=1), _graph(seed=2), _graph(seed=3)])
     assert model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch).shape == (3,)  # type: ignore[operator]
-
-
-def test_cugraph_falls_back_with_one_warning_on_cpu(caplog: pytest.LogCaptureFixture) -> None:
-    layers._warn_fallback.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="kdgat.models"):
-        a = make_gat_conv(8, 4, heads=2, edge_dim=11, use_cugraph=True)
-        b = make_gat_conv(8, 4, heads=2, edge_dim=11, use_cugraph=True)
-    assert isinstance(a, GATConv) and isinstance(b, GATConv)
-    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
-    assert "CuGraphGATConv cannot run here" in caplog.records[0].message
 
 
 def test_gradient_checkpointing_gives_the_same_gradients() -> None:

@@ -9,7 +9,7 @@ export * from './environment/schema.ts';
 export * from './environment/presets.ts';
 export * from './environment/render.ts';
 export { lockPackages, diffLocks, formatLockDiff, type LockDiff, type LockPackages } from './environment/lock.ts';
-export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu } from './environment/rules.ts';
+export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu, rapidsSupportsGpu } from './environment/rules.ts';
 export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
 export * from './experiment/schema.ts';

@@ -131,9 +131,7 @@ kdgat_cmd=(
   python -m kdgat curriculum
   --model gat --scale large --dataset set_01
   --run-root "$kdgat_run_root"
-  -O trainer.devices 4
-  -O trainer.num_nodes 2
-  -O trainer.strategy ddp
+  -O training.batch_size 64
 )
 
 # `wait` returns early (status > 128) when a trapped signal arrives: wait again for the real status.

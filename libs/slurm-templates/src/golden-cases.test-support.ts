@@ -84,7 +84,9 @@ export function goldenFiles(): Record<string, string> {
         stage: 'curriculum',
         model: 'gat',
         dataset: 'set_01',
-        overrides: { 'trainer.devices': 4, 'trainer.num_nodes': 2, 'trainer.strategy': 'ddp' },
+        // No DDP overrides: the pipeline takes the layout (tasks per node, nodes) from the SLURM
+        // environment srun gives each task (the same path the 2-task e2e runs on the local SLURM).
+        overrides: { 'training.batch_size': 64 },
         resources: {
           cpus: 12,
           memGB: 700,

@@ -6,6 +6,7 @@ import {
   environmentSpecHash,
   hasCugraphOps,
   normaliseMatchSpec,
+  rapidsSupportsGpu,
   renderEnvironmentYml,
   type EnvironmentSpec,
 } from '../index.ts';
@@ -68,6 +69,19 @@ describe('environment rules', () => {
       expect.stringContaining('pylibcugraphops was last released as 24.12.00'),
     );
     expect(messages(conda(['pylibcugraphops=24.12', 'cugraph=24.12', 'cuda-version=12.4']))).toEqual([]);
+  });
+  it('the fused edge-aware GAT layer needs PyG >= 2.8 next to pylibcugraphops', () => {
+    expect(messages(conda(['pylibcugraphops=24.12', 'cugraph=24.12', 'cuda-version=12.4', 'pytorch_geometric=2.6']))[0]).toContain(
+      'needs PyG >= 2.8 (CuGraphGATConv takes edge_attr from 2.8.0)',
+    );
+    expect(messages(conda(['pylibcugraphops=24.12', 'cugraph=24.12', 'cuda-version=12.4', 'pytorch_geometric=2.8']))).toEqual([]);
+    expect(messages(conda(['cugraph=26.10', 'cuda-version=12.4', 'pytorch_geometric=2.6']))).toEqual([]); // no fused layer
+    expect(environmentProblems(environmentPresets['gnn-rapids-cugraphops'])).toEqual([]);
+  });
+  it('RAPIDS >= 24.02 runs on Volta (V100) and newer only', () => {
+    expect(rapidsSupportsGpu({ major: 24, minor: 12 }, 'v100')).toBe(true);
+    expect(rapidsSupportsGpu({ major: 24, minor: 12 }, 'p100')).toBe(false);
+    expect(rapidsSupportsGpu({ major: 23, minor: 12 }, 'p100')).toBe(true);
   });
   it('RAPIDS line vs CUDA', () => {
     expect(messages(conda(['cugraph=24.12', 'cuda-version=13.0']))[0]).toContain('RAPIDS 24.12 has no CUDA 13 builds');

@@ -24,7 +24,8 @@ const inputs = {
     ],
     pip: [],
   },
-  // RAPIDS 24.12 with pylibcugraphops (needed by PyG's CuGraphGATConv), its last release.
+  // RAPIDS 24.12 with pylibcugraphops (the kernels of the fused GAT layer, use_cugraph), its last
+  // release; PyG 2.8 because CuGraphGATConv passes edge features to those kernels only from 2.8.0.
   'gnn-rapids-cugraphops': {
     name: 'gnn-rapids-cugraphops',
     backend: 'conda',
@@ -37,7 +38,7 @@ const inputs = {
       'cugraph=24.12',
       'pylibcugraphops=24.12',
       'pytorch=2.5',
-      'pytorch_geometric=2.6',
+      'pytorch_geometric=2.8',
       'lightning=2.4',
       'torchmetrics=1.6',
       'pydantic=2.9',

@@ -48,6 +48,17 @@ export function environmentProblems(env: EnvironmentSpec): EnvironmentProblem[] 
         message: `"${env.dependencies[i]}": PyTorch's own conda channel stopped publishing at 2.5; take ${s.name} from conda-forge (write "${s.name}=<version>" with conda-forge in channels)`,
       });
     }
+    if (s.name === 'pytorch_geometric' && deps.some((d) => d.name === 'pylibcugraphops')) {
+      // The fused edge-aware GAT layer (use_cugraph) subclasses PyG's CuGraphGATConv, whose forward
+      // passes edge_attr to cugraph-ops only from PyG 2.8.0 (2.6/2.7 take no edge_attr).
+      const v = versionOf(s);
+      if (v && (v.major < 2 || (v.major === 2 && v.minor < 8))) {
+        out.push({
+          path: ['dependencies', i],
+          message: `"${env.dependencies[i]}": the fused GAT layer with edge features (use_cugraph) needs PyG >= 2.8 (CuGraphGATConv takes edge_attr from 2.8.0): pin pytorch_geometric=2.8`,
+        });
+      }
+    }
     if (s.name === 'pylibcugraphops') {
       const v = versionOf(s);
       if (v && (v.major > 24 || (v.major === 24 && v.minor > 12))) {
@@ -94,4 +105,10 @@ export function environmentProblems(env: EnvironmentSpec): EnvironmentProblem[] 
 export function cudaSupportsGpu(cudaMajor: number, gpuType: string): boolean {
   // CUDA 13 dropped Maxwell, Pascal and Volta: V100 needs CUDA <= 12.
   return !(cudaMajor >= 13 && ['v100', 'p100', 'k80', 'm60'].includes(gpuType));
+}
+
+/** Whether a RAPIDS line runs on the partition's GPU type: from 24.02 RAPIDS needs compute
+ *  capability 7.0 (Volta) or newer (RAPIDS notice RSN 34), so V100 is in and P100/K80/M60 are out. */
+export function rapidsSupportsGpu(rapids: { major: number; minor: number }, gpuType: string): boolean {
+  return !(rapids.major * 100 + rapids.minor >= 2402 && ['p100', 'k80', 'm60'].includes(gpuType));
 }

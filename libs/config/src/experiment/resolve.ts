@@ -4,7 +4,7 @@
 // field paths, never thrown one at a time.
 import { createHash } from 'node:crypto';
 import type { ClusterProfile, Partition } from '../cluster/schema.ts';
-import { cudaOf, cudaSupportsGpu, hasCugraphOps } from '../environment/rules.ts';
+import { cudaOf, cudaSupportsGpu, hasCugraphOps, rapidsLine, rapidsSupportsGpu } from '../environment/rules.ts';
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
 import { validateOverrides } from './overrides.ts';
@@ -126,6 +126,7 @@ export function resolveExperiment(
   const ids = new Set<string>();
   const sweepPoints = expandSweep(spec.sweep);
   const cuda = cudaOf(environment);
+  const rapids = rapidsLine(environment);
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
     const at = (...rest: (string | number)[]) => ['stages', i, ...rest];
@@ -204,6 +205,11 @@ export function resolveExperiment(
       problems.push({
         path: ['environment'],
         message: `environment ${environment.name} is built for CUDA ${cuda.major}.${cuda.minor}, whose builds exclude ${gpuType} (Volta): use a CUDA 12 environment on ${partition.name}`,
+      });
+    if (rapids && gpuCount > 0 && gpuType && !rapidsSupportsGpu(rapids, gpuType))
+      problems.push({
+        path: ['environment'],
+        message: `environment ${environment.name} has RAPIDS ${rapids.major}.${String(rapids.minor).padStart(2, '0')}, which needs a GPU of compute capability 7.0 (Volta) or newer; ${gpuType} on ${partition.name} is older (RAPIDS 23.12 was the last for Pascal)`,
       });
 
     const overrides: Record<string, Scalar> = {

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Precision = Literal["32", "16-mixed", "bf16-mixed"]
 
@@ -25,6 +25,11 @@ class TrainingConfig(_Frozen):
     max_epochs: int = Field(20, ge=1)
     batch_size: int = Field(64, ge=1)
     precision: Precision = "16-mixed"
+    precision_fallback: Literal["32", "bf16-mixed"] = Field(
+        "32",
+        description="what runs instead when precision is 16-mixed and there is no CUDA device "
+        "(fp16 autocast needs a GPU); metrics.json records the precision that ran",
+    )
     seed: int = Field(42, ge=0)
     patience: int = Field(10, ge=0, description="early-stopping patience in epochs (0: off)")
     profile: bool = False
@@ -36,6 +41,18 @@ class TrainingConfig(_Frozen):
     safety_factor: float = Field(0.85, gt=0, le=1)
     gradient_checkpointing: bool = False
     max_oom_retries: int = Field(3, ge=0)
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_text(cls, v: Any) -> Any:
+        # ``-O training.precision 32`` arrives as the number 32.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    memory_snapshot: bool = Field(
+        False,
+        description="record the CUDA allocator history around the fit and write "
+        "memory_snapshot.pickle in the run dir (open at pytorch.org/memory_viz); no-op without CUDA",
+    )
 
 
 class DataConfig(_Frozen):

@@ -11,6 +11,7 @@ from torch_geometric.nn import JumpingKnowledge, global_mean_pool
 
 from kdgat.config import GATArchitecture
 from kdgat.models.layers import is_cugraph, make_gat_conv
+from kdgat.training import faults
 
 log = logging.getLogger("kdgat.models")
 
@@ -69,6 +70,7 @@ class GATWithJK(nn.Module):
         return out
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
+        faults.check_forward(batch, training=self.training)
         ids = x[:, 0].long().clamp(0, self.embedding.num_embeddings - 1)
         h = torch.cat([self.embedding(ids), x[:, 1:]], dim=-1)
         layers = []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from kdgat import paths
 from kdgat.config import PipelineConfig
@@ -51,6 +52,8 @@ def save_model(
     vocab_size: int,
 ) -> Path:
     path = run_dir / MODEL_FILE
+    if not is_rank_zero():
+        return path
     torch.save(
         {
             "state_dict": model.state_dict(),
@@ -92,7 +95,16 @@ def require_model(
     )
 
 
+def is_rank_zero() -> bool:
+    """False on every DDP rank but the first: only rank 0 writes the run's files."""
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
 def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = None, **extra: Any) -> Path:
+    """Writes ``metrics.json`` atomically (rank 0 only under DDP)."""
+    path = run_dir / "metrics.json"
+    if not is_rank_zero():
+        return path
     doc: dict[str, Any] = {**base, "status": "complete", "finished_at": time.time()}
     if fit is not None:
         doc.update(
@@ -107,9 +119,18 @@ def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = N
             if fit.batch.mode == "trial"
             else None,
             timings={"fit_seconds": round(fit.seconds, 2)},
+            precision={
+                "requested": fit.precision.requested,
+                "used": fit.precision.used,
+                "reason": fit.precision.reason,
+            },
+            fit_attempts=fit.attempts,
+            oom_backoffs=sum(1 for a in fit.attempts if a.get("outcome") == "oom"),
+            memory_snapshot=fit.memory_snapshot,
+            world_size=fit.world_size,
+            val_loss=None if fit.val_loss is None else round(fit.val_loss, 6),
         )
     doc.update(extra)
-    path = run_dir / "metrics.json"
     tmp = path.with_suffix(".json.partial")
     tmp.write_text(json.dumps(doc, indent=2, default=_default))
     tmp.replace(path)

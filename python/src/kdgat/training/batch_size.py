@@ -2,9 +2,11 @@
 
 Trial mode runs real forward + backward passes on batches of real sample graphs and searches like
 Lightning's ``BatchSizeFinder(mode="binsearch")``: double until a batch does not fit, then bisect.
-On a GPU "does not fit" is ``torch.OutOfMemoryError``; on a CPU it is the activation memory kept
-for backward (measured exactly with autograd's saved-tensor hooks) exceeding the configured budget,
-so the same search logic runs, and is tested, on machines without a GPU.
+On a GPU "does not fit" is ``torch.OutOfMemoryError`` (``probe="oom"``); on a CPU it is the
+activation memory kept for backward (measured exactly with autograd's saved-tensor hooks) exceeding
+the configured budget (``probe="budget"``), so the same search logic runs, and is tested, on machines
+without a GPU. The ``oom`` probe itself is tested on a CPU with a simulated OOM
+(:mod:`kdgat.training.faults`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -78,7 +81,10 @@ def trial_batch_size(
     budget_mb: int,
     safety: float = 0.85,
     max_batch: int = 8192,
+    probe: Literal["oom", "budget"] | None = None,
 ) -> BatchSizeChoice:
+    """``probe``: how "does not fit" is decided; default ``oom`` on CUDA, ``budget`` elsewhere."""
+    probe = probe or ("oom" if device.type == "cuda" else "budget")
     model = model.to(device).train()
     state_bytes = sum(p.numel() * p.element_size() for p in model.parameters()) * 4  # params, grads, Adam m+v
 
@@ -87,7 +93,7 @@ def trial_batch_size(
         return Batch.from_data_list(graphs).to(device)
 
     def fits(b: int) -> bool:
-        if device.type == "cuda":
+        if probe == "oom":
             try:
                 loss = loss_fn(model, batch_of(b))
                 loss.backward()
@@ -96,16 +102,19 @@ def trial_batch_size(
                 return False
             finally:
                 model.zero_grad(set_to_none=True)
-                torch.cuda.empty_cache()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
         return state_bytes + _saved_bytes(model, batch_of(b), loss_fn) <= budget_mb * 2**20
 
     max_fit, trials = binsearch(fits, start=2, limit=max_batch)
     if max_fit == 0:
+        if probe == "oom":
+            raise RuntimeError(f"not even a batch of 2 graphs fits in the memory of {device}")
         raise RuntimeError(
             f"not even a batch of 2 graphs fits in {budget_mb} MB: raise training.memory_budget_mb"
         )
     safe = max(1, int(max_fit * safety))
-    log.info("Trial batch size: max_fit=%d, safe=%d", max_fit, safe)
+    log.info("Trial batch size: max_fit=%d, safe=%d (probe: %s)", max_fit, safe, probe)
     return BatchSizeChoice(safe, "trial", max_fit=max_fit, trials=trials)
 
 

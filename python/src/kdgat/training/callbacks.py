@@ -15,6 +15,7 @@ from typing import Any
 import lightning as L
 import psutil
 import torch
+from lightning.pytorch.profilers import PassThroughProfiler
 
 log = logging.getLogger("kdgat.training")
 
@@ -46,42 +47,102 @@ class MemoryMonitorCallback(L.Callback):
         pl_module.log("peak_rss_mb", self.peak_rss_mb, prog_bar=False)
 
 
+class LoaderWaitProfiler(PassThroughProfiler):
+    """Lightning's profiler hook, used for one action only: the training loop fetching its next
+    batch (``[_TrainingEpochLoop].train_dataloader_next``), which is where it blocks on the loader."""
+
+    FETCH = "train_dataloader_next"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetch = 0.0
+        self.first_fetch_at: float | None = None
+        self._since = 0.0
+
+    def start(self, action_name: str) -> None:
+        if action_name.endswith(self.FETCH):
+            self._since = time.perf_counter()
+            if self.first_fetch_at is None:
+                self.first_fetch_at = self._since
+
+    def stop(self, action_name: str) -> None:
+        if action_name.endswith(self.FETCH):
+            self.fetch += time.perf_counter() - self._since
+
+
 class DataWaitCallback(L.Callback):
-    """Time each training step waits on the DataLoader (end of one step -> start of the next)."""
+    """The share of the training loop spent waiting on the DataLoader, and the loop's graphs/s.
+
+    Waiting: Lightning fetching the next batch (timed by :class:`LoaderWaitProfiler`, which
+    :func:`kdgat.training.run.make_trainer` installs), plus, in each epoch, the time from the epoch's
+    start to its first fetch (where a new epoch starts the loader's workers). The loop: each epoch's
+    start to the end of its last training batch, validation inside it excluded. Checked against the
+    time blocked in the loader's iterator in bench/train-throughput (emulate mode). Without the
+    profiler (a trainer made elsewhere) it falls back to the gap between training batches."""
 
     def __init__(self) -> None:
         self.wait = 0.0
-        self.total = 0.0
+        self.loop = 0.0
         self.steps = 0
         self.graphs = 0
-        self._last_end: float | None = None
+        self._profiler: LoaderWaitProfiler | None = None
         self._epoch_start = 0.0
+        self._last_end: float | None = None
+        self._gaps = 0.0
+        self._in_val_since: float | None = None
+        self._val = 0.0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        profiler = getattr(trainer, "profiler", None)
+        self._profiler = profiler if isinstance(profiler, LoaderWaitProfiler) else None
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._epoch_start = self._last_end = time.perf_counter()
+        self._gaps = self._val = 0.0
+        if self._profiler is not None:
+            self._profiler.fetch = 0.0
+            self._profiler.first_fetch_at = None
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         if self._last_end is not None:
-            self.wait += time.perf_counter() - self._last_end
+            self._gaps += time.perf_counter() - self._last_end
         self.graphs += int(getattr(batch, "num_graphs", 0))
 
     def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
         self._last_end = time.perf_counter()
         self.steps += 1
 
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._in_val_since = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._in_val_since is not None and self._last_end is not None:
+            spent = time.perf_counter() - self._in_val_since
+            self._val += spent
+            self._last_end += spent  # a validation inside the epoch is not waiting on the loader
+        self._in_val_since = None
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.total += time.perf_counter() - self._epoch_start
+        if self._last_end is None:
+            return
+        end = self._last_end
+        self.loop += max(0.0, end - self._epoch_start - self._val)
+        p = self._profiler
+        if p is not None and p.first_fetch_at is not None:
+            self.wait += p.fetch + max(0.0, p.first_fetch_at - self._epoch_start)
+        else:
+            self.wait += self._gaps
         self._last_end = None
 
     @property
     def fraction(self) -> float:
-        return self.wait / self.total if self.total > 0 else 0.0
+        return min(1.0, self.wait / self.loop) if self.loop > 0 else 0.0
 
     @property
     def graphs_per_sec(self) -> float:
-        return self.graphs / self.total if self.total > 0 else 0.0
+        return self.graphs / self.loop if self.loop > 0 else 0.0
 
 
 class ProfilerCallback(L.Callback):
@@ -188,7 +249,11 @@ def memory_snapshot(path: Path, *, max_entries: int = 100_000) -> Iterator[None]
     """Record CUDA allocator history and dump it to ``path`` (open at pytorch.org/memory_viz).
     Without CUDA this is a logged no-op."""
     if not torch.cuda.is_available():
-        log.info("memory_snapshot: no CUDA device, nothing recorded")
+        log.warning(
+            "training.memory_snapshot: no CUDA device, so no CUDA allocator history to record: "
+            "%s is not written",
+            path.name,
+        )
         yield
         return
     torch.cuda.memory._record_memory_history(max_entries=max_entries)
@@ -198,3 +263,4 @@ def memory_snapshot(path: Path, *, max_entries: int = 100_000) -> Iterator[None]
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.cuda.memory._dump_snapshot(str(path))
         torch.cuda.memory._record_memory_history(enabled=None)
+        log.info("CUDA memory snapshot written to %s (open it at pytorch.org/memory_viz)", path)

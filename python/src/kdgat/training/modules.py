@@ -24,7 +24,7 @@ class VGAEModule(L.LightningModule):
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         loss = self.model.loss(batch.x, batch.edge_index, batch.edge_attr, batch.batch)
-        self.log("val_loss", loss, batch_size=batch.num_graphs, prog_bar=True)
+        self.log("val_loss", loss, batch_size=batch.num_graphs, prog_bar=True, sync_dist=True)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.lr)
@@ -82,7 +82,10 @@ class ClassifierModule(L.LightningModule):
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         loss = self._loss(batch)
         acc = (self(batch).argmax(-1) == batch.y.view(-1)).float().mean()
-        self.log_dict({"val_loss": loss, "val_acc": acc}, batch_size=batch.num_graphs, prog_bar=True)
+        # sync_dist: under DDP every rank sees the same val_loss, so early stopping agrees.
+        self.log_dict(
+            {"val_loss": loss, "val_acc": acc}, batch_size=batch.num_graphs, prog_bar=True, sync_dist=True
+        )
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.model.parameters(), lr=self.lr)

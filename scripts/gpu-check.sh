@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a machine with a CUDA GPU: runs the GPU-marked tests (`pytest -m gpu`: memory snapshot written,
+# 16-mixed used, the fused GAT layer against GATConv when pylibcugraphops is installed), then the
+# throughput bench in both modes (the real large GAT on the GPU, and the accelerator emulation), and
+# prints the figures. Refuses to run where there is no GPU (CI and the development machines skip
+# the GPU tests with a stated reason instead).
+#
+#   bash scripts/gpu-check.sh [--reps N]       (default 5; needs scripts/bootstrap.sh first)
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+reps=5
+while (($#)); do
+  case $1 in
+    --reps) reps=${2:?--reps needs a number}; shift 2 ;;
+    *) echo "gpu-check: unknown argument $1 (expected --reps N)" >&2; exit 2 ;;
+  esac
+done
+[[ $reps =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: --reps $reps: expected a positive integer" >&2; exit 2; }
+cd "$REPO/python"
+[[ -x .venv/bin/python ]] || { echo "gpu-check: no python/.venv: run scripts/bootstrap.sh first" >&2; exit 1; }
+if ! .venv/bin/python -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "gpu-check: torch sees no CUDA GPU here: nothing to check (the GPU tests are skipped on CPU machines)" >&2
+  exit 1
+fi
+.venv/bin/python -c 'import torch; print("gpu-check:", torch.cuda.get_device_name(), "| torch", torch.__version__, "| CUDA", torch.version.cuda)'
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+
+echo "=== pytest -m gpu"
+.venv/bin/python -m pytest -q -m gpu -rs
+
+echo "=== bench/train-throughput --mode model (large GAT on the GPU; $reps reps)"
+.venv/bin/python ../bench/train-throughput/run.py --mode model --reps "$reps" --messages 600000 --graphs 4096 --batch-size 64
+
+echo "=== bench/train-throughput --mode emulate ($reps reps)"
+.venv/bin/python ../bench/train-throughput/run.py --mode emulate --reps "$reps"
