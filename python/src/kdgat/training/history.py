@@ -52,7 +52,7 @@ class EpochHistoryCallback(L.Callback):
         self.proc = psutil.Process()
         self.peak_tree_mb = 0.0
         self._last_sample = 0.0
-        self._wait_seen = (0.0, 0.0, 0)  # wait, total, graphs at the previous epoch end
+        self._wait_seen = (0.0, 0.0, 0)  # wait, loop time, graphs at the previous epoch end
 
     def _sample(self) -> None:
         now = time.monotonic()
@@ -80,11 +80,11 @@ class EpochHistoryCallback(L.Callback):
         graphs_per_sec = data_wait = None
         if wait is not None:
             w0, t0, g0 = self._wait_seen
-            dt = wait.total - t0
+            dt = wait.loop - t0
             if dt > 0:
                 graphs_per_sec = (wait.graphs - g0) / dt
                 data_wait = (wait.wait - w0) / dt
-            self._wait_seen = (wait.wait, wait.total, wait.graphs)
+            self._wait_seen = (wait.wait, wait.loop, wait.graphs)
         gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
         row = {
             "epoch": trainer.current_epoch,
