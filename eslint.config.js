@@ -24,6 +24,7 @@ export default [
             { sourceTag: 'type:infra', onlyDependOnLibsWithTags: ['type:lib'] },
             { sourceTag: 'scope:templates', onlyDependOnLibsWithTags: ['scope:config'] },
             { sourceTag: 'scope:config', onlyDependOnLibsWithTags: [] },
+            { sourceTag: 'scope:usage', onlyDependOnLibsWithTags: ['scope:config'] },
           ],
         },
       ],

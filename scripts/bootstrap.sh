@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever of the pinned toolchain is missing, and nothing that is already there:
 #   Node 24 (from the npm registry when the system's Node is older), Debian packages (SLURM, munge,
-#   ShellCheck, OpenSSH), npm workspaces, uv and the Python environment, and the Pulumi CLI, its
+#   ShellCheck, OpenSSH, Chromium), npm workspaces, uv and the Python environment, and the Pulumi CLI, its
 #   Node.js language host and the dynamic-provider plugin, built from the Go module proxy.
 # Every step prints its duration; a warm second run takes seconds.
 set -euo pipefail
@@ -41,7 +41,8 @@ export PATH
 # --- Debian packages ---------------------------------------------------------------------------
 step "debian packages"
 missing=()
-for pkg in slurm-wlm munge shellcheck openssh-server openssh-client rsync lmod; do
+# chromium: the headless browser the run-report test opens report.html in.
+for pkg in slurm-wlm munge shellcheck openssh-server openssh-client rsync lmod chromium; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
 done
 if ((${#missing[@]} == 0)); then

@@ -14,3 +14,5 @@ export type { Scheduler, SubmitRequest, TaskStatus, JobState } from './scheduler
 export { SlurmScheduler } from './schedulers/slurm/index.ts';
 export { LocalScheduler } from './schedulers/local/index.ts';
 export { triageTask, type Triage } from './track/triage.ts';
+export { costPlan, BudgetExceededError, type PlanCosting } from './cost/plan-cost.ts';
+export { writeReport, summariseRun, verdictLines } from './report/report.ts';

@@ -4,6 +4,7 @@ import { validateOverrides as validateAgainst, type OverrideProblem } from './ex
 import { loadPipelineSchema } from './load/load.ts';
 
 export * from './cluster/schema.ts';
+export * from './cluster/charging.ts';
 export * from './cluster/presets.ts';
 export * from './environment/schema.ts';
 export * from './environment/presets.ts';

@@ -34,6 +34,9 @@ kdgat_pipeline_pid=''
 kdgat_experiment='hcrl_sa kd chain'
 kdgat_run_root=/fs/scratch/PAS1266/kd-gat/runs/hcrl_sa-kd
 kdgat_run_dir=$kdgat_run_root/hcrl_sa/gat_large_curriculum
+# What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).
+export KDGAT_RECORD_REQUEST='cpus=10 memGB=85 gpus=1 timeSeconds=14400 partition=gpu'
+export KDGAT_RECORD_STAGE='stageId=curriculum stage=curriculum model=gat scale=large dataset=hcrl_sa'
 printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" curriculum "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
 
 # The epilog always runs (P5), and the job ends with the status it was going to end with.
@@ -49,6 +52,14 @@ kdgat_finish() {
   if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
   # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
   if [[ $kdgat_state != REQUEUED ]] && declare -F kdgat_stage_cleanup >/dev/null; then kdgat_stage_cleanup; fi
+  # For the job record: CPU time of the finished children (the pipeline and its loader workers:
+  # fields 16-17 of /proc/$$/stat, in clock ticks) and whether the pre-timeout signal came.
+  local kdgat_stat kdgat_fields
+  if read -r kdgat_stat </proc/$$/stat 2>/dev/null; then
+    read -ra kdgat_fields <<<"${kdgat_stat##*) }"
+    export KDGAT_CHILD_CPU_TICKS=$((kdgat_fields[13] + kdgat_fields[14]))
+  fi
+  export KDGAT_SIGNALLED=${kdgat_signal_time:+1}
   bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
     echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
   exit "$status"
@@ -120,7 +131,7 @@ kdgat_stage_data hcrl_sa /fs/scratch/PAS1266/kd-gat/cache/hcrl_sa
 
 mkdir -p "$kdgat_run_dir"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total \
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,memory.total \
     --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
   kdgat_sampler_pid=$!
 else

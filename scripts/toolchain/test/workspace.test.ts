@@ -9,7 +9,7 @@ import { test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
 
-test('nx graph shows the five projects with exactly the architecture edges', () => {
+test('nx graph shows the six projects with exactly the architecture edges', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-graph-'));
   try {
     const file = join(dir, 'graph.json');
@@ -24,7 +24,8 @@ test('nx graph shows the five projects with exactly the architecture edges', () 
     assert.deepEqual(edges, {
       config: [],
       'slurm-templates': ['config'],
-      runner: ['config', 'slurm-templates'],
+      usage: ['config'],
+      runner: ['config', 'slurm-templates', 'usage'],
       infra: ['config', 'slurm-templates'],
       python: [],
     });

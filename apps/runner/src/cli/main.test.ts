@@ -36,7 +36,7 @@ describe('kdgat-runner CLI', () => {
   it('names an unknown command and an unknown option', async () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
-      err: expect.stringMatching(/unknown command "launch": expected train, plan, tune, tune-report, status, logs or cancel/),
+      err: expect.stringMatching(/unknown command "launch": expected train, plan, tune, tune-report, status, logs, report or cancel/),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);
   });

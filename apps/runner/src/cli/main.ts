@@ -23,6 +23,8 @@ import {
   train,
 } from '../submit/train.ts';
 import { resolveStudyDir, runTuneReport } from '../tune/study.ts';
+import { BudgetExceededError } from '../cost/plan-cost.ts';
+import { verdictLines, writeReport } from '../report/report.ts';
 import { logPathsOf, tailFile } from '../track/files.ts';
 import {
   formatTable,
@@ -39,7 +41,7 @@ export const USAGE = `kdgat-runner — turn an experiment spec into SLURM jobs (
 queueing, follow them, and record a manifest.
 
 usage:
-  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force]
+  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force] [--right-size]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
   kdgat-runner plan   --spec FILE.yaml [--stack NAME]        render + preflight, submit nothing
@@ -52,6 +54,7 @@ usage:
   kdgat-runner status RUN_DIR [--json]                       state of every job and array task
   kdgat-runner logs   RUN_DIR [--job KEY] [--index N] [--lines N]
   kdgat-runner cancel RUN_DIR                                cancel every job of the run
+  kdgat-runner report RUN_DIR                                report.html + PNGs: curves, usage, verdict
 
 options:
   --spec FILE            experiment spec (YAML), validated with @kdgat/config
@@ -66,10 +69,11 @@ options:
   --from-study STUDY     with --best: train the study's best trial (its values as the tuned stage's overrides)
   --study NAME|DIR       a study: its name (tune.study) or its directory
   --dry-run              tune: render + preflight, submit nothing
+  --right-size           train: request the cpus, memGB and time that plan suggests from earlier runs
   -h, --help             this text
 
 exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid spec ·
-             3 refused (stack not provisioned, preflight, already queued, environment changed)`;
+             3 refused (stack not provisioned, preflight, already queued, environment changed, over budget)`;
 
 const OPTIONS = {
   spec: { type: 'string' },
@@ -89,6 +93,7 @@ const OPTIONS = {
   best: { type: 'boolean' },
   study: { type: 'string' },
   'dry-run': { type: 'boolean' },
+  'right-size': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -146,6 +151,9 @@ async function follow(manifest: Manifest, io: Io): Promise<number> {
       ? `\n${failed.length} task(s) did not complete.\n`
       : `\nall ${rows.length} task(s) completed; manifest: ${join(manifest.runDir, 'manifest.json')}\n`,
   );
+  const verdict = verdictLines(manifest);
+  if (verdict.length > 0) io.out.write(`\n${verdict.join('\n')}\n`);
+  io.out.write(`report: nx run runner:report ${manifest.runDir}\n`);
   return failed.length > 0 ? 1 : 0;
 }
 
@@ -196,6 +204,7 @@ export async function main(
           ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(REPO_ROOT) }),
           ...(values['allow-env-change'] ? { allowEnvChange: true } : {}),
           force: values.force === true,
+          rightSize: values['right-size'] === true,
           dryRun,
           repoRoot: REPO_ROOT,
           log: say,
@@ -318,6 +327,19 @@ export async function main(
         }
         return 0;
       }
+      case 'report': {
+        const manifest = loadRun(values.run ?? positionals[1]);
+        const r = await writeReport(manifest, say);
+        say(`report: ${r.html} (${r.plots.length} plot(s), ${r.seconds.toFixed(1)} s)`);
+        for (const [stage, b] of Object.entries(r.best))
+          say(
+            `  best point of ${stage}: #${b.index} (${Object.entries(b.point)
+              .map(([k, v]) => `${k}=${String(v)}`)
+              .join(', ')}): ${b.metric} = ${b.value}`,
+          );
+        for (const f of r.verdicts) say(`  ${f.code}: ${f.evidence}\n    fix: ${f.fix}`);
+        return 0;
+      }
       case 'cancel': {
         const manifest = loadRun(values.run ?? positionals[1]);
         const ids = manifest.jobs.flatMap((j) => (j.jobId ? [j.jobId] : []));
@@ -332,7 +354,7 @@ export async function main(
       }
       default:
         throw new UsageError(
-          `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, logs or cancel`,
+          `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, logs, report or cancel`,
         );
     }
   } catch (e) {
@@ -355,7 +377,8 @@ export async function main(
       e instanceof PreflightError ||
       e instanceof AlreadyQueuedError ||
       e instanceof StudyExistsError ||
-      e instanceof EnvironmentChangedError
+      e instanceof EnvironmentChangedError ||
+      e instanceof BudgetExceededError
     ) {
       io.err.write(`kdgat-runner: ${e.message}\n`);
       return 3;

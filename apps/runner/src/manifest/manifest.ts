@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { runCommand } from '../exec.ts';
 import type { JobState } from '../schedulers/core.ts';
 import type { StackOutputs } from '../stack/outputs.ts';
+import type { CostRecord, RightSized } from '../cost/plan-cost.ts';
 
 export const MANIFEST_FILE = 'manifest.json';
 export const MANIFEST_VERSION = 1;
@@ -65,6 +66,10 @@ export interface Manifest {
     value: number;
     params: Record<string, Scalar>;
   };
+  /** What the plan was estimated to charge before it was queued (worst and expected case). */
+  cost?: CostRecord;
+  /** Requests sized from history (`train --right-size`), by stage id, with their basis. */
+  rightSized?: RightSized;
   submission: {
     status: 'planned' | 'submitted' | 'failed';
     error?: string;

@@ -38,6 +38,7 @@ import {
   STUDY_FILE,
 } from '../tune/study.ts';
 import { acquireLock } from './lock.ts';
+import { costPlan, costRecord, type PlanCosting } from '../cost/plan-cost.ts';
 import { PreflightError, preflightPlan, submitPlan, type PreflightReport } from './submit.ts';
 
 export interface TrainOptions {
@@ -60,6 +61,8 @@ export interface TrainOptions {
   mode?: 'train' | 'tune';
   /** A study name or directory: train its best trial's values (`train --from-study S --best`). */
   fromStudy?: string;
+  /** Apply the requests sized from history (`train --right-size`); recorded in the manifest. */
+  rightSize?: boolean;
 }
 
 export interface TrainResult {
@@ -72,6 +75,8 @@ export interface TrainResult {
   reproduction?: { identical: boolean; differing: string[] };
   /** A tune run's study: its name and directory. */
   study?: { name: string; dir: string };
+  /** Cost, sizes from history and balance, as printed before anything was queued. */
+  costing?: PlanCosting;
 }
 
 export class StudyExistsError extends Error {
@@ -245,6 +250,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     job.array = { size: tune.nWorkers, concurrency: tune.nWorkers, firstPoint: 0 };
     job.tune = { workers: tune.nWorkers };
   }
+  // A reproduced run keeps the sizes its source applied; otherwise history may size them now.
+  for (const [id, r] of Object.entries(source?.rightSized ?? {})) {
+    const stage = resolved.stages.find((s) => s.id === id);
+    if (stage) stage.resources = { ...stage.resources, cpus: r.cpus, memGB: r.memGB, time: r.time };
+  }
+  const costing = await costPlan({ resolved, plan, runsRoot, apply: opts.rightSize === true && !source });
+  for (const line of costing.lines) log(line);
+  const rightSized = source?.rightSized ?? costing.rightSized;
   const render = (runDir: string) => renderPlan(plan, resolved, stack, runDir, scheduler.kind);
   const hashesOf = (rendered: readonly RenderedJob[]) => {
     const h: Record<string, string> = {};
@@ -347,6 +360,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       arrayIndex,
       ...(tune && studyDir ? { tune: { study: tune.study, studyDir } } : {}),
       ...(fromStudy ? { fromStudy } : {}),
+      cost: costRecord(costing, resolved),
+      ...(rightSized && Object.keys(rightSized).length > 0 ? { rightSized } : {}),
       submission: {
         status: 'planned',
         ...(opts.force ? { forced: true } : {}),
@@ -357,7 +372,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     log(`rendered ${rendered.length} script(s) into ${outDir}`);
 
     const preflight = await preflightPlan(rendered, outDir, scheduler);
-    const result: TrainResult = { runDir: outDir, manifest, plan, preflight, scheduler };
+    const result: TrainResult = { runDir: outDir, manifest, plan, preflight, scheduler, costing };
     if (tune && studyDir) result.study = { name: tune.study, dir: studyDir };
     if (reproduction) result.reproduction = reproduction;
     if (preflight.some((r) => !r.ok)) {

@@ -8,11 +8,33 @@ const oscCommon = {
   gpuDirective: 'gres' as const,
   scratchPurgeDays: 60,
   postJobHint: 'gpu-seff -M {cluster} {jobid}',
+  // `OSCusage -P <project>` prints a project's usage and balance. Its exact output is not public:
+  // the pattern takes the first amount after the word "balance"; change it if your output differs.
+  balance: {
+    argv: ['OSCusage', '-P', '{account}'],
+    pattern: '[Bb]alance[^0-9$-]*\\$?\\s*(-?[0-9][0-9,]*(?:\\.[0-9]+)?)',
+    unit: 'USD',
+  },
 };
 
 // OSC users load conda with `module load miniconda3` (24.1.2-py310 is the version OSC job scripts
 // name); CUDA 12.4.1 is the plan's. The Lmod init is only sourced where a shell has no `module` yet.
 const oscModules = { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310', init: '/etc/profile.d/lmod.sh' };
+
+// OSC's rules (osc.edu "Job and storage charging", 2026): core-hours of effective cores
+// (max(cores, memory / memory per core)) plus GPU-hours on GPU nodes, whole nodes for multi-node
+// jobs. The dollar rates are not on a public OSC page we could read; these are the ones OSC users
+// quote (2026: $0.003 per core-hour, $0.09 per GPU-hour). Put your own contract's rates here.
+const OSC_SOURCE =
+  'rules: https://www.osc.edu/supercomputing/knowledge-base/job_and_storage_charging (2026); ' +
+  'rates: $0.003/core-hour, $0.09/GPU-hour as quoted by OSC users in 2026, not an OSC price sheet: check yours';
+const oscRates = { coreHour: 0.003, gpuHour: 0.09 };
+const oscCharging = (partitions: string[]) => ({
+  unit: 'USD',
+  source: OSC_SOURCE,
+  wholeNodesWhenMultiNode: true,
+  partitions: Object.fromEntries(partitions.map((p) => [p, oscRates])),
+});
 
 const oscPaths = (project: string, cluster: string) => ({
   projectRoot: `/fs/ess/${project}/kd-gat`,
@@ -29,6 +51,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     defaultPartition: 'gpu',
     modules: oscModules,
     paths: oscPaths('PAS1266', 'pitzer'),
+    charging: oscCharging(['gpu', 'gpu-exp', 'gpu-quad', 'gpudebug', 'gpubackfill']),
     partitions: [
       { name: 'gpu', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
       { name: 'gpu-exp', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
@@ -44,6 +67,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     defaultPartition: 'nextgen',
     modules: oscModules,
     paths: oscPaths('PAS1266', 'ascend'),
+    charging: oscCharging(['nextgen', 'quad', 'longgpu']),
     partitions: [
       { name: 'nextgen', gpuType: 'a100', gpusPerNode: 2, gpuMemGB: 40, coresPerNode: 128, memPerNodeGB: 503, maxWalltime: '7-00:00:00' },
       { name: 'quad', gpuType: 'a100', gpusPerNode: 4, gpuMemGB: 80, coresPerNode: 96, memPerNodeGB: 1005, maxWalltime: '7-00:00:00' },
@@ -57,6 +81,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     defaultPartition: 'gpu',
     modules: oscModules,
     paths: oscPaths('PAS1266', 'cardinal'),
+    charging: oscCharging(['gpu']),
     partitions: [
       { name: 'gpu', gpuType: 'h100', gpusPerNode: 4, gpuMemGB: 94, coresPerNode: 104, memPerNodeGB: 936, maxWalltime: '7-00:00:00' },
     ],
@@ -80,6 +105,13 @@ const inputs: Record<string, ClusterProfileInput> = {
       logsDir: '.hpc/scratch/logs',
     },
     scratchPurgeDays: 60,
+    // Not a real site: illustrative service units so budgets and estimates can be tried locally.
+    charging: {
+      unit: 'SU',
+      source: 'local test cluster: illustrative, 1 SU per core-hour and 10 SU per GPU-hour',
+      wholeNodesWhenMultiNode: true,
+      partitions: { gpu: { coreHour: 1, gpuHour: 10 }, gpudebug: { coreHour: 1, gpuHour: 10 } },
+    },
     partitions: [
       { name: 'gpu', gpuType: 'v100', gpusPerNode: 1, gpuMemGB: 16, coresPerNode: 64, memPerNodeGB: 256, maxWalltime: '7-00:00:00' },
       { name: 'gpudebug', gpuType: 'v100', gpusPerNode: 1, gpuMemGB: 16, coresPerNode: 64, memPerNodeGB: 256, maxWalltime: '01:00:00' },

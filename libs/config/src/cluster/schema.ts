@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
+import { BalanceCommandSchema, ChargingSchema } from './charging.ts';
 
 /** Names that end up in paths, job names and shell scripts: conservative on purpose. */
 export const SafeName = ruleString(SCRIPT_VALUES.name);
@@ -106,9 +107,20 @@ export const ClusterProfileSchema = z
         'a command of letters, digits, spaces and {cluster} {jobid} placeholders',
       )
       .optional(),
+    /** What the site charges (cost estimates, budgets); see charging.ts. */
+    charging: ChargingSchema.optional(),
+    /** A command that prints the account's balance (OSC: OSCusage). */
+    balance: BalanceCommandSchema.optional(),
   })
   .strict()
   .superRefine((p, ctx) => {
+    for (const name of Object.keys(p.charging?.partitions ?? {}))
+      if (!p.partitions.some((q) => q.name === name))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['charging', 'partitions', name],
+          message: `charging rates for "${name}", which is not one of the partitions (${p.partitions.map((q) => q.name).join(', ')})`,
+        });
     if (!p.partitions.some((q) => q.name === p.defaultPartition)) {
       ctx.addIssue({
         code: 'custom',

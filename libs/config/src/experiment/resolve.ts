@@ -262,6 +262,12 @@ export function resolveExperiment(
       });
   }
 
+  if (spec.budget && !cluster.charging)
+    problems.push({
+      path: ['budget', 'maxBillingUnits'],
+      message: `cluster ${cluster.name} has no charging rules, so a budget cannot be checked: add charging: to the cluster profile or drop budget:`,
+    });
+
   let tune: ResolvedTune | undefined;
   if (spec.tune) {
     const t = resolveTune(spec.tune, {

@@ -81,6 +81,8 @@ export const ExperimentSpecSchema = z
       .default({ enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 }),
     /** A hyperparameter search over one stage (`nx run runner:tune`); see tune.ts. */
     tune: TuneSchema.optional(),
+    /** The most this experiment may charge, in the cluster's billing unit (charging.unit): a plan whose worst case is over it is refused. */
+    budget: z.object({ maxBillingUnits: z.number().positive() }).strict().optional(),
   })
   .strict();
 

@@ -56,6 +56,14 @@ kdgat_finish() {
   if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
   # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
   if [[ $kdgat_state != REQUEUED ]] && declare -F kdgat_stage_cleanup >/dev/null; then kdgat_stage_cleanup; fi
+  # For the job record: CPU time of the finished children (the pipeline and its loader workers:
+  # fields 16-17 of /proc/$$/stat, in clock ticks) and whether the pre-timeout signal came.
+  local kdgat_stat kdgat_fields
+  if read -r kdgat_stat </proc/$$/stat 2>/dev/null; then
+    read -ra kdgat_fields <<<"${kdgat_stat##*) }"
+    export KDGAT_CHILD_CPU_TICKS=$((kdgat_fields[13] + kdgat_fields[14]))
+  fi
+  export KDGAT_SIGNALLED=${kdgat_signal_time:+1}
   bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
     echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
   exit "$status"
@@ -81,7 +89,7 @@ export KD_GAT_CACHE_ROOT=/work/main/.hpc/scratch/cache
 
 mkdir -p "$kdgat_run_dir"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=utilization.gpu,utilization.memory,memory.used,memory.total \
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,memory.total \
     --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
   kdgat_sampler_pid=$!
 else

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeSandbox, runBash, type Sandbox } from '../test-support/sandbox.ts';
 import { renderEpilog } from './render-epilog.ts';
@@ -43,10 +43,70 @@ describe('job_epilog.sh', () => {
     expect(r.stdout).toMatch(/elapsed: +01:02:0[5-7]/);
     expect(r.stdout).toContain('peak GPU memory:  10240.5 MB');
     expect(r.stdout).toContain(
-      'GPU utilisation:  20 samples: mean 61.0%, p50 50%, p95 100%, idle (< 5%) 20.0% of samples; peak memory.used 2900 MiB',
+      'GPU utilisation:  20 samples: mean 61.0%, p50 50%, p95 100%, idle (< 10%) 20.0% of samples; peak memory.used 2900 MiB',
     );
     expect(r.stdout).toContain('next:             gpu-seff -M pitzer 4242');
     expect(r.stdout).not.toContain('nvidia-smi at job end');
+  });
+
+  it('appends a machine-readable record per attempt: requested vs used, GPU utilisation, data-wait, time limit', () => {
+    sb.write('run/metrics.json', JSON.stringify({ peak_gpu_mem_mb: 2048.5, data_wait_fraction: 0.31, graphs_per_sec: 950.5, peak_cpu_rss_mb: 400 }));
+    sb.write(
+      'run/history.csv',
+      'epoch,time,train_loss,val_loss,val_acc,graphs_per_sec,data_wait_fraction,rss_tree_mb,gpu_mem_mb\n0,1,0.5,0.6,,900,0.3,812.5,\n1,2,0.4,0.5,,1000,0.3,1500.2,\n',
+    );
+    const withTime = `timestamp, ${header}`;
+    sb.write(
+      'run/gpu_samples.csv',
+      [withTime, '2026/11/23 10:00:00.000, 5 %, 1 %, 100 MiB, 16384 MiB', '2026/11/23 10:00:10.000, 85 %, 1 %, 900 MiB, 16384 MiB'].join('\n') + '\n',
+    );
+    const env = {
+      SLURM_JOB_ID: '4242',
+      SLURM_ARRAY_JOB_ID: '4240',
+      SLURM_ARRAY_TASK_ID: '2',
+      SLURM_RESTART_COUNT: '1',
+      KDGAT_RECORD_REQUEST: 'cpus=8 memGB=85 gpus=1 timeSeconds=600 partition=gpu',
+      KDGAT_RECORD_STAGE: 'stageId=ae stage=autoencoder model=vgae scale=small dataset=synth',
+      KDGAT_CHILD_CPU_TICKS: String(150 * 100), // getconf CLK_TCK is 100 on Linux
+      KDGAT_SIGNALLED: '1',
+    };
+    const start = Math.floor(Date.now() / 1000) - 100;
+    const r = runBash(epilog, [`${sb.dir}/run`, '75', String(start), 'REQUEUED'], { cwd: sb.dir, env: sb.env(env) });
+    expect(r.stdout).toContain(`record:           ${sb.dir}/run/job_record.jsonl`);
+    expect(r.stdout).toContain('idle (< 10%) 50.0% of samples');
+    runBash(epilog, [`${sb.dir}/run`, '143', String(start - 500), 'TERMINATED'], {
+      cwd: sb.dir,
+      env: sb.env({ ...env, KDGAT_SIGNALLED: '' }),
+    });
+    const lines = readFileSync(`${sb.dir}/run/job_record.jsonl`, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(2);
+    const first = JSON.parse(lines[0]!);
+    expect(first).toMatchObject({
+      schema: 'kdgat.job-record/1',
+      jobId: '4242',
+      arrayJobId: '4240',
+      arrayTaskId: '2',
+      restart: 1,
+      stageId: 'ae',
+      stage: 'autoencoder',
+      model: 'vgae',
+      dataset: 'synth',
+      state: 'REQUEUED',
+      exitStatus: 75,
+      requested: { cpus: 8, memGB: 85, gpus: 1, timeSeconds: 600, partition: 'gpu' },
+      used: { cpuSeconds: 150, peakRssSource: 'pipeline', peakGpuMemMB: 2048.5 },
+      gpu: { samples: 2, meanUtil: 45, idleShare: 0.5, peakMemUsedMiB: 900 },
+      dataWaitFraction: 0.31,
+      graphsPerSec: 950.5,
+      signalled: true,
+      timeLimitHit: true,
+    });
+    expect(first.elapsedSeconds).toBeGreaterThanOrEqual(100);
+    expect(first.used.meanCpus).toBeCloseTo(150 / first.elapsedSeconds, 2);
+    // the process tree's peak from history.csv, not the process alone (metrics.json)
+    expect(first.used.peakRssMB).toBeCloseTo(1500.2, 1);
+    // Killed at the limit (600 s) without the signal: still a time-limit hit.
+    expect(JSON.parse(lines[1]!)).toMatchObject({ state: 'TERMINATED', signalled: false, timeLimitHit: true });
   });
 
   it('says so when there are no GPU samples and metrics.json is missing (failed job)', () => {

@@ -2,6 +2,7 @@
  * The per-run SLURM job script (one run, or an array over sweep points), in the manner of submitit's
  * `_make_sbatch_string`: a pure function from validated config values to text.
  */
+import { parseSlurmTime } from '@kdgat/config';
 import type {
   EnvironmentView,
   LayoutView,
@@ -130,6 +131,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   if (tune) lines.push('', ...tuneTaskLines(workers));
   lines.push(
     `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
+    ...recordLines(stage),
     'printf \'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_experiment" ' +
       `${shq(stage.id)} "$kdgat_job_id" "$(hostname)" "$kdgat_profile"`,
     '',
@@ -150,6 +152,21 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   lines.push('', ...requeueDecisionLines(input.requeue));
   lines.push('exit "$kdgat_status"', '');
   return { script: lines.join('\n'), ...(arrayTable === undefined ? {} : { arrayTable }) };
+}
+
+/** What the epilog writes into the job record next to what the job used (key=value words). */
+function recordLines(stage: StageView): string[] {
+  const r = stage.resources;
+  const time = requireMatch('resources.time', r.time, RULES.slurmTime);
+  const request =
+    `cpus=${requirePositiveInt('resources.cpus', r.cpus)} memGB=${r.memGB} gpus=${r.gpus.count * r.nodes} ` +
+    `timeSeconds=${parseSlurmTime(time)} partition=${requireName('resources.partition', r.partition)}`;
+  const who = `stageId=${stage.id} stage=${stage.stage} model=${stage.model} scale=${stage.scale} dataset=${stage.dataset}`;
+  return [
+    '# What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).',
+    `export KDGAT_RECORD_REQUEST=${shq(request)}`,
+    `export KDGAT_RECORD_STAGE=${shq(who)}`,
+  ];
 }
 
 /** `kdgat-<experiment slug>-<stage id>`: the experiment name may be any text, job names may not. */

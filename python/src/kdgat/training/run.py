@@ -37,6 +37,7 @@ from kdgat.training.callbacks import (
     RequeueCallback,
     memory_snapshot,
 )
+from kdgat.training.history import EpochHistoryCallback
 
 log = logging.getLogger("kdgat.training")
 
@@ -201,6 +202,7 @@ def fit(
                 ModelCheckpoint(
                     dirpath=ckpt_dir, filename="last", save_top_k=1, enable_version_counter=False
                 ),
+                EpochHistoryCallback(run_dir),
             ]
             if cfg.training.patience > 0 and val is not None:
                 callbacks.append(EarlyStopping("val_loss", patience=cfg.training.patience))

@@ -1,0 +1,108 @@
+// Finds the job records of runs: a run's manifest says where every job's pipeline ran
+// (`<runRoot>[/point_<i>|/worker_<i>]/<dataset>/<model>_<scale>_<stage>/`), and history is every
+// run under the runs root (`<runsRoot>/<experiment>/<run>/manifest.json`).
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { readJobRecords, taskUsage, type TaskUsage } from '../records/record.ts';
+
+/** What of a runner manifest this module reads. */
+export interface RunLike {
+  runDir: string;
+  experiment: string;
+  createdAt?: string;
+  jobs: { key: string; stageId: string; runRoot: string; jobId?: string; array?: { size: number; firstPoint: number } }[];
+  resolved: unknown;
+}
+
+export interface StageKey {
+  stage: string;
+  model: string;
+  scale: string;
+  dataset: string;
+}
+
+export interface RunTask {
+  jobKey: string;
+  stageId: string;
+  /** Array index within the job (sweep point = firstPoint + index), null for a single job. */
+  index: number | null;
+  /** The pipeline's run dir of this task. */
+  dir: string;
+  usage?: TaskUsage;
+}
+
+export function stageKeyOf(run: RunLike, stageId: string): StageKey | undefined {
+  const stages = (run.resolved as { stages?: (StageKey & { id: string })[] } | null)?.stages ?? [];
+  const s = stages.find((x) => x.id === stageId);
+  return s ? { stage: s.stage, model: s.model, scale: s.scale, dataset: s.dataset } : undefined;
+}
+
+export function suffixOf(k: StageKey): string {
+  return join(k.dataset, `${k.model}_${k.scale}_${k.stage}`);
+}
+
+/** Every task of a run with its pipeline dir and, once it has run, its usage. */
+export function tasksOfRun(run: RunLike): RunTask[] {
+  return run.jobs.flatMap((job) => {
+    const key = stageKeyOf(run, job.stageId);
+    if (!key) return [];
+    const suffix = suffixOf(key);
+    const dirs: { index: number | null; dir: string }[] = job.array
+      ? Array.from({ length: job.array.size }, (_, i) => {
+          const point = join(job.runRoot, `point_${i}`, suffix);
+          const worker = join(job.runRoot, `worker_${i}`, suffix);
+          return { index: i, dir: existsSync(worker) && !existsSync(point) ? worker : point };
+        })
+      : [{ index: null, dir: join(job.runRoot, suffix) }];
+    return dirs.map(({ index, dir }) => {
+      const usage = taskUsage(dir, readJobRecords(dir));
+      return { jobKey: job.key, stageId: job.stageId, index, dir, ...(usage ? { usage } : {}) };
+    });
+  });
+}
+
+/** Manifests under the runs root, oldest first; unreadable ones are skipped. */
+export function runsUnder(runsRoot: string): RunLike[] {
+  if (!existsSync(runsRoot)) return [];
+  const runs: RunLike[] = [];
+  for (const exp of readdirSync(runsRoot, { withFileTypes: true })) {
+    if (!exp.isDirectory() || exp.name.startsWith('.') || exp.name === 'studies') continue;
+    for (const run of readdirSync(join(runsRoot, exp.name), { withFileTypes: true })) {
+      const p = join(runsRoot, exp.name, run.name, 'manifest.json');
+      if (!run.isDirectory() || !existsSync(p)) continue;
+      try {
+        const m = JSON.parse(readFileSync(p, 'utf8')) as RunLike;
+        if (Array.isArray(m.jobs)) runs.push(m);
+      } catch {
+        // a manifest being written, or not ours: history goes on without it
+      }
+    }
+  }
+  return runs.sort((a, b) => String(a.createdAt ?? '').localeCompare(String(b.createdAt ?? '')));
+}
+
+export interface StageHistory {
+  /** Runs that contributed at least one finished task. */
+  runs: string[];
+  tasks: TaskUsage[];
+}
+
+/** Finished tasks of the same stage, model, scale and dataset in every run under the runs root. */
+export function stageHistory(runsRoot: string, key: StageKey, runs: RunLike[] = runsUnder(runsRoot)): StageHistory {
+  const out: StageHistory = { runs: [], tasks: [] };
+  for (const run of runs) {
+    let used = false;
+    for (const job of run.jobs) {
+      const k = stageKeyOf(run, job.stageId);
+      if (!k || k.stage !== key.stage || k.model !== key.model || k.scale !== key.scale || k.dataset !== key.dataset)
+        continue;
+      for (const t of tasksOfRun({ ...run, jobs: [job] })) {
+        if (!t.usage) continue;
+        out.tasks.push(t.usage);
+        used = true;
+      }
+    }
+    if (used) out.runs.push(run.runDir);
+  }
+  return out;
+}
