@@ -10,8 +10,10 @@
 //                   `16-mixed` falls back to 32-bit on CPU), which the suite checks in the logs
 //   resources    -> 1 cpu, 3 GB, no GPU, 20 minutes, at most 2 array tasks at a time
 //   data set     -> `synth` (the synthetic CAN set of the quickstart) for every stage and staging
-//   epochs       -> every stage: training.max_epochs 1, data.num_workers 0, training.patience 0
-//   sweep        -> at most the first 2 values of each grid key / 2 list entries
+//   epochs       -> every stage: training.max_epochs 1, data.num_workers 0, training.patience 0, and a
+//                   256 MB budget for trial batch sizing on CPU (training.memory_budget_mb)
+//   sweep        -> 2 points: the first 2 values of the first grid key and the first of each other
+//                   key (a list: its first 2 entries), still one job array per stage
 //   tune         -> 2 trials, 1 worker, no pruner (one epoch has nothing to prune); study name made unique
 //   profiling    -> at most 3 profiled steps
 //   name         -> `<name>-<tag>`, and `inputs: - run: <example name>` follows the rename, so a run
@@ -20,7 +22,12 @@ export type Json = null | boolean | number | string | Json[] | { [k: string]: Js
 type Obj = { [k: string]: Json };
 
 const RESOURCES: Obj = { cpus: 1, memGB: 3, gpus: { count: 0 }, time: '0:20:00' };
-const STAGE_OVERRIDES: Obj = { 'training.max_epochs': 1, 'data.num_workers': 0, 'training.patience': 0 };
+const STAGE_OVERRIDES: Obj = {
+  'training.max_epochs': 1,
+  'data.num_workers': 0,
+  'training.patience': 0,
+  'training.memory_budget_mb': 256,
+};
 
 const obj = (v: Json | undefined): Obj => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
 
@@ -52,8 +59,9 @@ export function shrinkForTest(spec: Obj, tag: string, renames: ReadonlyMap<strin
   const sweep = obj(s['sweep']);
   if (s['sweep']) {
     const grid = obj(sweep['grid']);
-    for (const k of Object.keys(grid)) grid[k] = (grid[k] as Json[]).slice(0, 2);
-    if (Array.isArray(sweep['list'])) sweep['list'] = sweep['list'].slice(0, 2);
+    Object.keys(grid).forEach((k, i) => (grid[k] = (grid[k] as Json[]).slice(0, i === 0 ? 2 : 1)));
+    if (Array.isArray(sweep['list'])) sweep['list'] = sweep['list'].slice(0, Object.keys(grid).length ? 0 : 2);
+    if (Array.isArray(sweep['list']) && sweep['list'].length === 0) delete sweep['list'];
   }
   if (s['profiling']) {
     const p = obj(s['profiling']);
