@@ -17,7 +17,10 @@ import { parseYaml } from '@kdgat/config';
 import { shrinkForTest, type Json } from './shrink.ts';
 
 const repo = resolve(import.meta.dirname, '../..');
-const env = { ...process.env, KD_GAT_DATA_ROOT: process.env['KD_GAT_DATA_ROOT'] ?? join(repo, '.hpc/data/raw') };
+const env = {
+  ...process.env,
+  KD_GAT_DATA_ROOT: process.env['KD_GAT_DATA_ROOT'] ?? join(repo, '.hpc/data/raw'),
+};
 const RUNNER = join(repo, 'apps/runner/bin/kdgat-runner.js');
 
 type Obj = { [k: string]: Json };
@@ -54,12 +57,16 @@ function runner(args: string[]): Promise<{ code: number; out: string; seconds: n
 
 function loadExamples(): Example[] {
   const dir = join(repo, 'examples');
-  const files = readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort();
+  const files = readdirSync(dir)
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort();
   const examples = files.map((f) => {
     const parsed = parseYaml(readFileSync(join(dir, f), 'utf8'), join(dir, f));
     assert.equal(parsed.syntaxIssues.length, 0, `examples/${f}: ${JSON.stringify(parsed.syntaxIssues)}`);
     const spec = parsed.value as Obj;
-    const runs = ((spec['stages'] as Obj[]) ?? []).flatMap((s) => ((s['inputs'] as Obj[]) ?? []).map((i) => String(i['run'])));
+    const runs = ((spec['stages'] as Obj[]) ?? []).flatMap((s) =>
+      ((s['inputs'] as Obj[]) ?? []).map((i) => String(i['run'])),
+    );
     return { file: f, name: String(spec['name']), spec, after: [...new Set(runs)] };
   });
   const names = new Set(examples.map((e) => e.name));
@@ -75,7 +82,10 @@ function checkNoCycle(examples: Example[]): void {
   let left = examples;
   while (left.length > 0) {
     const ready = left.filter((e) => e.after.every((a) => done.has(a)));
-    assert.ok(ready.length > 0, `examples read each other's runs in a cycle: ${left.map((e) => e.file).join(', ')}`);
+    assert.ok(
+      ready.length > 0,
+      `examples read each other's runs in a cycle: ${left.map((e) => e.file).join(', ')}`,
+    );
     for (const e of ready) done.add(e.name);
     left = left.filter((e) => !ready.includes(e));
   }
@@ -87,7 +97,15 @@ const deep = (v: Json | undefined, pred: (k: string, v: Json) => boolean): boole
 before(() => {
   // The synthetic data set and the provisioned local stack (both also made by `npm run quickstart`).
   if (!existsSync(join(env.KD_GAT_DATA_ROOT, 'synth')))
-    runSync('python/.venv/bin/python', ['-m', 'kdgat', 'synth', '--out', join(env.KD_GAT_DATA_ROOT, 'synth'), '--messages', '120000']);
+    runSync('python/.venv/bin/python', [
+      '-m',
+      'kdgat',
+      'synth',
+      '--out',
+      join(env.KD_GAT_DATA_ROOT, 'synth'),
+      '--messages',
+      '120000',
+    ]);
   runSync('scripts/with-toolchain.sh', ['nx', 'run', 'infra:up', '--stack', 'local', '--outputStyle=stream']);
 });
 
@@ -105,11 +123,26 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
     let p = finished.get(e.name);
     if (!p) {
       p = Promise.all(e.after.map((a) => start(examples.find((x) => x.name === a)!))).then(async (deps) => {
-        for (const d of deps) if (d.r.code !== 0) return { e, r: { code: 1, out: `not run: examples/${d.e.file} failed`, seconds: 0 } };
+        for (const d of deps)
+          if (d.r.code !== 0)
+            return { e, r: { code: 1, out: `not run: examples/${d.e.file} failed`, seconds: 0 } };
         const file = join(dir, e.file);
         writeFileSync(file, `${JSON.stringify(shrinkForTest(e.spec, tag, renames), null, 2)}\n`);
         const command = e.spec['tune'] ? 'tune' : 'train';
-        return { e, r: await runner([command, '--spec', file, '--stack', 'local', '--scheduler', 'slurm', '--wait', '--force']) };
+        return {
+          e,
+          r: await runner([
+            command,
+            '--spec',
+            file,
+            '--stack',
+            'local',
+            '--scheduler',
+            'slurm',
+            '--wait',
+            '--force',
+          ]),
+        };
       });
       finished.set(e.name, p);
     }
@@ -128,11 +161,15 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
     // Every job and every array task COMPLETED, as the scheduler reports them.
     const status = await runner(['status', runDir, '--json']);
     assert.equal(status.code, 0, status.out);
-    const jobs = JSON.parse(status.out.slice(status.out.indexOf('['))) as { key: string; tasks: { state: string }[] }[];
+    const jobs = JSON.parse(status.out.slice(status.out.indexOf('['))) as {
+      key: string;
+      tasks: { state: string }[];
+    }[];
     for (const j of manifest.jobs) {
       const tasks = jobs.find((x) => x.key === j.key)?.tasks ?? [];
       assert.equal(tasks.length, j.array?.size ?? 1, `examples/${e.file} ${j.key}: ${JSON.stringify(tasks)}`);
-      for (const t of tasks) assert.equal(t.state, 'COMPLETED', `examples/${e.file} ${j.key}: ${JSON.stringify(t)}`);
+      for (const t of tasks)
+        assert.equal(t.state, 'COMPLETED', `examples/${e.file} ${j.key}: ${JSON.stringify(t)}`);
     }
     // Inputs from earlier runs: recorded with the run this suite made, and linked into this run.
     if (e.after.length > 0) {
@@ -147,10 +184,20 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
       .map((f) => readFileSync(join(runDir, 'logs', f), 'utf8'))
       .join('\n');
     if (deep(e.spec, (k, v) => /use_cugraph$/.test(k) && v === true))
-      assert.match(logs, /use_cugraph=True but CuGraphGATConv cannot run here/, `examples/${e.file}: no cuGraph fallback in the logs`);
+      assert.match(
+        logs,
+        /use_cugraph=True but CuGraphGATConv cannot run here/,
+        `examples/${e.file}: no cuGraph fallback in the logs`,
+      );
     const trains = ((e.spec['stages'] as Obj[]) ?? []).some((s) => s['stage'] !== 'preprocess');
     if (trains && !deep(e.spec, (k, v) => k === 'training.precision' && v === '32'))
-      assert.match(logs, /precision 16-mixed needs a GPU: training in 32-bit on CPU/, `examples/${e.file}: no precision fallback in the logs`);
+      assert.match(
+        logs,
+        /precision 16-mixed needs a GPU: training in 32-bit on CPU/,
+        `examples/${e.file}: no precision fallback in the logs`,
+      );
   }
-  console.log(`examples suite: ${examples.length} examples in ${Math.round((Date.now() - t0) / 1000)} s (${timings.join(', ')})`);
+  console.log(
+    `examples suite: ${examples.length} examples in ${Math.round((Date.now() - t0) / 1000)} s (${timings.join(', ')})`,
+  );
 });

@@ -60,7 +60,8 @@ export function shrinkForTest(spec: Obj, tag: string, renames: ReadonlyMap<strin
   if (s['sweep']) {
     const grid = obj(sweep['grid']);
     Object.keys(grid).forEach((k, i) => (grid[k] = (grid[k] as Json[]).slice(0, i === 0 ? 2 : 1)));
-    if (Array.isArray(sweep['list'])) sweep['list'] = sweep['list'].slice(0, Object.keys(grid).length ? 0 : 2);
+    if (Array.isArray(sweep['list']))
+      sweep['list'] = sweep['list'].slice(0, Object.keys(grid).length ? 0 : 2);
     if (Array.isArray(sweep['list']) && sweep['list'].length === 0) delete sweep['list'];
   }
   if (s['profiling']) {

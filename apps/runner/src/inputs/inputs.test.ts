@@ -10,7 +10,14 @@ import { linkStageInputs, resolveStageInputs, StageInputError } from './inputs.t
 const graphCache = {
   params_digest: 'a'.repeat(64),
   source_digest: 'b'.repeat(64),
-  params: { window_size: 100, stride: 100, val_fraction: 0.1, test_fraction: 0.2, split_seed: 0, max_malformed_fraction: 0.05 },
+  params: {
+    window_size: 100,
+    stride: 100,
+    val_fraction: 0.1,
+    test_fraction: 0.2,
+    split_seed: 0,
+    max_malformed_fraction: 0.05,
+  },
 };
 
 /** A runs dir with one finished run of experiment `base` (an autoencoder) and the cache it used. */
@@ -27,7 +34,9 @@ function site(): { stack: StackOutputs; runDir: string; out: string } {
     JSON.stringify({
       version: MANIFEST_VERSION,
       runDir,
-      resolved: { stages: [{ id: 'ae', stage: 'autoencoder', model: 'vgae', scale: 'small', dataset: 'synth' }] },
+      resolved: {
+        stages: [{ id: 'ae', stage: 'autoencoder', model: 'vgae', scale: 'small', dataset: 'synth' }],
+      },
       jobs: [{ key: 'ae', stageId: 'ae', runRoot: join(runDir, 'outputs') }],
     }),
   );
@@ -62,7 +71,14 @@ describe('stage inputs from earlier runs', () => {
     const { stack, runDir, out } = site();
     const [input, ...rest] = resolveStageInputs(spec('base'), stack);
     expect(rest).toEqual([]);
-    expect(input).toMatchObject({ stageId: 'curriculum', run: 'base', runDir, stage: 'ae', dir: out, graphCache });
+    expect(input).toMatchObject({
+      stageId: 'curriculum',
+      run: 'base',
+      runDir,
+      stage: 'ae',
+      dir: out,
+      graphCache,
+    });
     expect(input!.linkedAs).toEqual(['outputs/synth/vgae_small_autoencoder']);
     const newRun = mkdtempSync(join(tmpdir(), 'new-run-'));
     linkStageInputs(newRun, [input!]);
@@ -83,7 +99,9 @@ describe('stage inputs from earlier runs', () => {
     const { stack } = site();
     const other = spec('base', 'overrides:\n  data.window_size: 50\n');
     expect(() => resolveStageInputs(other, stack)).toThrow(StageInputError);
-    expect(() => resolveStageInputs(other, stack)).toThrow(/data\.window_size = 100, but stage curriculum uses 50/);
+    expect(() => resolveStageInputs(other, stack)).toThrow(
+      /data\.window_size = 100, but stage curriculum uses 50/,
+    );
     expect(() => resolveStageInputs(spec('nobody'), stack)).toThrow(/no run of experiment nobody in/);
   });
 });

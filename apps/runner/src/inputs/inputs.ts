@@ -32,9 +32,7 @@ export interface ResolvedInput {
 export class StageInputError extends Error {
   readonly problems: string[];
   constructor(problems: string[]) {
-    super(
-      `inputs from earlier runs refused; nothing was submitted:\n  ${problems.join('\n  ')}`,
-    );
+    super(`inputs from earlier runs refused; nothing was submitted:\n  ${problems.join('\n  ')}`);
     this.name = 'StageInputError';
     this.problems = problems;
   }

@@ -40,12 +40,28 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
         arrayConcurrency: 3,
       }),
     );
-    const args = ['--spec', spec, '--stack', 'local', '--stack-outputs', site.stackFile, '--scheduler', 'slurm'];
+    const args = [
+      '--spec',
+      spec,
+      '--stack',
+      'local',
+      '--stack-outputs',
+      site.stackFile,
+      '--scheduler',
+      'slurm',
+    ];
     const r = await site.cli(['train', ...args, '--wait'], 400_000);
     expect(r.code, `${r.out}\n${r.err}`).not.toBe(0); // one point failed
     const runDir = /^run dir: (.+)$/m.exec(r.out)![1]!;
     const m = readManifest(runDir);
-    expect(m.jobs.map((j) => j.key)).toEqual(['a.chunk0', 'a.chunk1', 'a.chunk2', 'b.chunk0', 'b.chunk1', 'b.chunk2']);
+    expect(m.jobs.map((j) => j.key)).toEqual([
+      'a.chunk0',
+      'a.chunk1',
+      'a.chunk2',
+      'b.chunk0',
+      'b.chunk1',
+      'b.chunk2',
+    ]);
     expect(m.jobs.map((j) => j.array?.size)).toEqual([3, 3, 1, 3, 3, 1]);
     for (const k of [0, 1, 2]) {
       expect(m.jobs.find((j) => j.key === `b.chunk${k}`)!.aftercorr).toEqual([`a.chunk${k}`]);
@@ -60,7 +76,10 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
       expect(ran(p, 'gat_small_curriculum'), `b of point ${p}`).toBe(p !== FAILING_SEED);
     }
     const b = JSON.parse(
-      readFileSync(join(runDir, 'outputs', 'point_6', 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'),
+      readFileSync(
+        join(runDir, 'outputs', 'point_6', 'synth', 'gat_small_curriculum', 'metrics.json'),
+        'utf8',
+      ),
     ) as { overrides: Record<string, string> };
     expect(b.overrides['training.seed']).toBe('6');
 
@@ -68,10 +87,17 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
     const s = await site.cli(['status', runDir, '--json']);
     expect(s.code, s.err).toBe(0);
     const jobs = JSON.parse(s.out) as { key: string; tasks: { arrayIndex?: number; state: string }[] }[];
-    const stateOf = (key: string, index: number) => jobs.find((j) => j.key === key)!.tasks.find((t) => t.arrayIndex === index)?.state;
+    const stateOf = (key: string, index: number) =>
+      jobs.find((j) => j.key === key)!.tasks.find((t) => t.arrayIndex === index)?.state;
     expect(stateOf('a.chunk1', 1)).toBe('FAILED'); // point 4 = chunk 1, task 1
     expect(stateOf('b.chunk1', 1)).not.toBe('COMPLETED');
-    for (const [key, index] of [['b.chunk0', 0], ['b.chunk0', 2], ['b.chunk1', 0], ['b.chunk1', 2], ['b.chunk2', 0]] as const)
+    for (const [key, index] of [
+      ['b.chunk0', 0],
+      ['b.chunk0', 2],
+      ['b.chunk1', 0],
+      ['b.chunk1', 2],
+      ['b.chunk2', 0],
+    ] as const)
       expect(stateOf(key, index), `${key}_${index}`).toBe('COMPLETED');
   });
 });

@@ -43,7 +43,9 @@ export function stageInputProblems(
   const problems: string[] = [];
   const from = `${earlier.where} (${earlier.dir})`;
   if (earlier.dataset !== stage.dataset)
-    problems.push(`${from} was made from dataset ${earlier.dataset}, but stage ${stage.id} reads ${stage.dataset}`);
+    problems.push(
+      `${from} was made from dataset ${earlier.dataset}, but stage ${stage.id} reads ${stage.dataset}`,
+    );
   if (earlier.metrics?.status !== 'complete' || !earlier.modelFile) {
     problems.push(
       `${from} has not finished: ${earlier.metrics ? `metrics.json says status ${JSON.stringify(earlier.metrics.status)}` : 'no metrics.json'}${earlier.modelFile ? '' : ', no model.pt'}`,
