@@ -9,16 +9,28 @@
 # Partition `gpu` (default) with one node that advertises Gres=gpu:v100:1 backed by /dev/null, so
 # GPU directives are accepted exactly as on OSC. Runs as root (ProctrackType=proctrack/linuxproc,
 # TaskPlugin=task/none): this is a test cluster, not a hardened one.
+#
+# A second, differently configured instance (a test that needs its own cluster) sets its own state
+# dir and ports; it never touches the default instance or /etc/slurm:
+#   KDGAT_SLURM_DIR        state, config and logs (default /var/tmp/kdgat-slurm)
+#   KDGAT_SLURMCTLD_PORT   controller port (default 6817);  KDGAT_SLURMD_PORT  node daemon port (default 6818)
+#   KDGAT_SLURM_MAX_ARRAY_SIZE  MaxArraySize (default 1001, SLURM's own default)
 set -euo pipefail
 
-STATE=${KDGAT_SLURM_DIR:-/var/tmp/kdgat-slurm}
+DEFAULT_STATE=/var/tmp/kdgat-slurm
+STATE=${KDGAT_SLURM_DIR:-$DEFAULT_STATE}
 CONF=$STATE/slurm.conf
 CTLD_PORT=${KDGAT_SLURMCTLD_PORT:-6817}
 SLURMD_PORT=${KDGAT_SLURMD_PORT:-6818}
+MAX_ARRAY_SIZE=${KDGAT_SLURM_MAX_ARRAY_SIZE:-1001}
 export SLURM_CONF=$CONF
 
 log() { printf 'slurm-local: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+for knob in CTLD_PORT SLURMD_PORT MAX_ARRAY_SIZE; do
+  [[ ${!knob} =~ ^[1-9][0-9]{0,5}$ ]] || { printf 'slurm-local: error: %s=%q: expected a whole number\n' "$knob" "${!knob}" >&2; exit 2; }
+done
 
 need_root() { [[ $(id -u) -eq 0 ]] || die "run as root (the one-node cluster runs its daemons as root)"; }
 
@@ -72,7 +84,7 @@ GresTypes=gpu
 ReturnToService=2
 JobRequeue=1
 MinJobAge=300
-MaxArraySize=1001
+MaxArraySize=$MAX_ARRAY_SIZE
 SlurmctldTimeout=30
 SlurmdTimeout=30
 NodeName=$host CPUs=$cpus RealMemory=$mem_mb Gres=gpu:v100:1 State=UNKNOWN
@@ -82,9 +94,12 @@ EOF
   mv "$CONF.new" "$CONF"
   # slurmd looks for gres.conf beside slurm.conf.
   # Plain `sbatch` (no SLURM_CONF) finds the cluster too, unless a real config is already there.
-  mkdir -p /etc/slurm
-  if [[ ! -e /etc/slurm/slurm.conf || -L /etc/slurm/slurm.conf ]]; then
-    ln -sfn "$CONF" /etc/slurm/slurm.conf
+  # Only the default instance: a second one must not take plain `sbatch` away from it.
+  if [[ $STATE == "$DEFAULT_STATE" ]]; then
+    mkdir -p /etc/slurm
+    if [[ ! -e /etc/slurm/slurm.conf || -L /etc/slurm/slurm.conf ]]; then
+      ln -sfn "$CONF" /etc/slurm/slurm.conf
+    fi
   fi
 }
 

@@ -38,6 +38,7 @@ suite "slurm-templates e2e (requeue handshake on the local SLURM)" nx run slurm-
 suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
 suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
 suite "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test --test-concurrency=1 'scripts/e2e/*.test.ts'
+suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, local SLURM)" node --test 'scripts/e2e-examples/*.test.ts'
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done

@@ -86,6 +86,12 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     ):
         assert key in dist, key
     assert dist["peak_gpu_mem_mb"] is None  # CPU
+    # Every stage records the graph cache it read, so a later run can check it reads the same.
+    cache = metrics(run_root, "vgae_small_autoencoder")["graph_cache"]
+    assert len(cache["params_digest"]) == 64 and len(cache["source_digest"]) == 64
+    assert cache["params"]["window_size"] == 100
+    for d in ("gat_large_curriculum", "gat_small_distillation", "gat_small_evaluation"):
+        assert metrics(run_root, d)["graph_cache"] == cache, d
 
 
 def test_missing_input_names_the_stage_to_run_first(

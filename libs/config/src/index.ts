@@ -33,7 +33,8 @@ export {
   type SearchParam,
   type PrunerSpec,
 } from './experiment/tune.ts';
-export { overrideKeys, type OverrideProblem } from './experiment/overrides.ts';
+export { overrideKeys, overrideDefault, type OverrideProblem } from './experiment/overrides.ts';
+export { stageInputProblems, type CacheIdentity, type EarlierOutput } from './experiment/inputs.ts';
 export * from './time.ts';
 export { SCRIPT_VALUES, REQUEUE_SIGNALS, matchesRule, ruleString, type ValueRule, type ScriptValueKind } from './script-values.ts';
 export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';

@@ -15,6 +15,7 @@ import {
 import { DeclaredStackOutputs, type PredictedStackOutputs } from '../stack/declared.ts';
 import { EnvironmentChangedError } from '../submit/environment-lock.ts';
 import { PreflightError } from '../submit/submit.ts';
+import { StageInputError } from '../inputs/inputs.ts';
 import {
   AlreadyQueuedError,
   StudyExistsError,
@@ -228,7 +229,10 @@ export async function main(
             : job.array
             ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
             : 'job';
-          const deps = job.dependsOn.length ? ` after ${job.dependsOn.join(', ')}` : '';
+          const corr = new Set(job.aftercorr ?? []);
+          const deps = job.dependsOn.length
+            ? ` after ${job.dependsOn.map((k) => (corr.has(k) ? `${k} (task by task)` : k)).join(', ')}`
+            : '';
           const id = manifest.jobs.find((j) => j.key === job.key)?.jobId;
           say(
             `  ${job.key}: ${what}${deps} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`,
@@ -374,6 +378,7 @@ export async function main(
     }
     if (
       e instanceof StackNotProvisionedError ||
+      e instanceof StageInputError ||
       e instanceof PreflightError ||
       e instanceof AlreadyQueuedError ||
       e instanceof StudyExistsError ||

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCommand } from '../exec.ts';
 import type { JobState } from '../schedulers/core.ts';
+import type { ResolvedInput } from '../inputs/inputs.ts';
 import type { StackOutputs } from '../stack/outputs.ts';
 import type { CostRecord, RightSized } from '../cost/plan-cost.ts';
 
@@ -19,9 +20,11 @@ export interface ManifestJob {
   stageId: string;
   script: string; // relative to the run dir
   dependsOn: string[]; // plan keys
+  /** The part of `dependsOn` waited for task by task (`aftercorr`): arrays over the same points. */
+  aftercorr?: string[];
   jobId?: string;
   array?: { size: number; concurrency: number; firstPoint: number };
-  /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<i>`. */
+  /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<array.firstPoint + i>`. */
   runRoot: string;
   /** Log file patterns (SLURM `%x %j %A %a`), absolute. */
   logs: { output: string; error: string };
@@ -54,6 +57,8 @@ export interface Manifest {
   jobs: ManifestJob[];
   /** `<job key>` → array index → the sweep point (overrides) that task runs. */
   arrayIndex: Record<string, Record<string, Record<string, Scalar>>>;
+  /** Outputs of earlier runs that stages of this run read (linked into its run roots). */
+  inputs?: ResolvedInput[];
   /** A tune run: the study its workers fill. */
   tune?: { study: string; studyDir: string };
   /** A run trained from a study's best trial (`train --from-study S --best`). */

@@ -93,7 +93,7 @@ describe('buildPlan', () => {
     expect(plan.jobs[0]!.points).toEqual(points);
   });
 
-  it('chunks a sweep over MaxArraySize and makes later stages wait for every chunk', () => {
+  it('chunks a sweep over MaxArraySize; chunk k of a later stage waits task by task (aftercorr) on chunk k', () => {
     const points = Array.from({ length: 25 }, (_, i) => ({ seed: i }));
     const plan = buildPlan({
       experiment: 'big',
@@ -112,6 +112,10 @@ describe('buildPlan', () => {
     ]);
     expect(plan.jobs[2]!.array).toEqual({ size: 5, concurrency: 5, firstPoint: 20 });
     expect(plan.jobs[2]!.points![0]).toEqual({ seed: 20 });
-    expect(plan.jobs[3]!.dependsOn).toEqual(['a.chunk0', 'a.chunk1', 'a.chunk2']);
+    expect(plan.jobs[3]!.dependsOn).toEqual(['a.chunk0']);
+    expect(plan.jobs[3]!.aftercorr).toEqual(['a.chunk0']);
+    expect(plan.jobs[5]!.aftercorr).toEqual(['a.chunk2']);
+    expect(plan.jobs[5]!.points).toEqual(plan.jobs[2]!.points);
+    expect(plan.jobs.slice(0, 3).every((j) => j.aftercorr === undefined)).toBe(true);
   });
 });

@@ -1,5 +1,7 @@
 // Builds the run plan: which scripts to render, which become arrays (chunked to the
-// scheduler's MaxArraySize) and which afterok edges chain them. Pure: no disk, no spawning.
+// scheduler's MaxArraySize) and which edges chain them: `aftercorr` between arrays over the same
+// points (task i waits for task i only, so one failed point does not cancel the others),
+// `afterok` on every job of the stage otherwise. Pure: no disk, no spawning.
 import type { Scalar } from '../manifest/manifest.ts';
 
 /** The parts of a resolved stage the plan needs (a subset of @kdgat/config's ResolvedStage). */
@@ -23,7 +25,13 @@ export interface PlannedJob {
   name: string;
   /** Script path relative to the run dir. */
   scriptFile: string;
+  /** Plan keys this job waits for (all of them, whatever the kind of edge). */
   dependsOn: string[];
+  /**
+   * The subset of `dependsOn` this array job waits for task by task (`aftercorr`): arrays over the
+   * same sweep points, chunk k after chunk k. The rest are `afterok` on the whole job.
+   */
+  aftercorr?: string[];
   array?: { size: number; concurrency: number; firstPoint: number };
   /** The sweep points this job's tasks run, task i ↔ points[i]. */
   points?: Record<string, Scalar>[];
@@ -92,6 +100,7 @@ export function buildPlan(input: {
   const jobs: PlannedJob[] = [];
   const keysOfStage = new Map<string, string[]>();
   for (const stage of orderStages(input.stages)) {
+    // A stage that is not an array needs every task of an array it depends on: all its chunks.
     const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
     const base = nameOf(stage.id);
     if (input.sweepPoints.length === 0) {
@@ -105,17 +114,21 @@ export function buildPlan(input: {
       keysOfStage.set(stage.id, [stage.id]);
       continue;
     }
+    // Every swept stage is chunked the same way, so chunk k of a stage runs the same points as
+    // chunk k of the stage it depends on: task i needs only task i there.
     const chunks = chunkSweep(input.sweepPoints.length, input.maxArraySize);
     const keys: string[] = [];
     chunks.forEach((chunk, k) => {
       const key = chunks.length === 1 ? stage.id : `${stage.id}.chunk${k}`;
       const concurrency = stage.resources.arrayConcurrency ?? 0;
+      const corresponding = stage.dependsOn.map((d) => keysOfStage.get(d)![k]!);
       jobs.push({
         key,
         stageId: stage.id,
         name: base,
         scriptFile: `scripts/${key}.sbatch`,
-        dependsOn,
+        dependsOn: corresponding,
+        ...(corresponding.length > 0 ? { aftercorr: corresponding } : {}),
         array: {
           size: chunk.size,
           concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size,

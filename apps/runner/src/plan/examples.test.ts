@@ -74,15 +74,19 @@ describe('examples/', () => {
     for (const r of rendered) expect(r.script).not.toMatch(/^#SBATCH/m);
   });
 
-  it('kdgat-pitzer: a four-stage afterok chain with the plan resources and staging', () => {
+  it('kdgat-pitzer: preprocess then a four-stage afterok chain with the plan resources and staging', () => {
     const { plan, rendered } = planOf('kdgat-pitzer.yaml');
     expect(plan.jobs.map((j) => [j.key, j.dependsOn])).toEqual([
-      ['autoencoder', []],
+      ['preprocess', []],
+      ['autoencoder', ['preprocess']],
       ['curriculum', ['autoencoder']],
       ['distillation', ['curriculum']],
       ['evaluation', ['distillation']],
     ]);
-    const script = rendered[0]!.script;
+    // preprocess writes the cache to scratch; the later stages stage it.
+    expect(rendered[0]!.script).toContain("export KD_GAT_CACHE_ROOT=/scratch/cache");
+    expect(rendered[0]!.script).not.toContain('kdgat_stage_data ');
+    const script = rendered[1]!.script;
     for (const line of [
       '#SBATCH --cpus-per-task=8',
       '#SBATCH --mem=85G',
@@ -101,9 +105,12 @@ describe('examples/', () => {
     expect(rendered[0]!.table!.text.trim().split('\n')).toHaveLength(24);
   });
 
-  it('profile, trial-batch and cugraph plan one stage each', () => {
-    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml'])
-      expect(planOf(f).plan.jobs).toHaveLength(1);
+  it('profile, trial-batch, cugraph, sweep-lr and tune-pitzer start from the VGAE of a kdgat-pitzer run', () => {
+    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml', 'sweep-lr.yaml', 'tune-pitzer.yaml']) {
+      const { plan, resolved } = planOf(f);
+      expect(plan.jobs).toHaveLength(1);
+      expect(resolved.stages[0]!.inputs).toEqual([{ run: 'kdgat-hcrl-sa', stage: 'autoencoder' }]);
+    }
     expect(planOf('cugraph.yaml').resolved.environment.name).toBe('gnn-rapids-cugraphops');
   });
 });

@@ -33,9 +33,13 @@ export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; st
   };
 }
 
-export function runRootOf(runDir: string, job: PlannedJob, chunked: boolean): string {
-  // Chunks restart at index 0: give each its own root so `point_<i>` never collides.
-  return chunked && job.array ? join(runDir, 'outputs', job.key) : join(runDir, 'outputs');
+/**
+ * The pipeline's `--run-root` of every job of a run: one `outputs/` for all stages and chunks, so
+ * a stage finds what the stage before it wrote. Array task i of a chunk runs sweep point
+ * `firstPoint + i` under `outputs/point_<firstPoint + i>` (SLURM restarts each chunk at index 0).
+ */
+export function runRootOf(runDir: string): string {
+  return join(runDir, 'outputs');
 }
 
 export function renderPlan(
@@ -47,12 +51,11 @@ export function renderPlan(
 ): RenderedJob[] {
   const { requeue, staging } = policiesOf(resolved);
   const logsDir = join(runDir, 'logs');
-  const chunkedStages = new Set(plan.jobs.filter((j) => j.key !== j.stageId).map((j) => j.stageId));
   return plan.jobs.map((job) => {
     const stage = resolved.stages.find((s) => s.id === job.stageId);
     if (!stage)
       throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
-    const runRoot = runRootOf(runDir, job, chunkedStages.has(job.stageId));
+    const runRoot = runRootOf(runDir);
     const tableFile = job.array && !job.tune ? `scripts/${job.key}.points.tsv` : undefined;
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
@@ -70,7 +73,7 @@ export function renderPlan(
       scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
       requeue,
       staging,
-      ...(job.points ? { sweepPoints: job.points } : {}),
+      ...(job.points ? { sweepPoints: job.points, firstPoint: job.array?.firstPoint ?? 0 } : {}),
       ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
       ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
     };

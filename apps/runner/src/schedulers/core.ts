@@ -68,8 +68,10 @@ export interface SubmitRequest {
   scriptPath: string;
   /** Directory the job is submitted from (`SLURM_SUBMIT_DIR`); relative paths resolve here. */
   cwd: string;
-  /** Job ids this job waits for with `afterok`. */
+  /** Job ids this job waits for with `afterok` (every task of them). */
   dependsOn: string[];
+  /** Array job ids this array waits for task by task (`aftercorr`: task i after their task i). */
+  aftercorr?: string[];
   /** A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time. */
   array?: { size: number; concurrency: number };
   /**

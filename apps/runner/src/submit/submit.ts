@@ -11,20 +11,23 @@ export function requestFor(
   jobIds: ReadonlyMap<string, string>,
 ): SubmitRequest {
   const { job, hints, logs } = rendered;
+  const idOf = (k: string) => {
+    const id = jobIds.get(k);
+    if (id === undefined) throw new Error(`job ${job.key} depends on ${k}, which has no job id yet`);
+    return id;
+  };
+  const corr = new Set(job.aftercorr ?? []);
   const request: SubmitRequest = {
     name: job.name,
     scriptPath: join(runDir, job.scriptFile),
     cwd: runDir,
-    dependsOn: job.dependsOn.map((k) => {
-      const id = jobIds.get(k);
-      if (id === undefined) throw new Error(`job ${job.key} depends on ${k}, which has no job id yet`);
-      return id;
-    }),
+    dependsOn: job.dependsOn.filter((k) => !corr.has(k)).map(idOf),
     cpusPerTask: hints.cpusPerTask,
     timeLimit: hints.timeLimit,
     output: logs.output,
     error: logs.error,
   };
+  if (corr.size > 0) request.aftercorr = [...corr].map(idOf);
   if (hints.signal) request.signal = hints.signal;
   if (job.array) request.array = { size: job.array.size, concurrency: job.array.concurrency };
   return request;
@@ -57,7 +60,7 @@ export async function preflightPlan(
 ): Promise<PreflightReport[]> {
   const reports: PreflightReport[] = [];
   for (const r of rendered) {
-    const request = requestFor({ ...r, job: { ...r.job, dependsOn: [] } }, runDir, new Map());
+    const request = requestFor({ ...r, job: { ...r.job, dependsOn: [], aftercorr: [] } }, runDir, new Map());
     const result = await scheduler.preflight(request);
     reports.push({ job: r.job, ok: result.ok, message: result.message });
   }

@@ -37,6 +37,7 @@ import {
   studyLink,
   STUDY_FILE,
 } from '../tune/study.ts';
+import { linkStageInputs, resolveStageInputs } from '../inputs/inputs.ts';
 import { acquireLock } from './lock.ts';
 import { costPlan, costRecord, type PlanCosting } from '../cost/plan-cost.ts';
 import { PreflightError, preflightPlan, submitPlan, type PreflightReport } from './submit.ts';
@@ -230,6 +231,20 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     for (const d of envChange.differences) log(`  ${d}`);
   }
 
+  // Outputs of earlier runs: found and checked before anything is written or queued. A reproduction
+  // reads the very runs its manifest recorded, not whatever is latest now.
+  // A site that is not provisioned has no runs to read yet: say so, check them at `train`.
+  const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
+  const inputs = isDeclaredOnly(stack) ? [] : resolveStageInputs(resolved, stack, pins);
+  if (isDeclaredOnly(stack))
+    for (const st of resolved.stages)
+      for (const i of st.inputs ?? [])
+        log(
+          `stage ${st.id} reads ${i.stage} of run ${i.run}: not checked (stack ${stackName} is not provisioned, its runs are on the site; train checks them)`,
+        );
+  for (const i of inputs)
+    log(`stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`);
+
   const runsRoot = stack.scratch.runsDir;
   const kind = opts.scheduler ?? source?.scheduler ?? resolved.cluster.scheduler;
   const scheduler =
@@ -301,6 +316,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       : runDir;
     mkdirSync(join(outDir, 'scripts'), { recursive: true });
     mkdirSync(join(outDir, 'logs'), { recursive: true });
+    linkStageInputs(outDir, inputs);
     for (const r of rendered) {
       const p = join(outDir, r.job.scriptFile);
       mkdirSync(dirname(p), { recursive: true });
@@ -353,11 +369,13 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         stageId: j.stageId,
         script: j.scriptFile,
         dependsOn: j.dependsOn,
+        ...(j.aftercorr ? { aftercorr: j.aftercorr } : {}),
         ...(j.array ? { array: j.array } : {}),
         runRoot,
         logs,
       })),
       arrayIndex,
+      ...(inputs.length > 0 ? { inputs } : {}),
       ...(tune && studyDir ? { tune: { study: tune.study, studyDir } } : {}),
       ...(fromStudy ? { fromStudy } : {}),
       cost: costRecord(costing, resolved),

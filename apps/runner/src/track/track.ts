@@ -13,9 +13,11 @@ export interface JobProgress {
   elapsedSeconds: number;
 }
 
-/** Where a task's pipeline outputs live: the templates put array task i under `point_<i>`. */
+/** Where a task's pipeline outputs live: array task i of a chunk runs point `firstPoint + i`. */
 export function taskRunRoot(job: ManifestJob, arrayIndex: number | undefined): string {
-  return job.array && arrayIndex !== undefined ? `${job.runRoot}/point_${arrayIndex}` : job.runRoot;
+  return job.array && arrayIndex !== undefined
+    ? `${job.runRoot}/point_${job.array.firstPoint + arrayIndex}`
+    : job.runRoot;
 }
 
 /** The job's overall state: failed if any task failed, active while any task is active. */

@@ -1,5 +1,5 @@
 // The local scheduler runs real bash: dependencies, arrays, emulated SLURM variables, cancel.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -70,6 +70,33 @@ describe('local scheduler', () => {
     ]);
     expect(lines[1]!.split(' ')[4]).toMatch(/kdgat-local-/);
     expect(readFileSync(join(dir, `logs/first-${a}.out`), 'utf8')).toBe('');
+  });
+
+  it('aftercorr: task i waits for task i only; a failed task cancels only its counterpart', async () => {
+    const { script, dir, scheduler } = setup();
+    const a = await scheduler.submit({
+      name: 'points',
+      scriptPath: script('p.sh', 'if [[ $SLURM_ARRAY_TASK_ID == 1 ]]; then exit 4; fi'),
+      cwd: dir,
+      dependsOn: [],
+      array: { size: 3, concurrency: 3 },
+      cpusPerTask: 1,
+    });
+    const b = await scheduler.submit({
+      name: 'next',
+      scriptPath: script('n.sh', `touch ${dir}/next.$SLURM_ARRAY_TASK_ID`),
+      cwd: dir,
+      dependsOn: [],
+      aftercorr: [a],
+      array: { size: 3, concurrency: 3 },
+      cpusPerTask: 1,
+    });
+    const states = await waitDone(scheduler, [a, b]);
+    expect(states.get(a)!.map((t) => t.state)).toEqual(['COMPLETED', 'FAILED', 'COMPLETED']);
+    const next = states.get(b)!;
+    expect(next.map((t) => t.state)).toEqual(['COMPLETED', 'CANCELLED', 'COMPLETED']);
+    expect(next[1]!.reason).toBe(`DependencyNeverSatisfied (aftercorr:${a})`);
+    expect(readdirSync(dir).filter((f) => f.startsWith('next.')).sort()).toEqual(['next.0', 'next.2']);
   });
 
   it('cancels the dependants of a failed job, and reports the exit code', async () => {

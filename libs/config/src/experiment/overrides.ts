@@ -140,3 +140,18 @@ export function validateOverrides(overrides: Record<string, unknown>, schema: Js
   }
   return problems;
 }
+
+/** The pipeline's default for a dotted key (`data.window_size` -> 100); undefined when it has none. */
+export function overrideDefault(key: string, schema: JsonSchema): unknown {
+  let node: (JsonSchema & { default?: unknown }) | undefined = resolveRef(schema, schema);
+  let parentDefault: unknown;
+  for (const part of key.split('.')) {
+    const fromParent =
+      parentDefault && typeof parentDefault === 'object' ? (parentDefault as Record<string, unknown>)[part] : undefined;
+    const next: JsonSchema | undefined = node?.properties?.[part];
+    node = next ? (resolveRef(schema, next) as JsonSchema & { default?: unknown }) : undefined;
+    if (!node) return undefined;
+    parentDefault = node.default ?? fromParent;
+  }
+  return parentDefault;
+}

@@ -8,7 +8,7 @@ import { cudaOf, cudaSupportsGpu, hasCugraphOps, rapidsLine, rapidsSupportsGpu }
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
 import { validateOverrides } from './overrides.ts';
-import type { ExperimentSpec, Scalar, StageName } from './schema.ts';
+import type { ExperimentSpec, Scalar, StageInput, StageName } from './schema.ts';
 import { resolveTune, type ResolvedTune } from './tune.ts';
 
 export interface Resources {
@@ -31,6 +31,8 @@ export interface ResolvedStage {
   dependsOn: string[];
   overrides: Record<string, Scalar>;
   resources: Resources;
+  /** Outputs of earlier runs this stage reads (resolved and checked by the runner). */
+  inputs?: StageInput[];
 }
 
 export interface ResolvedExperiment {
@@ -217,7 +219,17 @@ export function resolveExperiment(
       ...s.overrides,
       ...(spec.profiling.enabled ? { 'training.profile': true, 'training.profile_steps': spec.profiling.steps } : {}),
     };
-    return { id: s.id, stage: s.stage, model: s.model, scale: s.scale, dataset: s.dataset, dependsOn: s.dependsOn, overrides, resources };
+    return {
+      id: s.id,
+      stage: s.stage,
+      model: s.model,
+      scale: s.scale,
+      dataset: s.dataset,
+      dependsOn: s.dependsOn,
+      overrides,
+      resources,
+      ...(s.inputs?.length ? { inputs: s.inputs } : {}),
+    };
   });
 
   // Overrides against the pipeline's JSON Schema, and the rules that depend on them.

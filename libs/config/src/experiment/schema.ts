@@ -23,6 +23,25 @@ export const ResourcesInputSchema = z
   })
   .strict();
 
+/**
+ * Outputs of an earlier run that a stage reads instead of running the stage that makes them here
+ * (a curriculum from the VGAE of yesterday's run). `run`: that run's directory or its
+ * manifest.json (absolute, or relative to the stack's runs dir), or an experiment name: its latest
+ * run whose `stage` finished. The runner checks before queueing that the outputs exist and were made
+ * from the same dataset and graph parameters, records them in the manifest and links them in.
+ */
+export const StageInputSchema = z
+  .object({
+    run: z
+      .string()
+      .regex(
+        /^[A-Za-z0-9_./+-]+$/,
+        'an earlier run: its run directory, its manifest.json, or an experiment name (letters, digits, _ . / + -)',
+      ),
+    stage: SafeName,
+  })
+  .strict();
+
 export const StageSpecSchema = z
   .object({
     id: SafeName,
@@ -34,8 +53,12 @@ export const StageSpecSchema = z
     dependsOn: z.array(SafeName).default([]),
     overrides: OverridesSchema.default({}),
     resources: ResourcesInputSchema.default({}),
+    /** Outputs of stages of earlier runs this stage reads (see StageInputSchema). */
+    inputs: z.array(StageInputSchema).optional(),
   })
   .strict();
+
+export type StageInput = z.infer<typeof StageInputSchema>;
 
 export const ExperimentSpecSchema = z
   .object({

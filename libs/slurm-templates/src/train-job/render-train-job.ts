@@ -54,6 +54,11 @@ export interface TrainJobInput {
   staging: StagingPolicy;
   /** Sweep points: a job array with one task per point when non-empty. */
   sweepPoints?: Record<string, Scalar>[];
+  /**
+   * Global index of task 0 when the sweep is split into chunks at MaxArraySize (default 0): task i
+   * runs under `<runRoot>/point_<firstPoint + i>`, where the next stage's chunk looks for it.
+   */
+  firstPoint?: number;
   /** Absolute path where the caller writes `arrayTable` (next to the script); required for arrays. */
   arrayTablePath?: string;
   /**
@@ -125,7 +130,13 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     arrayTable = encodeArrayTable(points);
     lines.push(
       '',
-      ...arrayTaskLines(requireAbsolutePath('arrayTablePath', input.arrayTablePath), points.length),
+      ...arrayTaskLines(
+        requireAbsolutePath('arrayTablePath', input.arrayTablePath),
+        points.length,
+        input.firstPoint === undefined || input.firstPoint === 0
+          ? 0
+          : requirePositiveInt('firstPoint', input.firstPoint),
+      ),
     );
   }
   if (tune) lines.push('', ...tuneTaskLines(workers));
@@ -255,7 +266,7 @@ function gpuDirective(
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
 }
 
-function arrayTaskLines(tablePath: string, size: number): string[] {
+function arrayTaskLines(tablePath: string, size: number, firstPoint: number): string[] {
   return [
     '# Array task: its overrides come from the rendered table next to this script (read as data, never evaluated).',
     `kdgat_array_table=${shq(tablePath)}`,
@@ -271,7 +282,9 @@ function arrayTaskLines(tablePath: string, size: number): string[] {
     '  printf -v kdgat_value \'%b\' "$kdgat_encoded"',
     '  kdgat_point_overrides+=(-O "$kdgat_key" "$kdgat_value")',
     'done <"$kdgat_array_table"',
-    'kdgat_run_root=$kdgat_run_root/point_$kdgat_task',
+    firstPoint === 0
+      ? 'kdgat_run_root=$kdgat_run_root/point_$kdgat_task'
+      : `kdgat_run_root=$kdgat_run_root/point_$((kdgat_task + ${firstPoint}))`,
   ];
 }
 
@@ -310,12 +323,29 @@ function stagingLines(input: TrainJobInput): string[] {
     }
     return requireAbsolutePath(`layout.cacheDirs.${ds}`, dir);
   };
+  const scratchRoot = (): string => {
+    const dir = cacheDirFor(input.stage.dataset).replace(/\/+$/, '');
+    // The pipeline reads $KD_GAT_CACHE_ROOT/<dataset>: the cache dir must end in the dataset's name.
+    if (!dir.endsWith(`/${input.stage.dataset}`))
+      throw new TemplateInputError(
+        `layout.cacheDirs.${input.stage.dataset}`,
+        dir,
+        `a directory named after the dataset (…/${input.stage.dataset})`,
+      );
+    return dir.slice(0, -input.stage.dataset.length - 1) || '/';
+  };
+  if (input.stage.stage === 'preprocess') {
+    // The cache it builds must outlive the job (node-local $TMPDIR is deleted at job end), and
+    // there is nothing to stage before it exists: write it to scratch, where later stages stage it from.
+    return [
+      '# preprocess builds the graph cache in scratch (never $TMPDIR, which is deleted at job end).',
+      `export KD_GAT_CACHE_ROOT=${shq(scratchRoot())}`,
+    ];
+  }
   if (!staging.enabled) {
-    const dir = cacheDirFor(input.stage.dataset);
-    const root = dir.replace(/\/+$/, '').replace(/\/[^/]*$/, '') || '/';
     return [
       '# Staging is off for this experiment: the pipeline reads the scratch cache directly.',
-      `export KD_GAT_CACHE_ROOT=${shq(root)}`,
+      `export KD_GAT_CACHE_ROOT=${shq(scratchRoot())}`,
     ];
   }
   const datasets = staging.datasets.length > 0 ? staging.datasets : [input.stage.dataset];

@@ -234,6 +234,33 @@ describe('train job script in a sandbox', () => {
     expect(bad.stderr).toContain("SLURM_ARRAY_TASK_ID='3' is not a task of this array (0-2)");
   });
 
+  it('a chunk of a split sweep runs task i under point_<firstPoint + i>, where the next stage looks', () => {
+    const input = jobInput(site, {
+      sweepPoints: [{ 'training.seed': 3 }, { 'training.seed': 4 }],
+      firstPoint: 3,
+      arrayTablePath: join(sb.dir, 'chunk1.array.tsv'),
+    });
+    const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env({ SLURM_ARRAY_TASK_ID: '1' }) });
+    expect(r.status).toBe(0);
+    const argv = sb.calls('python')[0] ?? [];
+    expect(argv.slice(9, 11)).toEqual(['--run-root', join(input.runRoot, 'point_4')]);
+    expect(argv.slice(-2)).toEqual(['training.seed', '4']);
+  });
+
+  it('preprocess with staging on writes the cache to scratch and stages nothing (no empty cache, nothing lost in $TMPDIR)', () => {
+    const base = jobInput(site);
+    const input = jobInput(site, {
+      stage: { ...base.stage, id: 'preprocess', stage: 'preprocess' },
+      layout: { ...site.layout, cacheDirs: { hcrl_sa: join(site.layout.root, 'cache', 'hcrl_sa') } },
+    });
+    rmSync(join(site.layout.root, 'cache', 'hcrl_sa'), { recursive: true, force: true });
+    const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env() });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(join(site.layout.root, 'cache'));
+    expect(r.stdout).not.toMatch(/kdgat stage:/);
+  });
+
   it('multi-node DDP runs the pipeline through srun', () => {
     const base = jobInput(site);
     const input = jobInput(site, {

@@ -42,6 +42,16 @@ def load_splits(dataset: str, cfg: PipelineConfig) -> GraphSplits:
     return load_graphs(dataset, graph_params(cfg))
 
 
+def graph_cache_record(meta: dict[str, Any]) -> dict[str, Any]:
+    """What ``metrics.json`` keeps of the graph cache a stage read (key ``graph_cache``): the
+    runner compares it before a later run reads this stage's model (same parameters, same files)."""
+    return {
+        "params_digest": meta.get("params_digest"),
+        "source_digest": meta.get("source_digest"),
+        "params": meta.get("params"),
+    }
+
+
 def save_model(
     run_dir: Path,
     model: torch.nn.Module,

@@ -25,6 +25,7 @@ from kdgat.config import PipelineConfig, default_num_workers
 from kdgat.data import GraphSet, preprocess_dataset
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
 from kdgat.stages.common import (
+    graph_cache_record,
     graph_params,
     load_model,
     load_splits,
@@ -56,6 +57,11 @@ def run_preprocess(
         None,
         cache_hit=info.hit,
         cache=str(info.path),
+        graph_cache={
+            "params_digest": info.params_digest,
+            "source_digest": info.source_digest,
+            "params": graph_params(cfg).to_json(),
+        },
         graphs=info.graphs,
         messages=info.messages,
         malformed_rows=sum(int(f.get("malformed", 0)) for f in info.files),
@@ -112,6 +118,7 @@ def run_autoencoder(
         _base("autoencoder", model, scale, dataset),
         result,
         scores={"anomaly_auroc": auroc},
+        graph_cache=graph_cache_record(splits.meta),
     )
     return {"anomaly_auroc": auroc}
 
@@ -185,7 +192,13 @@ def run_curriculum(
     result = fit(module, cfg=cfg, run_dir=run_dir, train=None, val=splits.val, batch=batch)
     save_model(run_dir, net, model_name="gat", scale=scale, cfg=cfg, vocab_size=splits.vocab_size)
     scores_out = _evaluate(net, splits.test, splits.attack_types)
-    write_metrics(run_dir, _base("curriculum", model, scale, dataset), result, scores=scores_out["overall"])
+    write_metrics(
+        run_dir,
+        _base("curriculum", model, scale, dataset),
+        result,
+        scores=scores_out["overall"],
+        graph_cache=graph_cache_record(splits.meta),
+    )
     return scores_out["overall"]
 
 
@@ -224,6 +237,7 @@ def run_distillation(
         result,
         scores=scores_out["overall"],
         student_to_teacher_size=round(size, 4),
+        graph_cache=graph_cache_record(splits.meta),
     )
     return scores_out["overall"]
 
@@ -270,6 +284,7 @@ def run_evaluation(
         scores_by_attack=out["by_attack"],
         baseline_majority=out["baseline"],
         evaluated_model=str(path),
+        graph_cache=graph_cache_record(splits.meta),
     )
     return out["overall"]
 

@@ -65,7 +65,7 @@ export class LocalScheduler implements Scheduler {
 
   async submit(request: SubmitRequest): Promise<string> {
     this.#submitCalls++;
-    for (const dep of request.dependsOn) {
+    for (const dep of [...request.dependsOn, ...(request.aftercorr ?? [])]) {
       if (!readRecord(this.stateDir, dep)) {
         throw new SchedulerError(
           `local scheduler refused ${request.name}: dependency job ${dep} does not exist`,

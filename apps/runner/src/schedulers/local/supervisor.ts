@@ -1,4 +1,4 @@
-// One detached process per local job: waits for its afterok dependencies, runs the script's
+// One detached process per local job: waits for its afterok dependencies (and, task by task, aftercorr), runs the script's
 // tasks with bash (at most the array's %K at a time), emulates SLURM's environment, enforces
 // --time (with the --signal=B:SIG@lead warning first) and records every state change.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -209,6 +209,19 @@ function signalNumber(sig: NodeJS.Signals): number {
   return table[sig] ?? 1;
 }
 
+/**
+ * `aftercorr`: task i of this array waits for task i of each listed array. 'run' once they all
+ * completed, 'never' (with the dependency) once one of them ended otherwise, else 'wait'.
+ */
+function correspondingReady(task: LocalTaskRecord): { ready: 'run' | 'wait' | 'never'; dep?: string } {
+  for (const dep of record.request.aftercorr ?? []) {
+    const other = readRecord(stateDir, dep)?.tasks.find((t) => t.index === task.index);
+    if (!other || (!isActive(other.state) && other.state !== 'COMPLETED')) return { ready: 'never', dep };
+    if (other.state !== 'COMPLETED') return { ready: 'wait' };
+  }
+  return { ready: 'run' };
+}
+
 async function main(): Promise<void> {
   if (!(await waitForDependencies())) return;
   const arrayLimit = record.request.array?.concurrency || record.tasks.length;
@@ -225,11 +238,26 @@ async function main(): Promise<void> {
       queue.length = 0;
       save();
     }
-    while (queue.length > 0 && running.size < parallel) {
-      const p = runTask(queue.shift()!).finally(() => running.delete(p));
+    for (let i = 0; i < queue.length && running.size < parallel; ) {
+      const task = queue[i]!;
+      const { ready, dep } = correspondingReady(task);
+      if (ready === 'wait') {
+        task.reason = 'Dependency';
+        i++;
+        continue;
+      }
+      queue.splice(i, 1);
+      if (ready === 'never') {
+        task.state = 'CANCELLED';
+        task.reason = `DependencyNeverSatisfied (aftercorr:${dep})`;
+        task.endedAt = now();
+        save();
+        continue;
+      }
+      const p = runTask(task).finally(() => running.delete(p));
       running.add(p);
     }
-    if (running.size > 0) await Promise.race([...running, sleep(POLL_MS)]);
+    if (running.size > 0 || queue.length > 0) await Promise.race([...running, sleep(POLL_MS)]);
   }
 }
 

@@ -32,8 +32,14 @@ export function sbatchArgs(
   }
   // Dependencies on jobs that do not exist yet make --test-only fail: preflight checks the
   // resources only, submission adds the chain.
-  if (mode === 'submit' && request.dependsOn.length > 0) {
-    args.push(`--dependency=afterok:${request.dependsOn.join(':')}`, '--kill-on-invalid-dep=yes');
+  const corr = request.aftercorr ?? [];
+  if (mode === 'submit' && request.dependsOn.length + corr.length > 0) {
+    // Comma: every listed condition must hold.
+    const parts = [
+      ...(request.dependsOn.length > 0 ? [`afterok:${request.dependsOn.join(':')}`] : []),
+      ...(corr.length > 0 ? [`aftercorr:${corr.join(':')}`] : []),
+    ];
+    args.push(`--dependency=${parts.join(',')}`, '--kill-on-invalid-dep=yes');
   }
   args.push(request.scriptPath);
   return args;

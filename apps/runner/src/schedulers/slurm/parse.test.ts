@@ -29,6 +29,15 @@ describe('sbatch arguments', () => {
     ]);
   });
 
+  it('waits task by task (aftercorr) on arrays over the same points, and on whole jobs (afterok) otherwise', () => {
+    expect(sbatchArgs({ ...request, dependsOn: ['11'], aftercorr: ['12', '13'] }, 'submit')).toContain(
+      '--dependency=afterok:11,aftercorr:12:13',
+    );
+    expect(sbatchArgs({ ...request, dependsOn: [], aftercorr: ['12'] }, 'submit')).toContain(
+      '--dependency=aftercorr:12',
+    );
+  });
+
   it('preflights resources without the chain (its jobs do not exist yet)', () => {
     expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '--array=0-2%2', '/r/scripts/train.sbatch']);
   });
