@@ -1,4 +1,5 @@
-// Cluster presets with the figures of ../../../../shared/docs/DOMAIN.md (OSC's published node specs).
+// Cluster presets with OSC's published node specs (osc.edu, "Pitzer", "Ascend" and "Cardinal"
+// technical specifications: https://www.osc.edu/resources/technical_support/supercomputers).
 import { ClusterProfileSchema, type ClusterProfile, type ClusterProfileInput } from './schema.ts';
 
 const oscCommon = {

@@ -1,4 +1,5 @@
-// The domain rules of an environment (../../../../shared/docs/DOMAIN.md, "RAPIDS, cuGraph and PyG").
+// The domain rules of an environment: RAPIDS' published platform support (https://docs.rapids.ai/install)
+// and PyG's installation notes for cuGraph (https://pytorch-geometric.readthedocs.io).
 import { parseMatchSpec, versionOf, type MatchSpec } from './matchspec.ts';
 import type { EnvironmentSpec } from './schema.ts';
 
