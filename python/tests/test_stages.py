@@ -8,9 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+import lightning as L
 import pytest
 
 from kdgat.cli import main
+from kdgat.contract import CONTRACT, EPOCH_METRICS
+from kdgat.training.run import extra_callbacks
 
 FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
 
@@ -23,50 +26,35 @@ def metrics(run_root: Path, name: str) -> dict:
     return json.loads((run_root / "synth" / name / "metrics.json").read_text())
 
 
+class EpochMetrics(L.Callback):
+    """What a stage logs at the end of each validation epoch (what a pruner can watch)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.seen |= {k for k in trainer.callback_metrics if k.startswith("val_")}
+
+
 def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
-    assert (
-        kdgat(
-            run_root,
-            "autoencoder",
-            "--model",
-            "vgae",
-            "--scale",
-            "small",
-            "-O",
-            "training.max_epochs",
-            "2",
-        )
-        == 0
-    )
-    assert (
-        kdgat(
-            run_root,
-            "curriculum",
-            "--model",
-            "gat",
-            "--scale",
-            "large",
-            "-O",
-            "training.max_epochs",
-            "4",
-        )
-        == 0
-    )
-    assert (
-        kdgat(
-            run_root,
-            "distillation",
-            "--model",
-            "gat",
-            "--scale",
-            "small",
-            "-O",
-            "training.max_epochs",
-            "4",
-        )
-        == 0
-    )
-    assert kdgat(run_root, "evaluation", "--model", "gat", "--scale", "small") == 0
+    chain = [
+        ("autoencoder", "vgae", "small", "2"),
+        ("curriculum", "gat", "large", "4"),
+        ("distillation", "gat", "small", "4"),
+    ]
+    for stage, model, scale, epochs in chain:
+        logged = EpochMetrics()
+        with extra_callbacks(logged):
+            status = kdgat(
+                run_root, stage, "--model", model, "--scale", scale, "-O", "training.max_epochs", epochs
+            )
+        assert status == 0, stage
+        # The run contract says what each stage logs per epoch (the runner checks tune objectives with it).
+        assert logged.seen == set(EPOCH_METRICS[stage]), stage
+    logged = EpochMetrics()
+    with extra_callbacks(logged):
+        assert kdgat(run_root, "evaluation", "--model", "gat", "--scale", "small") == 0
+    assert logged.seen == set(EPOCH_METRICS["evaluation"]) == set()
     ev = metrics(run_root, "gat_small_evaluation")
     assert ev["status"] == "complete"
     assert ev["baseline_majority"]["f1"] == 0.0
@@ -225,9 +213,10 @@ def test_requeue_signal_checkpoints_acknowledges_and_resumes(
     time.sleep(1.0)
     proc.send_signal(signal.SIGUSR1)
     proc.stderr.read()
-    assert proc.wait(timeout=120) == 75
+    assert proc.wait(timeout=120) == CONTRACT.requeue.exit_status == 75
     run_dir = run_root / "synth" / "vgae_small_autoencoder"
     ack = json.loads((run_dir / "requeue_ack.json").read_text())
+    assert tuple(ack) == CONTRACT.requeue.ack_fields.stage
     assert Path(ack["checkpoint"]).exists() and ack["checkpoint"].endswith("last.ckpt")
     assert not (run_dir / "metrics.json").exists()
     first_epoch = ack["epoch"]

@@ -22,8 +22,7 @@ import torch
 from optuna.trial import FrozenTrial, TrialState
 
 from kdgat.config import PipelineConfig
-from kdgat.stages.common import MODEL_FILE
-from kdgat.training.callbacks import ACK_FILE
+from kdgat.contract import ACK_FILE, CONTRACT, MODEL_FILE
 from kdgat.tune.study import StudyConfig, open_study, read_config, suggest
 from kdgat.tune.worker import (
     FAILURE,
@@ -325,7 +324,7 @@ def test_the_requeue_signal_hands_the_trial_to_the_restarted_worker(
             if mid_trial is None:
                 time.sleep(0.1)
         proc.send_signal(signal.SIGUSR1)
-        assert proc.wait(timeout=120) == 75, _log_tail(first_log)
+        assert proc.wait(timeout=120) == CONTRACT.requeue.exit_status == 75, _log_tail(first_log)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -334,6 +333,7 @@ def test_the_requeue_signal_hands_the_trial_to_the_restarted_worker(
 
     ack = json.loads((run_root / STAGE_DIR / ACK_FILE).read_text())
     assert ack["worker"] == "77_0"
+    assert tuple(ack) == CONTRACT.requeue.ack_fields.tune
     interrupted = trial(study, mid_trial.number)
     assert interrupted.state == TrialState.FAIL, "the signal came after the trial ended: raise max_epochs"
     assert interrupted.system_attrs[STALE] is True

@@ -13,6 +13,16 @@ export { lockPackages, diffLocks, formatLockDiff, type LockDiff, type LockPackag
 export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu, rapidsSupportsGpu } from './environment/rules.ts';
 export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
+export {
+  RUN_CONTRACT,
+  RUN_CONTRACT_FILE,
+  RunContractSchema,
+  parseRunContract,
+  STAGE_METRICS,
+  runDirName,
+  runDirPath,
+  type RunContract,
+} from './contract/run-contract.ts';
 export * from './experiment/schema.ts';
 export {
   resolveExperiment,
@@ -27,7 +37,6 @@ export {
   SearchParamSchema,
   PrunerSchema,
   PLAN_PRUNER,
-  STAGE_METRICS,
   type TuneSpec,
   type ResolvedTune,
   type SearchParam,

@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 
+from kdgat import contract
+
 CACHE_ROOT_ENV = "KD_GAT_CACHE_ROOT"
 DATA_ROOT_ENV = "KD_GAT_DATA_ROOT"
 RUN_ROOT_ENV = "KD_GAT_RUN_ROOT"
@@ -62,6 +64,9 @@ def run_dir(
     scale: str,
     stage: str,
 ) -> Path:
-    """Run directory ``<run_root>/<dataset>/<model>_<scale>_<stage>/`` (not created here)."""
-    name = f"{_check_name('model', model)}_{_check_name('scale', scale)}_{_check_name('stage', stage)}"
+    """Run directory ``<run_root>/<dataset>/<model>_<scale>_<stage>/`` (the layout of
+    :mod:`kdgat.contract`; not created here)."""
+    name = contract.run_dir_name(
+        _check_name("model", model), _check_name("scale", scale), _check_name("stage", stage)
+    )
     return run_root(run_root_arg) / _check_name("dataset", dataset) / name

@@ -5,6 +5,8 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, symlink
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import {
   loadPipelineSchema,
+  runDirName,
+  runDirPath,
   stageInputProblems,
   type CacheIdentity,
   type EarlierOutput,
@@ -63,7 +65,7 @@ function outputOf(m: Manifest, stageId: string): { dir: string; stage: StageOfRu
     return `run ${m.runDir} has no stage ${stageId} (it has ${stages.map((s) => s.id).join(', ') || 'none'})`;
   if (job.array)
     return `stage ${stageId} of run ${m.runDir} is an array (a sweep or a study): name a run that trained it once`;
-  return { dir: join(job.runRoot, stage.dataset, `${stage.model}_${stage.scale}_${stage.stage}`), stage };
+  return { dir: join(job.runRoot, runDirPath(stage)), stage };
 }
 
 function earlierOutput(where: string, found: { dir: string; stage: StageOfRun }): EarlierOutput {
@@ -145,7 +147,7 @@ export function resolveStageInputs(
       }
       const linkName = basename(found.dir);
       const own = resolved.stages.find(
-        (s) => s.dataset === stage.dataset && `${s.model}_${s.scale}_${s.stage}` === linkName,
+        (s) => s.dataset === stage.dataset && runDirName(s) === linkName,
       );
       if (own) {
         problems.push(

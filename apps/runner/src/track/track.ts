@@ -1,6 +1,7 @@
 // Following a run: batched polls with backoff, a per-job status line, the tail of a running
 // task's log, and the final summary table with triage.
 import { isActive, isFailure, type JobState, type Scheduler, type TaskStatus } from '../schedulers/core.ts';
+import { runDirName } from '@kdgat/config';
 import type { Manifest, ManifestJob } from '../manifest/manifest.ts';
 import { findMetrics, keyMetrics, logPathsOf, tailFile, tailLogs } from './files.ts';
 import { triageTask, type Triage } from './triage.ts';
@@ -127,7 +128,9 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
       const root = taskRunRoot(p.job, t.arrayIndex);
       // A chain shares one run root: keep this stage's own `<model>_<scale>_<stage>/` outputs.
       const ownDir =
-        stage?.model && stage.scale && stage.stage ? `/${stage.model}_${stage.scale}_${stage.stage}/` : '/';
+        stage?.model && stage.scale && stage.stage
+          ? `/${runDirName({ model: stage.model, scale: stage.scale, stage: stage.stage })}/`
+          : '/';
       const metrics = findMetrics(root, 3)
         .filter((m) => p.job.array || !m.path.includes('/point_'))
         .filter((m) => m.path.includes(ownDir));

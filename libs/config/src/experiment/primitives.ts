@@ -1,8 +1,10 @@
 // The leaf schemas the experiment and tune schemas share (no imports from either: no cycle).
 import { z } from 'zod';
+import { STAGES } from '../contract/run-contract.ts';
 import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
 
-export const STAGES = ['preprocess', 'autoencoder', 'curriculum', 'distillation', 'evaluation'] as const;
+/** The pipeline's stages come from the run contract (python/src/kdgat/contract/run_contract.json). */
+export { STAGES };
 export const Stage = z.enum(STAGES);
 export const Model = z.enum(['gat', 'vgae']);
 export const Scale = z.enum(['large', 'small']);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { GpuType, SafeName, SlurmAccount, SlurmTime } from '../cluster/schema.ts';
+import { RUN_CONTRACT } from '../contract/run-contract.ts';
 import { REQUEUE_SIGNALS } from '../script-values.ts';
 
 export { STAGES, Stage, Model, Scale, ScalarSchema, OverrideKey, OverridesSchema, type Scalar, type StageName } from './primitives.ts';
@@ -95,13 +96,13 @@ export const ExperimentSpecSchema = z
     requeue: z
       .object({
         enabled: z.boolean().default(true),
-        signal: z.enum(REQUEUE_SIGNALS).default('USR1'),
+        signal: z.enum(REQUEUE_SIGNALS).default(RUN_CONTRACT.requeue.defaultSignal),
         /** Seconds before the time limit at which SLURM sends the signal (--signal=B:SIG@lead). */
         leadSeconds: z.number().int().min(10).max(3600).default(300),
         maxRestarts: z.number().int().min(0).max(100).default(3),
       })
       .strict()
-      .default({ enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 }),
+      .default({ enabled: true, signal: RUN_CONTRACT.requeue.defaultSignal, leadSeconds: 300, maxRestarts: 3 }),
     /** A hyperparameter search over one stage (`nx run runner:tune`); see tune.ts. */
     tune: TuneSchema.optional(),
     /** The most this experiment may charge, in the cluster's billing unit (charging.unit): a plan whose worst case is over it is refused. */

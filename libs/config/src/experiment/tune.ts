@@ -3,6 +3,7 @@
 // The defaults are the plan's pruning policy (Hyperband 3/100/3 inside a PatientPruner(4)).
 import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
+import { STAGE_METRICS } from '../contract/run-contract.ts';
 import { validateOverrides } from './overrides.ts';
 import { OverrideKey, ScalarSchema, type StageName } from './primitives.ts';
 
@@ -74,13 +75,6 @@ export const PLAN_PRUNER: PrunerSpec = {
   maxResource: 100,
   reductionFactor: 3,
   patient: { patience: 4, minDelta: 0 },
-};
-
-/** What each training stage logs once per validation epoch (what a pruner can watch). */
-export const STAGE_METRICS: Partial<Record<StageName, readonly string[]>> = {
-  autoencoder: ['val_loss'],
-  curriculum: ['val_loss', 'val_acc'],
-  distillation: ['val_loss', 'val_acc'],
 };
 
 export const TuneSchema = z

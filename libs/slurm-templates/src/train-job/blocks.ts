@@ -3,13 +3,14 @@
  * of bash; every interpolated value goes through `shq` or has been checked against a safe pattern.
  * Shell variables are prefixed `kdgat_` because the staging script is sourced into the same shell.
  */
+import { RUN_CONTRACT } from '@kdgat/config';
 import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { shq } from '../quote/shq.ts';
 import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
 
 /** Exit status of the pipeline after it checkpointed on the requeue signal (EX_TEMPFAIL). */
-export const REQUEUE_EXIT_STATUS = 75;
+export const REQUEUE_EXIT_STATUS = RUN_CONTRACT.requeue.exitStatus;
 /** Exit status when the node lacks something the profile needs (EX_UNAVAILABLE). */
 export const UNAVAILABLE_EXIT_STATUS = 69;
 

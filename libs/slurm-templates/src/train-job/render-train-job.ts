@@ -2,7 +2,7 @@
  * The per-run SLURM job script (one run, or an array over sweep points), in the manner of submitit's
  * `_make_sbatch_string`: a pure function from validated config values to text.
  */
-import { parseSlurmTime } from '@kdgat/config';
+import { parseSlurmTime, runDirPath } from '@kdgat/config';
 import type {
   EnvironmentView,
   LayoutView,
@@ -92,7 +92,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   const arraySize = tune ? workers : points.length;
   const isArray = points.length > 0;
   const jobName = jobNameFor(input.experiment, stage.id);
-  const runSuffix = `/${stage.dataset}/${stage.model}_${stage.scale}_${stage.stage}`;
+  const runSuffix = `/${runDirPath(stage)}`;
   const runRoot = requireAbsolutePath('runRoot', input.runRoot);
   const multiTask = r.nodes > 1 || r.ntasksPerNode > 1;
 

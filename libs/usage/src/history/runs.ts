@@ -3,6 +3,7 @@
 // run under the runs root (`<runsRoot>/<experiment>/<run>/manifest.json`).
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { runDirName } from '@kdgat/config';
 import { readJobRecords, taskUsage, type TaskUsage } from '../records/record.ts';
 
 /** What of a runner manifest this module reads. */
@@ -38,7 +39,7 @@ export function stageKeyOf(run: RunLike, stageId: string): StageKey | undefined 
 }
 
 export function suffixOf(k: StageKey): string {
-  return join(k.dataset, `${k.model}_${k.scale}_${k.stage}`);
+  return join(k.dataset, runDirName(k));
 }
 
 /** Every task of a run with its pipeline dir and, once it has run, its usage. */

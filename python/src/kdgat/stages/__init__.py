@@ -1,8 +1,8 @@
-"""The pipeline's stages (see :mod:`kdgat.stages.run`)."""
+"""The pipeline's stages (see :mod:`kdgat.stages.run`); their names and order come from the run
+contract (:mod:`kdgat.contract`)."""
 
+from kdgat.contract import STAGES
 from kdgat.stages.common import StageInputError
 from kdgat.stages.run import run_stage
-
-STAGES = ("preprocess", "autoencoder", "curriculum", "distillation", "evaluation")
 
 __all__ = ["STAGES", "StageInputError", "run_stage"]

@@ -14,13 +14,12 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from kdgat import paths
 from kdgat.config import PipelineConfig
+from kdgat.contract import METRICS_FILE, MODEL_FILE
 from kdgat.data import GraphParams, GraphSplits, load_graphs
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
 from kdgat.training.run import FitResult
 
 log = logging.getLogger("kdgat.stages")
-
-MODEL_FILE = "model.pt"
 
 
 class StageInputError(RuntimeError):
@@ -112,7 +111,7 @@ def is_rank_zero() -> bool:
 
 def write_metrics(run_dir: Path, base: dict[str, Any], fit: FitResult | None = None, **extra: Any) -> Path:
     """Writes ``metrics.json`` atomically (rank 0 only under DDP)."""
-    path = run_dir / "metrics.json"
+    path = run_dir / METRICS_FILE
     if not is_rank_zero():
         return path
     doc: dict[str, Any] = {**base, "status": "complete", "finished_at": time.time()}

@@ -17,10 +17,15 @@ import psutil
 import torch
 from lightning.pytorch.profilers import PassThroughProfiler
 
-log = logging.getLogger("kdgat.training")
+from kdgat.contract import (
+    ACK_FILE,
+    CHECKPOINT_FILE,
+    DEFAULT_REQUEUE_SIGNAL,
+    PROFILER_DIR,
+    REQUEUE_SIGNAL_ENV,
+)
 
-REQUEUE_EXIT = 75  # EX_TEMPFAIL: checkpointed, please requeue
-ACK_FILE = "requeue_ack.json"
+log = logging.getLogger("kdgat.training")
 
 
 class MemoryMonitorCallback(L.Callback):
@@ -150,7 +155,7 @@ class ProfilerCallback(L.Callback):
     trace and a table of the top operators to ``<run_dir>/profiler_traces/``."""
 
     def __init__(self, run_dir: Path, steps: int) -> None:
-        self.out = run_dir / "profiler_traces"
+        self.out = run_dir / PROFILER_DIR
         self.steps = steps
         self.prof: torch.profiler.profile | None = None
         self.done = False
@@ -191,11 +196,12 @@ class ProfilerCallback(L.Callback):
 class RequeueCallback(L.Callback):
     """The pre-timeout handshake with the job script: on the signal (``KD_GAT_REQUEUE_SIGNAL``,
     default USR1) the current step finishes, a checkpoint is saved, ``requeue_ack.json`` is
-    written and training stops; the stage then exits with status 75 so the script requeues."""
+    written and training stops; the stage then exits with ``REQUEUE_EXIT_STATUS`` (75) so the script
+    requeues (all three from :mod:`kdgat.contract`)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.signame = os.environ.get("KD_GAT_REQUEUE_SIGNAL", "USR1").upper().removeprefix("SIG")
+        self.signame = os.environ.get(REQUEUE_SIGNAL_ENV, DEFAULT_REQUEUE_SIGNAL).upper().removeprefix("SIG")
         self.requested = False
         self.acknowledged = False
 
@@ -221,7 +227,7 @@ class RequeueCallback(L.Callback):
     def _check(self, trainer: L.Trainer) -> None:
         if not self.requested or self.acknowledged:
             return
-        ckpt = self.run_dir / "checkpoints" / "last.ckpt"
+        ckpt = self.run_dir / CHECKPOINT_FILE
         trainer.save_checkpoint(ckpt)
         (self.run_dir / ACK_FILE).write_text(
             json.dumps(

@@ -13,9 +13,9 @@ import lightning as L
 import psutil
 import torch
 
+from kdgat.contract import HISTORY_FILE
 from kdgat.training.callbacks import DataWaitCallback
 
-HISTORY_FILE = "history.csv"
 COLUMNS = (
     "epoch",
     "time",

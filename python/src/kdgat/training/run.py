@@ -27,6 +27,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
 from kdgat.config import PipelineConfig, default_num_workers
+from kdgat.contract import CHECKPOINT_FILE
 from kdgat.training import faults
 from kdgat.training.batch_size import BatchSizeChoice, heuristic_batch_size, trial_batch_size
 from kdgat.training.callbacks import (
@@ -184,8 +185,8 @@ def fit(
     :class:`RequeueRequested` after the signal handshake. ``train=None``: the module makes its own
     training loader each epoch (curriculum) from its ``batch_size`` attribute."""
     t0 = time.perf_counter()
-    ckpt_dir = run_dir / "checkpoints"
-    resume = ckpt_dir / "last.ckpt"
+    resume = run_dir / CHECKPOINT_FILE
+    ckpt_dir = resume.parent
     precision = precision_for(cfg)
     snapshot = run_dir / "memory_snapshot.pickle" if cfg.training.memory_snapshot else None
     batch_size = batch.batch_size

@@ -37,8 +37,14 @@ from optuna.trial import TrialState
 
 from kdgat import paths
 from kdgat.config import build_config
+from kdgat.contract import (
+    ACK_FILE,
+    DEFAULT_REQUEUE_SIGNAL,
+    METRICS_FILE,
+    REQUEUE_EXIT_STATUS,
+    REQUEUE_SIGNAL_ENV,
+)
 from kdgat.stages import run_stage
-from kdgat.training.callbacks import ACK_FILE
 from kdgat.training.run import RequeueRequested, extra_callbacks
 from kdgat.tune.study import StudyConfig, open_study, read_config, suggest
 
@@ -251,7 +257,7 @@ class Worker:
         self.study = open_study(study_dir, self.cfg, worker_index=self.me.index)
 
     def _arm_signal(self) -> None:
-        name = os.environ.get("KD_GAT_REQUEUE_SIGNAL", "USR1").upper().removeprefix("SIG")
+        name = os.environ.get(REQUEUE_SIGNAL_ENV, DEFAULT_REQUEUE_SIGNAL).upper().removeprefix("SIG")
 
         def handler(_sig: int, _frame: Any) -> None:
             log.warning("received SIG%s: this worker stops after checkpointing its state", name)
@@ -260,7 +266,8 @@ class Worker:
         signal.signal(getattr(signal, f"SIG{name}"), handler)
 
     def run(self, *, poll_seconds: float | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
-        """Pulls trials until the study has ``nTrials`` finished; 75 after a requeue signal."""
+        """Pulls trials until the study has ``nTrials`` finished; ``REQUEUE_EXIT_STATUS`` after a requeue
+        signal."""
         self._arm_signal()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         poll = poll_seconds if poll_seconds is not None else min(10.0, self.cfg.heartbeat_seconds)
@@ -371,7 +378,8 @@ class Worker:
 
     def _requeue(self, trial: optuna.Trial | None) -> int:
         """The time limit is near: give the current trial back (failed as interrupted, retried by
-        whichever worker comes first), acknowledge, exit 75 for the job script's requeue."""
+        whichever worker comes first), acknowledge, exit ``REQUEUE_EXIT_STATUS`` for the job script's
+        requeue."""
         if trial is not None:
             frozen = self.study._storage.get_trial(trial._trial_id)
             _fail_as_lost(
@@ -383,7 +391,7 @@ class Worker:
         self.summary.requeued = True
         self._write_summary()
         (self.run_dir / ACK_FILE).write_text(json.dumps({"time": time.time(), "worker": self.me.key}))
-        return 75
+        return REQUEUE_EXIT_STATUS
 
     def _write_summary(self) -> None:
         """``worker.json`` and a ``metrics.json`` for the job epilog (peak GPU memory of this worker)."""
@@ -398,7 +406,7 @@ class Worker:
             **self.summary.__dict__,
             "peak_gpu_mem_mb": None if peak is None else round(peak, 1),
         }
-        for name in ("worker.json", "metrics.json"):
+        for name in ("worker.json", METRICS_FILE):
             path = self.run_dir / name
             tmp = path.with_suffix(".json.partial")
             tmp.write_text(json.dumps(doc, indent=2))

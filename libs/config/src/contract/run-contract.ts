@@ -1,0 +1,93 @@
+// The run contract: the facts the job scripts, the runner and the Python pipeline share (requeue exit
+// status, acknowledgement file, signal variable, run-dir layout, the stages and what each logs per
+// epoch). Declared once, in python/src/kdgat/contract/run_contract.json — shipped inside the Python
+// package, so the pipeline on a compute node has it — and read here, validated at load.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { REQUEUE_SIGNALS } from '../script-values.ts';
+
+/** Where the file lives (the Python package's `kdgat/contract/`). */
+export const RUN_CONTRACT_FILE = new URL(
+  '../../../../python/src/kdgat/contract/run_contract.json',
+  import.meta.url,
+);
+
+const Ident = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a snake_case name');
+const FileName = z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name');
+const RelPath = z.string().regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'a path relative to the run dir');
+
+export const RunContractSchema = z
+  .object({
+    $comment: z.string().optional(),
+    requeue: z
+      .object({
+        exitStatus: z.number().int().min(1).max(255),
+        signalEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name'),
+        defaultSignal: z.enum(REQUEUE_SIGNALS),
+        ackFile: FileName,
+        ackFields: z.object({ stage: z.array(Ident).min(1), tune: z.array(Ident).min(1) }).strict(),
+      })
+      .strict(),
+    runDir: z
+      .object({
+        layout: z.string(),
+        nameParts: z.array(z.enum(['model', 'scale', 'stage'])).length(3),
+        separator: z.string().length(1),
+        files: z
+          .object({
+            metrics: FileName,
+            checkpoint: RelPath,
+            model: FileName,
+            history: FileName,
+            profilerTraces: FileName,
+          })
+          .strict(),
+      })
+      .strict(),
+    stages: z
+      .array(
+        z
+          .object({
+            name: z.string().regex(/^[a-z]+$/, 'a lower-case stage name'),
+            epochMetrics: z.array(Ident),
+          })
+          .strict(),
+      )
+      .min(1),
+  })
+  .strict();
+
+export type RunContract = z.infer<typeof RunContractSchema>;
+
+/** Parses the contract's text, throwing an error that names the file, the field and what was expected. */
+export function parseRunContract(text: string, file: string = RUN_CONTRACT_FILE.pathname): RunContract {
+  const parsed = RunContractSchema.safeParse(JSON.parse(text));
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new Error(`${file} is not a valid run contract: ${problems}`);
+  }
+  return parsed.data;
+}
+
+export const RUN_CONTRACT: RunContract = parseRunContract(readFileSync(RUN_CONTRACT_FILE, 'utf8'));
+
+/** The pipeline's stages, in order. */
+export const STAGES: readonly [string, ...string[]] = (() => {
+  const names = RUN_CONTRACT.stages.map((s) => s.name);
+  return [names[0]!, ...names.slice(1)];
+})();
+
+/** What each training stage logs once per validation epoch (what a pruner can watch); stages that train nothing are absent. */
+export const STAGE_METRICS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
+  RUN_CONTRACT.stages.filter((s) => s.epochMetrics.length > 0).map((s) => [s.name, s.epochMetrics]),
+);
+
+/** The run dir's own name, `<model>_<scale>_<stage>`. */
+export function runDirName(run: { model: string; scale: string; stage: string }): string {
+  return RUN_CONTRACT.runDir.nameParts.map((p) => run[p]).join(RUN_CONTRACT.runDir.separator);
+}
+
+/** A run dir below its run root: `<dataset>/<model>_<scale>_<stage>` (join it onto the run root). */
+export function runDirPath(run: { dataset: string; model: string; scale: string; stage: string }): string {
+  return `${run.dataset}/${runDirName(run)}`;
+}
