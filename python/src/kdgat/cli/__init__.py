@@ -13,7 +13,7 @@ from kdgat.config import ConfigError, build_config, json_schema
 from kdgat.contract import REQUEUE_EXIT_STATUS
 from kdgat.data import DataError, write_synthetic_dataset
 from kdgat.stages import STAGES, StageInputError, run_stage
-from kdgat.training.run import RequeueRequested
+from kdgat.training.fit import RequeueRequested
 
 USER_ERROR = 2
 

@@ -79,7 +79,7 @@ class DataWaitCallback(L.Callback):
     """The share of the training loop spent waiting on the DataLoader, and the loop's graphs/s.
 
     Waiting: Lightning fetching the next batch (timed by :class:`LoaderWaitProfiler`, which
-    :func:`kdgat.training.run.make_trainer` installs), plus, in each epoch, the time from the epoch's
+    :func:`kdgat.training.fit.make_trainer` installs), plus, in each epoch, the time from the epoch's
     start to its first fetch (where a new epoch starts the loader's workers). The loop: each epoch's
     start to the end of its last training batch, validation inside it excluded. Checked against the
     time blocked in the loader's iterator in bench/train-throughput (emulate mode). Without the

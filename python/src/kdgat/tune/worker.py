@@ -45,7 +45,7 @@ from kdgat.contract import (
     REQUEUE_SIGNAL_ENV,
 )
 from kdgat.stages import run_stage
-from kdgat.training.run import RequeueRequested, extra_callbacks
+from kdgat.training.fit import RequeueRequested, extra_callbacks
 from kdgat.tune.study import StudyConfig, open_study, read_config, suggest
 
 log = logging.getLogger("kdgat.tune")
