@@ -14,8 +14,7 @@ import pytest
 import kdgat.contract
 from kdgat import cli, paths
 from kdgat.stages.dispatch import RUNNERS
-from kdgat.training.callbacks import RequeueCallback
-from kdgat.training.fit import RequeueRequested
+from kdgat.training.requeue import RequeueCallback, RequeueRequested
 
 RAW: dict[str, Any] = json.loads(
     (Path(kdgat.contract.__file__).parent / "run_contract.json").read_text(encoding="utf-8")
