@@ -126,7 +126,7 @@ def one_run(
     from kdgat.models import build_model
     from kdgat.training.callbacks import DataWaitCallback
     from kdgat.training.modules import ClassifierModule
-    from kdgat.training.run import make_loader, make_trainer
+    from kdgat.training.fit import make_loader, make_trainer
 
     cfg = build_config(
         "large",

@@ -13,8 +13,8 @@ import pytest
 
 import kdgat.contract
 from kdgat import cli, paths
-from kdgat.training.callbacks import RequeueCallback
-from kdgat.training.run import RequeueRequested
+from kdgat.stages.dispatch import RUNNERS
+from kdgat.training.requeue import RequeueCallback, RequeueRequested
 
 RAW: dict[str, Any] = json.loads(
     (Path(kdgat.contract.__file__).parent / "run_contract.json").read_text(encoding="utf-8")
@@ -28,6 +28,7 @@ def test_the_cli_has_one_subcommand_per_stage_of_the_file_in_its_order() -> None
     stages = [s["name"] for s in RAW["stages"]]
     assert commands[: len(stages)] == stages
     assert tuple(stages) == kdgat.contract.STAGES
+    assert list(RUNNERS) == stages  # every stage of the file runs, and nothing else
 
 
 def test_run_dirs_follow_the_files_layout(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from kdgat.models import GATWithJK, build_model, layers
 from kdgat.models.layers import EdgeFeatureCuGraphGATConv
 from kdgat.training import faults
 from kdgat.training.batch_size import BatchSizeChoice
+from kdgat.training.fit import fit, precision_for
 from kdgat.training.modules import VGAEModule
-from kdgat.training.run import fit, precision_for
 
 FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
 

@@ -13,7 +13,7 @@ import pytest
 
 from kdgat.cli import main
 from kdgat.contract import CONTRACT, EPOCH_METRICS
-from kdgat.training.run import extra_callbacks
+from kdgat.training.fit import extra_callbacks
 
 FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
 

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 from kdgat.config import ConfigError, build_config, json_schema
-from kdgat.contract import REQUEUE_EXIT_STATUS
 from kdgat.data import DataError, write_synthetic_dataset
 from kdgat.stages import STAGES, StageInputError, run_stage
-from kdgat.training.run import RequeueRequested
+from kdgat.training import requeue
 
 USER_ERROR = 2
 
@@ -109,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 0
-    except RequeueRequested as e:
+    except requeue.RequeueRequested as e:
         print(
-            f"kdgat: checkpointed to {e} on the requeue signal; exiting {REQUEUE_EXIT_STATUS} for a requeue",
+            f"kdgat: checkpointed to {e} on the requeue signal; exiting {requeue.EXIT_STATUS} for a requeue",
             file=sys.stderr,
         )
-        return REQUEUE_EXIT_STATUS
+        return requeue.EXIT_STATUS
     except (ConfigError, DataError, StageInputError, ValueError) as e:  # StudyError is a ValueError
         print(f"kdgat: error: {e}", file=sys.stderr)
         return USER_ERROR

@@ -3,7 +3,7 @@
 same file (``RUN_CONTRACT`` of ``@kdgat/config``); nothing here is declared a second time.
 
 - the requeue handshake: exit status, acknowledgement file and its fields, the signal variable
-  and its default (the handshake itself: :class:`kdgat.training.callbacks.RequeueCallback`);
+  and its default (the handshake itself: :mod:`kdgat.training.requeue`);
 - the run-dir layout ``<run-root>/<dataset>/<model>_<scale>_<stage>/`` and the files in it;
 - the stages, in order, with the metrics each logs once per validation epoch.
 """

@@ -14,14 +14,9 @@ Public API (shapes in the docstrings of each name):
 - :func:`build_window_graphs` — messages -> collated :class:`WindowGraphs` (raw features).
 """
 
-from kdgat.data.dataset import (
-    CacheInfo,
-    GraphSet,
-    GraphSplits,
-    list_sources,
-    load_graphs,
-    preprocess_dataset,
-)
+from kdgat.data.build import list_sources, preprocess_dataset
+from kdgat.data.cache import CacheInfo
+from kdgat.data.dataset import GraphSet, GraphSplits, load_graphs
 from kdgat.data.errors import DataError
 from kdgat.data.graphs import (
     EDGE_FEATURES,

@@ -42,7 +42,7 @@ Edge features (``EDGE_FEATURES``, 11 columns) of edge ``a -> b`` with transition
 where ``deg(v)`` is the number of the window's transitions that have ``v`` as source plus the
 number that have it as target (with multiplicity; a self-loop adds 2). These follow the meaning of
 the published KD-GAT preprocessing; normalisation to zero mean / unit variance over benign
-training rows happens afterwards (:mod:`kdgat.data.dataset`).
+training rows happens afterwards (:mod:`kdgat.data.build`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""What the stages share: the run directory, model files, inputs of earlier stages, metrics.json."""
+"""What the stages share: model files, inputs of earlier stages, metrics.json, the graphs batch sizing
+tries, the losses it tries them with and the class weights."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from typing import Any
 
 import torch
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
+from torch_geometric.data import Batch, Data
 
 from kdgat import paths
 from kdgat.config import PipelineConfig
 from kdgat.contract import METRICS_FILE, MODEL_FILE
-from kdgat.data import GraphParams, GraphSplits, load_graphs
+from kdgat.data import GraphParams, GraphSet, GraphSplits, load_graphs
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
-from kdgat.training.run import FitResult
+from kdgat.training.fit import FitResult
 
 log = logging.getLogger("kdgat.stages")
 
@@ -153,3 +155,22 @@ def _default(o: Any) -> Any:
     if isinstance(o, torch.Tensor):
         return o.tolist()
     raise TypeError(type(o))
+
+
+def samples(data: GraphSet, n: int = 64) -> list[Data]:
+    """The graphs batch sizing runs its trial passes on."""
+    return [data[i] for i in range(min(n, len(data)))]
+
+
+def classifier_loss(m: torch.nn.Module, b: Batch) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(m(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1))
+
+
+def vgae_loss(m: torch.nn.Module, b: Batch) -> torch.Tensor:
+    assert isinstance(m, GraphAutoencoderNeighborhood)
+    return m.loss(b.x, b.edge_index, b.edge_attr, b.batch)
+
+
+def class_weight(y: torch.Tensor) -> torch.Tensor:
+    counts = torch.bincount(y.long(), minlength=2).float().clamp(min=1)
+    return counts.sum() / (2 * counts)

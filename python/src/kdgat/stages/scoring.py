@@ -1,9 +1,14 @@
-"""Evaluation scores: overall and per attack type (torchmetrics)."""
+"""Evaluation scores: overall and per attack type (torchmetrics), a classifier's evaluation on a split
+and the VGAE's anomaly score per window."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
 from torchmetrics.functional.classification import (
     binary_accuracy,
     binary_auroc,
@@ -13,6 +18,9 @@ from torchmetrics.functional.classification import (
     binary_recall,
     binary_specificity,
 )
+
+from kdgat.data import GraphSet
+from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 
 
 def binary_scores(prob: Tensor, y: Tensor) -> dict[str, float]:
@@ -50,3 +58,26 @@ def scores_by_attack(
 def majority_baseline(y: Tensor) -> dict[str, float]:
     """Scores of always answering the training majority class (the trivial baseline)."""
     return binary_scores(torch.zeros_like(y, dtype=torch.float), y)
+
+
+@torch.no_grad()
+def anomaly_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet) -> torch.Tensor:
+    loader = DataLoader(data, batch_size=256, shuffle=False)  # type: ignore[arg-type]
+    return torch.cat([vgae.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch) for b in loader])
+
+
+@torch.no_grad()
+def evaluate(net: GATWithJK, data: GraphSet, names: tuple[str, ...]) -> dict[str, Any]:
+    net.eval()
+    loader = DataLoader(data, batch_size=256, shuffle=False)  # type: ignore[arg-type]
+    probs = []
+    for b in loader:
+        assert isinstance(b, Batch)
+        probs.append(torch.softmax(net(b.x, b.edge_index, b.edge_attr, b.batch), -1)[:, 1])
+    prob = torch.cat(probs)
+    y, attack = data.y.view(-1), data.attack_type.view(-1)
+    return {
+        "overall": binary_scores(prob, y),
+        "by_attack": scores_by_attack(prob, y, attack, names),
+        "baseline": majority_baseline(y),
+    }

@@ -1,11 +1,9 @@
-"""Lightning callbacks: memory, profiling (P2), data-loader wait, and the requeue handshake."""
+"""Lightning callbacks: memory, profiling (P2) and data-loader wait (the requeue handshake's callback is
+in :mod:`kdgat.training.requeue`)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,13 +15,7 @@ import psutil
 import torch
 from lightning.pytorch.profilers import PassThroughProfiler
 
-from kdgat.contract import (
-    ACK_FILE,
-    CHECKPOINT_FILE,
-    DEFAULT_REQUEUE_SIGNAL,
-    PROFILER_DIR,
-    REQUEUE_SIGNAL_ENV,
-)
+from kdgat.contract import PROFILER_DIR
 
 log = logging.getLogger("kdgat.training")
 
@@ -79,7 +71,7 @@ class DataWaitCallback(L.Callback):
     """The share of the training loop spent waiting on the DataLoader, and the loop's graphs/s.
 
     Waiting: Lightning fetching the next batch (timed by :class:`LoaderWaitProfiler`, which
-    :func:`kdgat.training.run.make_trainer` installs), plus, in each epoch, the time from the epoch's
+    :func:`kdgat.training.fit.make_trainer` installs), plus, in each epoch, the time from the epoch's
     start to its first fetch (where a new epoch starts the loader's workers). The loop: each epoch's
     start to the end of its last training batch, validation inside it excluded. Checked against the
     time blocked in the loader's iterator in bench/train-throughput (emulate mode). Without the
@@ -191,63 +183,6 @@ class ProfilerCallback(L.Callback):
         if self.prof is not None:
             self.prof.__exit__(None, None, None)
             self.prof = None
-
-
-class RequeueCallback(L.Callback):
-    """The pre-timeout handshake with the job script: on the signal (``KD_GAT_REQUEUE_SIGNAL``,
-    default USR1) the current step finishes, a checkpoint is saved, ``requeue_ack.json`` is
-    written and training stops; the stage then exits with ``REQUEUE_EXIT_STATUS`` (75) so the script
-    requeues (all three from :mod:`kdgat.contract`)."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.signame = os.environ.get(REQUEUE_SIGNAL_ENV, DEFAULT_REQUEUE_SIGNAL).upper().removeprefix("SIG")
-        self.requested = False
-        self.acknowledged = False
-
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        signum = getattr(signal, f"SIG{self.signame}")
-        previous = signal.getsignal(signum)
-        self._restore = (signum, previous)
-
-        def handler(sig: int, frame: Any) -> None:
-            log.warning("received SIG%s: checkpointing at the end of this step for a requeue", self.signame)
-            self.requested = True
-            if callable(previous):  # an outer handler (the tune worker's) hears it too
-                previous(sig, frame)
-
-        signal.signal(signum, handler)
-        log.info("requeue handshake armed on SIG%s", self.signame)
-
-    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        restore = getattr(self, "_restore", None)
-        if restore is not None:
-            signal.signal(*restore)
-
-    def _check(self, trainer: L.Trainer) -> None:
-        if not self.requested or self.acknowledged:
-            return
-        ckpt = self.run_dir / CHECKPOINT_FILE
-        trainer.save_checkpoint(ckpt)
-        (self.run_dir / ACK_FILE).write_text(
-            json.dumps(
-                {
-                    "time": time.time(),
-                    "epoch": trainer.current_epoch,
-                    "global_step": trainer.global_step,
-                    "checkpoint": str(ckpt),
-                }
-            )
-        )
-        self.acknowledged = True
-        trainer.should_stop = True
-        log.warning("checkpoint %s saved and acknowledged; stopping for the requeue", ckpt)
-
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
-        self._check(trainer)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._check(trainer)
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """Test-only fault injection: a simulated CUDA out-of-memory error, so the OOM back-off of
-:func:`kdgat.training.run.fit` and the trial batch search (P3) run their GPU branches on a machine
+:func:`kdgat.training.fit.fit` and the trial batch search (P3) run their GPU branches on a machine
 without a GPU.
 
 Off unless a test turns it on, with :func:`simulate_oom` in-process or, for a pipeline started as a

@@ -1,14 +1,21 @@
-"""LightningModules of the stages: VGAE reconstruction, GAT classification, KD distillation."""
+"""LightningModules of the stages: VGAE reconstruction, GAT classification, KD distillation, and the
+curriculum (easy windows first)."""
 
 from __future__ import annotations
+
+import math
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
 
+from kdgat.config import PipelineConfig
+from kdgat.data import GraphSet
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
+from kdgat.training.fit import make_loader
 
 
 class VGAEModule(L.LightningModule):
@@ -89,3 +96,31 @@ class ClassifierModule(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.model.parameters(), lr=self.lr)
+
+
+class CurriculumModule(ClassifierModule):
+    """Trains on the easiest windows first and adds harder ones each epoch: from half the training
+    set in the first epoch to all of it by the last. Difficulty: how wrong the VGAE's anomaly score
+    is about a window (a benign window that reconstructs badly, an attack that reconstructs well)."""
+
+    def __init__(
+        self,
+        model: GATWithJK,
+        lr: float,
+        *,
+        train: GraphSet,
+        order: torch.Tensor,
+        cfg: PipelineConfig,
+        class_weight: torch.Tensor,
+    ) -> None:
+        super().__init__(model, lr, class_weight=class_weight)
+        self.train_set = train
+        self.order = order
+        self.cfg = cfg
+        self.batch_size = cfg.training.batch_size
+
+    def train_dataloader(self) -> DataLoader:
+        epochs = max(1, self.cfg.training.max_epochs - 1)
+        share = min(1.0, 0.5 + 0.5 * self.current_epoch / epochs)
+        n = max(1, math.ceil(share * len(self.order)))
+        return make_loader(self.train_set.subset(self.order[:n]), self.cfg, self.batch_size, shuffle=True)

@@ -12,7 +12,7 @@ No trial stays RUNNING forever:
   requeued worker), and enqueues a retry with the same values (``maxRetries`` per trial) in the
   same run root, so the retry resumes from the lost trial's last epoch checkpoint;
 - on the requeue signal a worker fails its current trial as interrupted, enqueues its retry,
-  acknowledges and exits 75 (the job script requeues it).
+  acknowledges and exits 75 (the job script requeues it; :mod:`kdgat.training.requeue`).
 The last workers wait for the trials still running elsewhere, so a worker dying late is covered.
 """
 
@@ -21,14 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import lightning as L
 import optuna
@@ -37,15 +35,11 @@ from optuna.trial import TrialState
 
 from kdgat import paths
 from kdgat.config import build_config
-from kdgat.contract import (
-    ACK_FILE,
-    DEFAULT_REQUEUE_SIGNAL,
-    METRICS_FILE,
-    REQUEUE_EXIT_STATUS,
-    REQUEUE_SIGNAL_ENV,
-)
+from kdgat.contract import METRICS_FILE
 from kdgat.stages import run_stage
-from kdgat.training.run import RequeueRequested, extra_callbacks
+from kdgat.training import requeue
+from kdgat.training.fit import extra_callbacks
+from kdgat.training.requeue import RequeueRequested
 from kdgat.tune.study import StudyConfig, open_study, read_config, suggest
 
 log = logging.getLogger("kdgat.tune")
@@ -257,16 +251,16 @@ class Worker:
         self.study = open_study(study_dir, self.cfg, worker_index=self.me.index)
 
     def _arm_signal(self) -> None:
-        name = os.environ.get(REQUEUE_SIGNAL_ENV, DEFAULT_REQUEUE_SIGNAL).upper().removeprefix("SIG")
+        name = requeue.signal_name()
 
-        def handler(_sig: int, _frame: Any) -> None:
+        def seen() -> None:
             log.warning("received SIG%s: this worker stops after checkpointing its state", name)
             self.signal_seen.set()
 
-        signal.signal(getattr(signal, f"SIG{name}"), handler)
+        requeue.arm(seen)
 
     def run(self, *, poll_seconds: float | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
-        """Pulls trials until the study has ``nTrials`` finished; ``REQUEUE_EXIT_STATUS`` after a requeue
+        """Pulls trials until the study has ``nTrials`` finished; ``requeue.EXIT_STATUS`` after a requeue
         signal."""
         self._arm_signal()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -378,7 +372,7 @@ class Worker:
 
     def _requeue(self, trial: optuna.Trial | None) -> int:
         """The time limit is near: give the current trial back (failed as interrupted, retried by
-        whichever worker comes first), acknowledge, exit ``REQUEUE_EXIT_STATUS`` for the job script's
+        whichever worker comes first), acknowledge, exit ``requeue.EXIT_STATUS`` for the job script's
         requeue."""
         if trial is not None:
             frozen = self.study._storage.get_trial(trial._trial_id)
@@ -390,8 +384,8 @@ class Worker:
             )
         self.summary.requeued = True
         self._write_summary()
-        (self.run_dir / ACK_FILE).write_text(json.dumps({"time": time.time(), "worker": self.me.key}))
-        return REQUEUE_EXIT_STATUS
+        requeue.acknowledge(self.run_dir, "tune", worker=self.me.key)
+        return requeue.EXIT_STATUS
 
     def _write_summary(self) -> None:
         """``worker.json`` and a ``metrics.json`` for the job epilog (peak GPU memory of this worker)."""

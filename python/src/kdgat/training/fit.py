@@ -1,9 +1,9 @@
 """Trainer construction and the fit loop every stage shares: loaders, callbacks, checkpoints,
-resume, the requeue handshake, batch sizing and OOM back-off."""
+batch sizing; resume and the requeue handshake come from :mod:`kdgat.training.requeue`, the OOM
+back-off from :mod:`kdgat.training.oom`."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import logging
@@ -27,7 +27,6 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
 from kdgat.config import PipelineConfig, default_num_workers
-from kdgat.contract import CHECKPOINT_FILE
 from kdgat.training import faults
 from kdgat.training.batch_size import BatchSizeChoice, heuristic_batch_size, trial_batch_size
 from kdgat.training.callbacks import (
@@ -35,10 +34,11 @@ from kdgat.training.callbacks import (
     LoaderWaitProfiler,
     MemoryMonitorCallback,
     ProfilerCallback,
-    RequeueCallback,
     memory_snapshot,
 )
 from kdgat.training.history import EpochHistoryCallback
+from kdgat.training.oom import OomBackoff
+from kdgat.training.requeue import RequeueCallback, RequeueRequested, checkpoint_path, resume_checkpoint
 
 log = logging.getLogger("kdgat.training")
 
@@ -55,10 +55,6 @@ def extra_callbacks(*callbacks: L.Callback) -> Iterator[None]:
         yield
     finally:
         _EXTRA_CALLBACKS.reset(token)
-
-
-class RequeueRequested(Exception):
-    """Training stopped on the pre-timeout signal after checkpointing (exit status 75)."""
 
 
 @dataclass(frozen=True)
@@ -185,14 +181,15 @@ def fit(
     :class:`RequeueRequested` after the signal handshake. ``train=None``: the module makes its own
     training loader each epoch (curriculum) from its ``batch_size`` attribute."""
     t0 = time.perf_counter()
-    resume = run_dir / CHECKPOINT_FILE
+    resume = checkpoint_path(run_dir)
     ckpt_dir = resume.parent
     precision = precision_for(cfg)
     snapshot = run_dir / "memory_snapshot.pickle" if cfg.training.memory_snapshot else None
-    batch_size = batch.batch_size
+    backoff = OomBackoff(batch.batch_size, cfg.training.max_oom_retries)
     attempts: list[dict[str, Any]] = []
     with memory_snapshot(snapshot) if snapshot else nullcontext():
-        for attempt in range(cfg.training.max_oom_retries + 1):
+        for attempt in backoff.attempts():
+            batch_size = backoff.batch_size
             memory, wait, requeue = MemoryMonitorCallback(), DataWaitCallback(), RequeueCallback(run_dir)
             callbacks: list[L.Callback] = [
                 memory,
@@ -212,7 +209,7 @@ def fit(
             callbacks.extend(_EXTRA_CALLBACKS.get())
             trainer = make_trainer(cfg, run_dir, callbacks, precision=precision)
             val_loader = make_loader(val, cfg, batch_size, shuffle=False) if val is not None else None
-            ckpt_path = resume if resume.exists() else None
+            ckpt_path = resume_checkpoint(run_dir)
             if ckpt_path:
                 log.info("resuming from %s", ckpt_path)
             record: dict[str, Any] = {"attempt": attempt + 1, "batch_size": batch_size}
@@ -227,33 +224,18 @@ def fit(
                     train_loader = make_loader(train, cfg, batch_size, shuffle=True)
                     trainer.fit(module, train_loader, val_loader, ckpt_path=ckpt_path)
             except torch.OutOfMemoryError as e:
-                record.update(
+                retry = backoff.after_oom(
+                    e,
+                    attempt=attempt,
+                    record=record,
                     epoch=trainer.current_epoch,
                     global_step=trainer.global_step,
-                    outcome="oom",
-                    reason=str(e).splitlines()[0][:300],
+                    resume=resume,
                 )
-                if attempt == cfg.training.max_oom_retries or batch_size <= 1:
-                    log.error(
-                        "CUDA out of memory at batch size %d, epoch %d: no retries left "
-                        "(training.max_oom_retries=%d)",
-                        batch_size,
-                        trainer.current_epoch,
-                        cfg.training.max_oom_retries,
-                    )
+                if not retry:
                     raise
-                batch_size = max(1, batch_size // 2)
-                log.warning(
-                    "CUDA out of memory at epoch %d (step %d): retrying with batch size %d from %s",
-                    record["epoch"],
-                    record["global_step"],
-                    batch_size,
-                    resume if resume.exists() else "the start",
-                )
                 del trainer
-                gc.collect()
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
+                backoff.free_memory()
                 continue
             record.update(
                 epoch=trainer.current_epoch,

@@ -1,0 +1,266 @@
+"""Building the graph cache of a data set from its raw CAN files, in parallel over files: window
+graphs, the CAN-ID vocabulary, the splits and the normalisation (the layout: :mod:`kdgat.data.cache`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from kdgat import paths
+from kdgat.data.cache import (
+    GRAPHS_FILE,
+    META_FILE,
+    SPLIT_CODES,
+    VOCAB_FILE,
+    CacheInfo,
+    cache_info,
+    fingerprint,
+    locked,
+    read_meta,
+    sources_digest,
+    write_json,
+)
+from kdgat.data.errors import DataError
+from kdgat.data.graphs import WindowGraphs, build_window_graphs
+from kdgat.data.params import ATTACK_TYPES, CACHE_FORMAT_VERSION, GraphParams, attack_type_of, split_of
+from kdgat.data.readers import is_can_file, read_can_file
+from kdgat.data.vocab import CanIdVocab
+
+log = logging.getLogger("kdgat.data")
+
+
+@dataclass(frozen=True)
+class _FileResult:
+    report: dict[str, Any]
+    graphs: WindowGraphs
+    benign_ids: npt.NDArray[np.uint32]
+    messages: int
+
+
+def _build_file(path: str, window_size: int, stride: int, max_malformed: float) -> _FileResult:
+    messages, report = read_can_file(path)
+    if report.rows and report.malformed > max_malformed * report.rows:
+        examples = "; ".join(f"line {n}: {r}: {t!r}" for n, r, t in report.examples[:3])
+        raise DataError(
+            f"{path}: {report.malformed} of {report.rows} rows are malformed "
+            f"(more than max_malformed_fraction={max_malformed}); is it a {report.format} file? "
+            f"first: {examples}"
+        )
+    graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
+    benign_ids = np.unique(messages.can_id[messages.label == 0])
+    return _FileResult(report.to_json(), graphs, benign_ids, len(messages))
+
+
+def list_sources(raw: Path) -> list[Path]:
+    """CAN files of a data set directory, recursively, sorted by relative path (hidden skipped)."""
+    if not raw.is_dir():
+        raise DataError(
+            f"raw data directory {raw} does not exist; put the data set's CAN files there "
+            f"(or set {paths.DATA_ROOT_ENV}), or write a synthetic one with `python -m kdgat synth`"
+        )
+    files = sorted(
+        p
+        for p in raw.rglob("*")
+        if p.is_file()
+        and is_can_file(p)
+        and not any(part.startswith(".") for part in p.relative_to(raw).parts)
+    )
+    if not files:
+        raise DataError(f"raw data directory {raw} holds no CAN files (*.csv, *.txt, *.log, *.parquet)")
+    return files
+
+
+def preprocess_dataset(
+    dataset: str,
+    params: GraphParams | None = None,
+    *,
+    workers: int = 1,
+    raw: Path | None = None,
+    cache: Path | None = None,
+    force: bool = False,
+) -> CacheInfo:
+    """Build or refresh the graph cache of ``dataset``.
+
+    Reads every CAN file under ``raw`` (default ``paths.raw_dir(dataset)``) with up to ``workers``
+    processes, builds window graphs, the vocabulary and the normalisation, and writes the cache to
+    ``cache`` (default ``paths.cache_dir(dataset)``). When the cache already matches the parameters
+    and the files, nothing is rebuilt (``CacheInfo.hit``). Raises :class:`DataError` for a missing
+    directory, a file with too many malformed rows, or a data set without benign training windows.
+    """
+    params = params or GraphParams()
+    if workers < 1:
+        raise ValueError(f"workers is {workers}; expected >= 1")
+    raw = Path(raw) if raw is not None else paths.raw_dir(dataset)
+    cache = Path(cache) if cache is not None else paths.cache_dir(dataset)
+    started = time.perf_counter()
+    if not raw.exists():
+        # On a compute node only the staged cache may be there: use it when it fits the params.
+        meta = read_meta(cache)
+        if (
+            meta is not None
+            and meta.get("params_digest") == params.digest()
+            and (cache / GRAPHS_FILE).is_file()
+        ):
+            log.warning(
+                "raw data directory %s does not exist; using the graph cache at %s as it is "
+                "(built from %s, source files not re-checked)",
+                raw,
+                cache,
+                meta.get("raw_dir"),
+            )
+            return cache_info(cache, meta, hit=True, seconds=time.perf_counter() - started)
+    files = list_sources(raw)
+    with locked(cache):
+        previous = read_meta(cache)
+        sources = fingerprint(raw, files, previous)
+        source_digest = sources_digest(sources)
+        if (
+            not force
+            and previous is not None
+            and previous.get("params_digest") == params.digest()
+            and previous.get("source_digest") == source_digest
+            and (cache / GRAPHS_FILE).is_file()
+        ):
+            if previous["sources"] != sources:  # contents equal, stat changed: remember new stat
+                write_json(cache / META_FILE, {**previous, "sources": sources})
+            log.info("graph cache of %s is up to date: %s", dataset, cache)
+            return cache_info(cache, previous, hit=True, seconds=time.perf_counter() - started)
+        (cache / META_FILE).unlink(missing_ok=True)
+        meta = _build(dataset, params, raw, files, sources, source_digest, cache, workers)
+        info = cache_info(cache, meta, hit=False, seconds=time.perf_counter() - started)
+        log.info("%s", info.summary())
+        return info
+
+
+def _run_files(files: list[Path], params: GraphParams, workers: int) -> list[_FileResult]:
+    args = [(str(p), params.window_size, params.stride, params.max_malformed_fraction) for p in files]
+    if workers == 1 or len(files) == 1:
+        return [_build_file(*a) for a in args]
+    # fork: the workers only run numpy/pyarrow code, and fork avoids re-importing torch per worker.
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(workers, len(files)), mp_context=ctx) as pool:
+        futures = [pool.submit(_build_file, *a) for a in args]
+        return [f.result() for f in futures]
+
+
+def _build(
+    dataset: str,
+    params: GraphParams,
+    raw: Path,
+    files: list[Path],
+    sources: list[dict[str, Any]],
+    source_digest: str,
+    cache: Path,
+    workers: int,
+) -> dict[str, Any]:
+    results = _run_files(files, params, workers)
+    for r in results:
+        rep = r.report
+        if rep["malformed"]:
+            log.warning(
+                "%s: %d of %d rows malformed (%s)",
+                rep["path"],
+                rep["malformed"],
+                rep["rows"],
+                rep["reasons"],
+            )
+    rel = [p.relative_to(raw).as_posix() for p in files]
+    file_split = [split_of(r) for r in rel]
+    vocab = CanIdVocab.build([r.benign_ids for r, s in zip(results, file_split, strict=True) if s == "train"])
+
+    graphs = WindowGraphs.concat([r.graphs for r in results])
+    per_file = [r.graphs.num_graphs for r in results]
+    file_index = np.repeat(np.arange(len(files), dtype=np.int64), per_file)
+    file_attack = np.array([attack_type_of(r) for r in rel], np.int64)
+    attack_type = np.where(graphs.y == 1, file_attack[file_index] if len(file_index) else 0, 0)
+
+    split = np.array([SPLIT_CODES[file_split[f]] for f in file_index], np.uint8)
+    rng = np.random.default_rng(params.split_seed)
+    train_idx = rng.permutation(np.flatnonzero(split == 0))
+    n_train = len(train_idx)
+    n_test = 0 if "test" in file_split else round(params.test_fraction * n_train)
+    n_val = round(params.val_fraction * n_train)
+    split[train_idx[:n_test]] = 2
+    split[train_idx[n_test : n_test + n_val]] = 1
+
+    x = graphs.x.copy()
+    x[:, 0] = vocab.index(graphs.node_can_id)
+    nodes_per_graph = np.diff(graphs.node_ptr)
+    edges_per_graph = np.diff(graphs.edge_ptr)
+    benign_train = (split == 0) & (graphs.y == 0)
+    if not benign_train.any():
+        raise DataError(
+            f"data set {dataset} ({raw}) has no benign training window of {params.window_size} "
+            "messages: the normalisation statistics need some (are all training files attack-only "
+            "or shorter than one window?)"
+        )
+    node_rows = np.repeat(benign_train, nodes_per_graph)
+    edge_rows = np.repeat(benign_train, edges_per_graph)
+    node_mean, node_std = _moments(x[node_rows, 1:])
+    edge_mean, edge_std = _moments(graphs.edge_attr[edge_rows])
+    x[:, 1:] = (x[:, 1:] - node_mean) / node_std
+    edge_attr = (graphs.edge_attr - edge_mean) / edge_std
+
+    store = {
+        "x": torch.from_numpy(np.ascontiguousarray(x, np.float32)),
+        "edge_index": torch.from_numpy(np.ascontiguousarray(graphs.edge_index)),
+        "edge_attr": torch.from_numpy(np.ascontiguousarray(edge_attr, np.float32)),
+        "node_ptr": torch.from_numpy(graphs.node_ptr),
+        "edge_ptr": torch.from_numpy(graphs.edge_ptr),
+        "y": torch.from_numpy(graphs.y),
+        "attack_type": torch.from_numpy(attack_type.astype(np.int64)),
+        "split": torch.from_numpy(split),
+        "file_index": torch.from_numpy(file_index),
+        "window_start": torch.from_numpy(graphs.window_start),
+        "raw_node_can_id": torch.from_numpy(graphs.node_can_id.astype(np.int64)),
+        "node_mean": torch.from_numpy(node_mean.astype(np.float32)),
+        "node_std": torch.from_numpy(node_std.astype(np.float32)),
+        "edge_mean": torch.from_numpy(edge_mean.astype(np.float32)),
+        "edge_std": torch.from_numpy(edge_std.astype(np.float32)),
+    }
+    tmp = cache / (GRAPHS_FILE + ".tmp")
+    torch.save(store, tmp)
+    os.replace(tmp, cache / GRAPHS_FILE)
+    vocab.save(cache / VOCAB_FILE)
+
+    names = {v: k for k, v in SPLIT_CODES.items()}
+    meta: dict[str, Any] = {
+        "format_version": CACHE_FORMAT_VERSION,
+        "dataset": dataset,
+        "raw_dir": str(raw),
+        "params": params.to_json(),
+        "params_digest": params.digest(),
+        "source_digest": source_digest,
+        "sources": sources,
+        "files": [
+            {**r.report, "path": rp, "split": s, "graphs": r.graphs.num_graphs}
+            for r, rp, s in zip(results, rel, file_split, strict=True)
+        ],
+        "messages": int(sum(r.messages for r in results)),
+        "vocab_size": vocab.size,
+        "attack_types": list(ATTACK_TYPES),
+        "graphs": {names[c]: int((split == c).sum()) for c in range(3)},
+        "attack_graphs": {names[c]: int(((split == c) & (graphs.y == 1)).sum()) for c in range(3)},
+        "node_features": {"mean": node_mean.tolist(), "std": node_std.tolist()},
+        "edge_features": {"mean": edge_mean.tolist(), "std": edge_std.tolist()},
+    }
+    write_json(cache / META_FILE, meta)
+    return meta
+
+
+def _moments(a: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    a64 = a.astype(np.float64)
+    mean = a64.mean(axis=0)
+    std = a64.std(axis=0)
+    return mean, np.where(std > 1e-12, std, 1.0)

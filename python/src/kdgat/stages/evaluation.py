@@ -1,0 +1,33 @@
+"""evaluation: accuracy, precision, recall, F1, AUROC of the GAT classifier, overall and per attack
+type, against the majority baseline -> metrics.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdgat.models import GATWithJK
+from kdgat.stages.common import graph_cache_record, load_model, load_splits, require_model, write_metrics
+from kdgat.stages.context import StageContext
+from kdgat.stages.scoring import evaluate
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    if ctx.model != "gat":
+        raise ValueError("evaluation scores the GAT classifier: use --model gat")
+    source = "distillation" if ctx.scale == "small" else "curriculum"
+    path = require_model(ctx.run_root, ctx.dataset, "gat", (ctx.scale,), source, "evaluation")
+    net = load_model(path)
+    assert isinstance(net, GATWithJK)
+    splits = load_splits(ctx.dataset, ctx.cfg)
+    out = evaluate(net, splits.test, splits.attack_types)
+    write_metrics(
+        ctx.run_dir,
+        ctx.identity(),
+        None,
+        scores=out["overall"],
+        scores_by_attack=out["by_attack"],
+        baseline_majority=out["baseline"],
+        evaluated_model=str(path),
+        graph_cache=graph_cache_record(splits.meta),
+    )
+    return out["overall"]
