@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { environmentPresets, environmentSpecHash } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
-import { sampleOutputs } from '../stack/outputs.test-support.ts';
+import { sampleOutputs } from '@kdgat/planning/testing';
 import { main, normaliseArgv } from './main.ts';
 
 function capture() {
