@@ -2,9 +2,9 @@
 // dependencies and preflight verdict, a reproduction's byte check, and the job ids queued.
 import { join } from 'node:path';
 import type { PredictedStackOutputs } from '@kdgat/planning';
-import type { TrainResult } from './train.ts';
+import type { RunResult } from './steps.ts';
 
-export function printRun(result: TrainResult, opts: { dryRun: boolean }, say: (line: string) => void): void {
+export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (line: string) => void): void {
   const { manifest } = result;
   say(
     `${opts.dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}`,

@@ -1,7 +1,7 @@
 // `runner plan`: train's steps up to the preflight — load spec → check stack → plan → render →
 // record → preflight — and nothing submitted. A stack not provisioned yet is planned from its
 // declared configuration (written under .hpc/plans/, sbatch --test-only skipped, saying why).
-import { newRunDir, reproductionOf } from '@kdgat/run-record';
+import { newRunDir } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { printRun } from './output.ts';
 import {
@@ -12,13 +12,15 @@ import {
   preflight,
   recordRun,
   render,
+  reproduce,
+  resultOf,
   schedulerOf,
   writeRun,
   type RunOptions,
+  type RunResult,
 } from './steps.ts';
-import type { TrainResult } from './train.ts';
 
-export async function plan(opts: RunOptions): Promise<TrainResult> {
+export async function plan(opts: RunOptions): Promise<RunResult> {
   const log = opts.log ?? (() => {});
   const spec = await loadSpec(opts, log);
   if (spec.resolved.tune)
@@ -27,31 +29,21 @@ export async function plan(opts: RunOptions): Promise<TrainResult> {
   const site = await checkStack(spec, { ...opts, dryRun: true }, log);
   const scheduler = schedulerOf(spec, site, opts);
   const planned = await planRun(spec, site, scheduler, { rightSize: opts.rightSize === true }, log);
-  const source = spec.source;
-  const reproduction =
-    source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir));
+  const reproduction = reproduce(spec, site, planned, scheduler);
   const runDir = newRunDir(site.runsRoot, spec.resolved.spec.name, spec.resolved.specHash);
   const rendered = render(spec, site, planned, scheduler, runDir);
   const written = writeRun(site, runDir, rendered, opts.repoRoot, log);
   const record = await recordRun(spec, site, planned, written, { runDir, rendered, scheduler }, opts);
   const reports = await preflight(record, rendered, scheduler);
-  return {
-    runDir: written.outDir,
-    manifest: record.manifest,
-    record,
-    plan: planned.plan,
-    preflight: reports,
-    scheduler,
-    costing: planned.costing,
-    ...(reproduction ? { reproduction } : {}),
-  };
+  return resultOf(record, planned, reports, scheduler, { reproduction });
 }
 
 export const planCommand: Command = async (ctx) => {
+  const { values } = ctx;
   const result = await plan({
     ...runOptions(ctx),
-    force: ctx.values.force === true,
-    rightSize: ctx.values['right-size'] === true,
+    force: values.force === true,
+    rightSize: values['right-size'] === true,
   });
   printRun(result, { dryRun: true }, ctx.say);
   return 0;

@@ -37,6 +37,7 @@ import {
 import {
   RunRecord,
   compareRecordedLock,
+  reproductionOf,
   copyLockIntoRun,
   gitInfo,
   linkStageInputs,
@@ -173,20 +174,7 @@ export async function checkStack(
     );
     for (const d of envChange.differences) log(`  ${d}`);
   }
-  // Outputs of earlier runs, found and checked before anything is written or queued. A reproduction
-  // reads the very runs its manifest recorded; a site not provisioned has none here yet.
-  const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
-  const inputs = declaredIn ? [] : resolveStageInputs(resolved, outputs, pins);
-  if (declaredIn)
-    for (const st of resolved.stages)
-      for (const i of st.inputs ?? [])
-        log(
-          `stage ${st.id} reads ${i.stage} of run ${i.run}: not checked (stack ${name} is not provisioned, its runs are on the site; train checks them)`,
-        );
-  for (const i of inputs)
-    log(
-      `stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`,
-    );
+  const inputs = stageInputs(spec, name, outputs, log);
   return {
     name,
     outputs,
@@ -195,6 +183,34 @@ export async function checkStack(
     inputs,
     ...(envChange ? { envChange } : {}),
   };
+}
+
+/**
+ * Outputs of earlier runs the stages read, found and checked before anything is written or queued.
+ * A reproduction reads the very runs its manifest recorded; a site not provisioned has none here yet.
+ */
+function stageInputs(
+  spec: Spec,
+  stack: string,
+  outputs: StackOutputs,
+  log: (line: string) => void,
+): ResolvedInput[] {
+  const { resolved, source } = spec;
+  if (isDeclaredOnly(outputs)) {
+    for (const st of resolved.stages)
+      for (const i of st.inputs ?? [])
+        log(
+          `stage ${st.id} reads ${i.stage} of run ${i.run}: not checked (stack ${stack} is not provisioned, its runs are on the site; train checks them)`,
+        );
+    return [];
+  }
+  const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
+  const inputs = resolveStageInputs(resolved, outputs, pins);
+  for (const i of inputs)
+    log(
+      `stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`,
+    );
+  return inputs;
 }
 
 /** The scheduler the run goes to: the flag, else the reproduced run's, else the cluster profile's. */
@@ -252,6 +268,17 @@ export function render(
   runDir: string,
 ): RenderedJob[] {
   return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind);
+}
+
+/** `--from-manifest`: rendered for the recorded run dir, the scripts must be the recorded bytes. */
+export function reproduce(
+  spec: Spec,
+  site: Site,
+  planned: Planned,
+  scheduler: Scheduler,
+): RunResult['reproduction'] {
+  const source = spec.source;
+  return source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir));
 }
 
 /**
@@ -346,4 +373,42 @@ export async function submit(
     `${submitted.error}\n  already queued parts cancelled: ${cancelled.join(', ') || 'none'}; see ${record.path}`,
     runDir,
   );
+}
+
+/** What train, plan and tune made: the run, its plan and preflight verdicts, and what they printed. */
+export interface RunResult {
+  /** Where the run's files are (a plan of a site not provisioned: under .hpc/plans/). */
+  runDir: string;
+  manifest: Manifest;
+  /** The run's record (its manifest's one writer). */
+  record: RunRecord;
+  plan: RunPlan;
+  preflight: PreflightReport[];
+  scheduler: Scheduler;
+  /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
+  reproduction?: { identical: boolean; differing: string[] };
+  /** A tune run's study: its name and directory. */
+  study?: { name: string; dir: string };
+  /** Cost, sizes from history and balance, as printed before anything was queued. */
+  costing?: PlanCosting;
+}
+
+export function resultOf(
+  record: RunRecord,
+  planned: Planned,
+  preflight: PreflightReport[],
+  scheduler: Scheduler,
+  extra: Pick<RunResult, 'reproduction' | 'study'>,
+): RunResult {
+  return {
+    runDir: record.dir,
+    manifest: record.manifest,
+    record,
+    plan: planned.plan,
+    preflight,
+    scheduler,
+    costing: planned.costing,
+    ...(extra.reproduction ? { reproduction: extra.reproduction } : {}),
+    ...(extra.study ? { study: extra.study } : {}),
+  };
 }

@@ -3,7 +3,7 @@
 // submit the name links to the run's study dir. `--dry-run` stops after the preflight.
 import { join } from 'node:path';
 import { linkStudy, refuseTakenStudy, runTuneReport, studyDirOf, writeStudyFile } from '@kdgat/planning';
-import { acquireLock, newRunDir, refuseActiveRuns, reproductionOf, RUNS_LOCK_FILE } from '@kdgat/run-record';
+import { acquireLock, newRunDir, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
@@ -15,71 +15,48 @@ import {
   preflight,
   recordRun,
   render,
+  reproduce,
+  resultOf,
   schedulerOf,
   submit,
   writeRun,
   type RunOptions,
+  type RunResult,
 } from './steps.ts';
-import type { TrainResult } from './train.ts';
 
-export async function tune(opts: RunOptions & { dryRun?: boolean }): Promise<TrainResult> {
+export async function tune(opts: RunOptions & { dryRun?: boolean }): Promise<RunResult> {
   const log = opts.log ?? (() => {});
   const spec = await loadSpec(opts, log);
-  const study = spec.resolved.tune;
-  if (!study)
+  const tuning = spec.resolved.tune;
+  if (!tuning)
     throw new Error(
       `${spec.file} has no tune: section: add one (see examples/tune-vgae.yaml) or use \`nx run runner:train\``,
     );
   checkSpec(spec, log);
   const site = await checkStack(spec, opts, log);
   const scheduler = schedulerOf(spec, site, opts);
-  const planned = await planRun(
-    spec,
-    site,
-    scheduler,
-    { tune: study, rightSize: opts.rightSize === true },
-    log,
-  );
-  const source = spec.source;
-  const reproduction =
-    source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir));
+  const options = { tune: tuning, rightSize: opts.rightSize === true };
+  const planned = await planRun(spec, site, scheduler, options, log);
+  const reproduction = reproduce(spec, site, planned, scheduler);
   const lock = opts.dryRun ? undefined : await acquireLock(join(site.runsRoot, RUNS_LOCK_FILE));
   try {
-    refuseTakenStudy(site.runsRoot, study.study);
+    const { name: experiment } = spec.resolved.spec;
+    refuseTakenStudy(site.runsRoot, tuning.study);
     if (!opts.dryRun && !opts.force)
-      await refuseActiveRuns(site.runsRoot, spec.resolved.spec.name, spec.resolved.specHash);
-    const runDir = newRunDir(site.runsRoot, spec.resolved.spec.name, spec.resolved.specHash);
+      await refuseActiveRuns(site.runsRoot, experiment, spec.resolved.specHash);
+    const runDir = newRunDir(site.runsRoot, experiment, spec.resolved.specHash);
     const rendered = render(spec, site, planned, scheduler, runDir);
     const written = writeRun(site, runDir, rendered, opts.repoRoot, log);
-    writeStudyFile(written.outDir, spec.resolved, study, runDir);
-    const studyRun = { name: study.study, dir: studyDirOf(runDir) };
-    const record = await recordRun(
-      spec,
-      site,
-      planned,
-      written,
-      { runDir, rendered, scheduler, study: studyRun },
-      opts,
-    );
+    writeStudyFile(written.outDir, spec.resolved, tuning, runDir);
+    const study = { name: tuning.study, dir: studyDirOf(runDir) };
+    const run = { runDir, rendered, scheduler, study };
+    const record = await recordRun(spec, site, planned, written, run, opts);
     const reports = await preflight(record, rendered, scheduler);
     if (!opts.dryRun) {
       await submit(record, rendered, scheduler);
-      linkStudy(site.runsRoot, studyRun.name, studyRun.dir);
+      linkStudy(site.runsRoot, study.name, study.dir);
     }
-    const result = {
-      runDir: written.outDir,
-      manifest: record.manifest,
-      record,
-      plan: planned.plan,
-      preflight: reports,
-    };
-    return {
-      ...result,
-      scheduler,
-      costing: planned.costing,
-      study: studyRun,
-      ...(reproduction ? { reproduction } : {}),
-    };
+    return resultOf(record, planned, reports, scheduler, { reproduction, study });
   } finally {
     lock?.release();
   }
