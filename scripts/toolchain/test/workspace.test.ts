@@ -28,7 +28,7 @@ test('nx graph shows the nine projects with exactly the architecture edges', () 
       schedulers: [],
       planning: ['config', 'schedulers', 'slurm-templates', 'usage'],
       'run-record': ['config', 'planning', 'schedulers', 'usage'],
-      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates'],
+      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'usage'],
       infra: ['config', 'slurm-templates'],
       python: [],
     });
