@@ -196,4 +196,35 @@ describe("the active-run check when an earlier run's scheduler does not answer",
     expect(r.err).toMatch(/scripts\/slurm-local\.sh up.*or pass --force/);
     expect(readdirSync(join(runsDir, 'quickstart'))).toEqual([basename(earlier)]);
   });
+
+  it('train --dry-run is a plan: rendered and preflighted, nothing submitted', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runner-cli-dry-'));
+    const specFile = resolve(import.meta.dirname, '../../../../examples/quickstart.yaml');
+    const stackFile = join(dir, 'stack.json');
+    writeFileSync(
+      stackFile,
+      JSON.stringify({
+        ...sampleOutputs,
+        environment: {
+          ...sampleOutputs.environment,
+          specHash: environmentSpecHash(environmentPresets['cpu-local']),
+        },
+        scratch: {
+          ...sampleOutputs.scratch,
+          cacheDirs: { synth: join(dir, 'cache/synth') },
+          runsDir: join(dir, 'runs'),
+        },
+      }),
+    );
+    const r = await run(['train', '--dry-run', '--spec', specFile, '--stack-outputs', stackFile]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^plan: quickstart /m);
+    expect(r.out).toMatch(/nothing submitted \(plan\)\./);
+    const [runDir] = readdirSync(join(dir, 'runs', 'quickstart'));
+    const manifest = JSON.parse(
+      readFileSync(join(dir, 'runs', 'quickstart', runDir!, 'manifest.json'), 'utf8'),
+    );
+    expect(manifest.submission.status).toBe('planned');
+    expect(manifest.jobs.every((j: { jobId?: string }) => j.jobId === undefined)).toBe(true);
+  });
 });

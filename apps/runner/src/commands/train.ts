@@ -5,6 +5,7 @@ import { acquireLock, newRunDir, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat
 import { runOptions, type Command } from '../cli/args.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
+import { plan } from './plan.ts';
 import {
   checkSpec,
   checkStack,
@@ -54,12 +55,18 @@ export const trainCommand: Command = async (ctx) => {
     throw ctx.usage('--from-study needs --best (the best trial is the one that can be trained)');
   if (values.best === true && values['from-study'] === undefined)
     throw ctx.usage('--best needs --from-study STUDY');
-  const result = await train({
+  const opts = {
     ...runOptions(ctx),
     ...(values['from-study'] ? { fromStudy: values['from-study'] } : {}),
     force: values.force === true,
     rightSize: values['right-size'] === true,
-  });
+  };
+  // `train --dry-run` is `plan` (with train's options, e.g. --from-study).
+  if (values['dry-run']) {
+    printRun(await plan(opts), { dryRun: true }, ctx.say);
+    return 0;
+  }
+  const result = await train(opts);
   printRun(result, { dryRun: false }, ctx.say);
   return values.wait ? follow(result.record, ctx.io) : 0;
 };
