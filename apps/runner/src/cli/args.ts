@@ -125,6 +125,10 @@ export function runOptions(ctx: CommandContext): RunOptions {
   const { values, command } = ctx;
   if (values.scheduler && values.scheduler !== 'slurm' && values.scheduler !== 'local')
     throw ctx.usage(`--scheduler ${values.scheduler}: expected slurm or local`);
+  if (values['from-study'] !== undefined && values.best !== true)
+    throw ctx.usage('--from-study needs --best (the best trial is the one that can be trained)');
+  if (values.best === true && values['from-study'] === undefined)
+    throw ctx.usage('--best needs --from-study STUDY');
   if (values['allow-env-change'] && values['from-manifest'] === undefined)
     throw ctx.usage('--allow-env-change goes with --from-manifest RUN_DIR');
   if (values['from-study'] !== undefined && command !== 'train')

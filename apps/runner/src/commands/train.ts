@@ -51,10 +51,6 @@ export async function train(opts: RunOptions): Promise<RunResult> {
 
 export const trainCommand: Command = async (ctx) => {
   const { values } = ctx;
-  if (values['from-study'] !== undefined && values.best !== true)
-    throw ctx.usage('--from-study needs --best (the best trial is the one that can be trained)');
-  if (values.best === true && values['from-study'] === undefined)
-    throw ctx.usage('--best needs --from-study STUDY');
   const opts = {
     ...runOptions(ctx),
     ...(values['from-study'] ? { fromStudy: values['from-study'] } : {}),
