@@ -1,5 +1,6 @@
 // One lint config for every TypeScript project. The module-boundary rule keeps the
-// dependency arrows of docs/ARCHITECTURE: config <- slurm-templates <- {runner, infra}.
+// dependency arrows of docs/ARCHITECTURE: config <- slurm-templates <- {runner, infra}, and the
+// runner's libraries: schedulers <- planning <- run-record <- runner (no lib imports an app).
 import js from '@eslint/js';
 import nx from '@nx/eslint-plugin';
 import prettier from 'eslint-config-prettier';
@@ -25,6 +26,15 @@ export default [
             { sourceTag: 'scope:templates', onlyDependOnLibsWithTags: ['scope:config'] },
             { sourceTag: 'scope:config', onlyDependOnLibsWithTags: [] },
             { sourceTag: 'scope:usage', onlyDependOnLibsWithTags: ['scope:config'] },
+            { sourceTag: 'scope:schedulers', onlyDependOnLibsWithTags: [] },
+            {
+              sourceTag: 'scope:planning',
+              onlyDependOnLibsWithTags: ['scope:config', 'scope:templates', 'scope:usage', 'scope:schedulers'],
+            },
+            {
+              sourceTag: 'scope:run-record',
+              onlyDependOnLibsWithTags: ['scope:config', 'scope:usage', 'scope:planning', 'scope:schedulers'],
+            },
           ],
         },
       ],

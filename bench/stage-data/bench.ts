@@ -1,15 +1,15 @@
 /**
- * bench/stage-data: P0 staging (stage_data.sh) vs the original plan's plain `cp` loop.
+ * bench/stage-data: P0 staging (stage_data.sh) vs the original proposal's plain `cp` loop.
  *
  * Generates a cache shaped like real ones (a few large .pt files, small .pkl/.json) under
  * $KDGAT_BENCH_DIR, then times, with page caches dropped before each run when permitted (root):
- *   baseline      the original plan: for ds; do cp -r "$SRC/$ds"/* "$TMPDIR/cache/$ds/" 2>/dev/null || true; done
+ *   baseline      the original proposal: for ds; do cp -r "$SRC/$ds"/* "$TMPDIR/cache/$ds/" 2>/dev/null || true; done
  *   ours -j1      stage_data.sh with one copy at a time (verification and atomic rename included)
  *   ours          stage_data.sh with KDGAT_STAGE_JOBS parallel copies (default 4)
  *   re-stage      stage_data.sh again on a staged cache (what a requeued job pays), vs baseline again
  * Prints seconds, MB/s and ratios against the baseline measured in the same run.
  *
- * Env: KDGAT_BENCH_SCALE (default 0.5: 1.3 GB; 1 = 2.65 GB as in the plan), KDGAT_BENCH_REPEATS (3),
+ * Env: KDGAT_BENCH_SCALE (default 0.5: 1.3 GB; 1 = 2.65 GB as in the original proposal), KDGAT_BENCH_REPEATS (3),
  *      KDGAT_BENCH_DIR (/tmp/kdgat-bench-stage), KDGAT_STAGE_JOBS (4).
  * Run: node bench/stage-data/bench.ts
  */
@@ -25,7 +25,7 @@ const jobs = process.env.KDGAT_STAGE_JOBS ?? '4';
 const root = process.env.KDGAT_BENCH_DIR ?? '/tmp/kdgat-bench-stage';
 const MB = 1024 * 1024;
 
-// Sizes in MB at scale 1, after the caches the plan describes (100 MB - 1.4 GB .pt files).
+// Sizes in MB at scale 1, after the caches the original proposal describes (100 MB - 1.4 GB .pt files).
 const shape: Record<string, Record<string, number>> = {
   hcrl_sa: { 'train_graphs.pt': 1400, 'val_graphs.pt': 400, 'test_graphs.pt': 100 },
   set_01: { 'train_graphs.pt': 600, 'test_graphs.pt': 150 },
@@ -109,13 +109,13 @@ console.log(`source ${src}, TMPDIR ${tmp} (same disk here; on a cluster: scratch
 
 const rows: [string, number, number][] = [];
 const tBase = timed('baseline', baseline, {}, true);
-rows.push(["baseline: plan's cp loop", tBase, total]);
+rows.push(["baseline: the proposal's cp loop", tBase, total]);
 const tSerial = timed('ours -j1', ours, { KDGAT_STAGE_JOBS: '1' }, true);
 rows.push(['stage_data.sh, 1 copy at a time', tSerial, total]);
 const tOurs = timed('ours', ours, { KDGAT_STAGE_JOBS: jobs }, true);
 rows.push([`stage_data.sh, ${jobs} parallel copies`, tOurs, total]);
 const tBaseAgain = timed('baseline re-stage', baseline, {}, false);
-rows.push(["re-stage: plan's cp loop again", tBaseAgain, total]);
+rows.push(["re-stage: the proposal's cp loop again", tBaseAgain, total]);
 const tRestage = timed('ours re-stage', ours, { KDGAT_STAGE_JOBS: jobs }, false);
 rows.push(['re-stage: stage_data.sh (verified skip)', tRestage, total]);
 

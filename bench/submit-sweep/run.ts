@@ -11,10 +11,9 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { loadExperimentSpec } from '@kdgat/config';
 import { renderTrainJob } from '@kdgat/slurm-templates';
-import { policiesOf } from '../../apps/runner/src/plan/render.ts';
-import { FileStackOutputs } from '../../apps/runner/src/stack/outputs.ts';
-import { SlurmScheduler } from '../../apps/runner/src/schedulers/slurm/index.ts';
-import { train } from '../../apps/runner/src/submit/train.ts';
+import { FileStackOutputs, policiesOf } from '@kdgat/planning';
+import { SlurmScheduler } from '@kdgat/schedulers';
+import { train } from '../../apps/runner/src/commands/train.ts';
 import { makeSite } from '../../apps/runner/test/e2e/harness.ts';
 import { specYaml } from '../../apps/runner/test/e2e/specs.ts';
 

@@ -1,4 +1,4 @@
-"""Study throughput: the same trials worked by one worker (the plan's single-process Optuna loop)
+"""Study throughput: the same trials worked by one worker (the original proposal's single-process Optuna loop)
 vs ``--workers`` parallel workers pulling from one journal-file study (what each task of the
 ``runner tune`` array runs). Every trial's values are enqueued up front and pruning is off, so both
 runs do the same work; each worker gets one thread (one worker ~ one GPU). Prints wall time,

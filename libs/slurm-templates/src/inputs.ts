@@ -3,7 +3,9 @@
  * for field (structural types: a full ClusterProfile, ResolvedStage or ScratchLayout is accepted as is),
  * so the templates only depend on the fields they use.
  */
-export type Scalar = string | number | boolean | null;
+import type { Scalar } from '@kdgat/config';
+
+export type { Scalar };
 
 export interface PartitionView {
   name: string;

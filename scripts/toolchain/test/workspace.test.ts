@@ -9,7 +9,7 @@ import { test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
 
-test('nx graph shows the six projects with exactly the architecture edges', () => {
+test('nx graph shows the nine projects with exactly the architecture edges', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-graph-'));
   try {
     const file = join(dir, 'graph.json');
@@ -25,7 +25,10 @@ test('nx graph shows the six projects with exactly the architecture edges', () =
       config: [],
       'slurm-templates': ['config'],
       usage: ['config'],
-      runner: ['config', 'slurm-templates', 'usage'],
+      schedulers: [],
+      planning: ['config', 'schedulers', 'slurm-templates', 'usage'],
+      'run-record': ['config', 'planning', 'schedulers', 'usage'],
+      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'usage'],
       infra: ['config', 'slurm-templates'],
       python: [],
     });
@@ -54,6 +57,13 @@ test('a lib importing an app is a lint error', () => {
 test('config importing slurm-templates (the wrong way round) is a lint error', () => {
   const file = join(repo, 'libs/config/src/__boundary_probe__.ts');
   const r = lint(file, "import '@kdgat/slurm-templates';\nexport const probe = 1;\n");
+  assert.notEqual(r.code, 0, r.out);
+  assert.match(r.out, /@nx\/enforce-module-boundaries/);
+});
+
+test('a runner library importing the runner app is a lint error', () => {
+  const file = join(repo, 'libs/run-record/src/__boundary_probe__.ts');
+  const r = lint(file, "import '@kdgat/runner';\nexport const probe = 1;\n");
   assert.notEqual(r.code, 0, r.out);
   assert.match(r.out, /@nx\/enforce-module-boundaries/);
 });

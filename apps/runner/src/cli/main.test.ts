@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
-import { environmentPresets, environmentSpecHash } from '@kdgat/config';
+import { environmentPresets, environmentSpecHash, loadExperimentSpec } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
-import { sampleOutputs } from '../stack/outputs.test-support.ts';
+import { sampleOutputs } from '@kdgat/planning/testing';
 import { main, normaliseArgv } from './main.ts';
 
 function capture() {
@@ -29,14 +29,27 @@ describe('kdgat-runner CLI', () => {
   it('prints its help with every command', async () => {
     const r = await run(['--help']);
     expect(r.code).toBe(0);
-    for (const c of ['train', 'plan', 'tune', 'tune-report', 'status', 'logs', 'cancel', '--from-manifest', '--from-study', '--stack-outputs'])
+    for (const c of [
+      'train',
+      'plan',
+      'tune',
+      'tune-report',
+      'status',
+      'logs',
+      'cancel',
+      '--from-manifest',
+      '--from-study',
+      '--stack-outputs',
+    ])
       expect(r.out).toContain(c);
   });
 
   it('names an unknown command and an unknown option', async () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
-      err: expect.stringMatching(/unknown command "launch": expected train, plan, tune, tune-report, status, logs, report or cancel/),
+      err: expect.stringMatching(
+        /unknown command "launch": expected train, plan, tune, tune-report, status, logs, report or cancel/,
+      ),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);
   });
@@ -53,11 +66,16 @@ describe('kdgat-runner CLI', () => {
       code: 2,
       err: expect.stringMatching(/--from-study needs --best/),
     });
-    expect((await run(['train', '--spec', 'x.yaml', '--best'])).err).toMatch(/--best needs --from-study STUDY/);
+    expect((await run(['train', '--spec', 'x.yaml', '--best'])).err).toMatch(
+      /--best needs --from-study STUDY/,
+    );
     expect((await run(['tune', '--spec', 'x.yaml', '--from-study', 's', '--best'])).err).toMatch(
       /--from-study is an option of train, not tune/,
     );
-    expect(await run(['tune-report'])).toMatchObject({ code: 2, err: expect.stringMatching(/needs --study/) });
+    expect(await run(['tune-report'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/needs --study/),
+    });
   });
 
   it('takes the boolean flags Nx forwards as --flag=true', () => {
@@ -90,7 +108,11 @@ describe('spec values refused at validation (exit 2, file:line, nothing rendered
     stackFile,
     JSON.stringify({
       ...sampleOutputs,
-      environment: { ...sampleOutputs.environment, name: 'gnn-rapids', specHash: environmentSpecHash(environmentPresets['gnn-rapids']) },
+      environment: {
+        ...sampleOutputs.environment,
+        name: 'gnn-rapids',
+        specHash: environmentSpecHash(environmentPresets['gnn-rapids']),
+      },
       scratch: { ...sampleOutputs.scratch, cacheDirs: { hcrl_sa: '/s/cache/hcrl_sa' } },
     }),
   );
@@ -106,16 +128,103 @@ describe('spec values refused at validation (exit 2, file:line, nothing rendered
     const r = await run(['plan', '--spec', file, '--stack-outputs', stackFile]);
     expect(r.code).toBe(2);
     expect(r.err).toContain(`${file}:${line}:`);
-    expect(r.err).toMatch(/account: "-rf" is not valid here \(expected a SLURM account such as PAS1266, found "-rf"\)/);
+    expect(r.err).toMatch(
+      /account: "-rf" is not valid here \(expected a SLURM account such as PAS1266, found "-rf"\)/,
+    );
   });
 
   it('a staging dataset the stack has no cache dir for', async () => {
-    const file = spec('staging.yaml', pitzer.replace(/datasets: \[hcrl_sa\]/, 'datasets: [hcrl_sa, car_hacking]'));
+    const file = spec(
+      'staging.yaml',
+      pitzer.replace(/datasets: \[hcrl_sa\]/, 'datasets: [hcrl_sa, car_hacking]'),
+    );
     const line = pitzer.split('\n').findIndex((l) => /datasets: \[hcrl_sa\]/.test(l)) + 1;
     const r = await run(['plan', '--spec', file, '--stack', 'osc-pitzer', '--stack-outputs', stackFile]);
     expect(r.code, r.err).toBe(2);
     expect(r.err).toContain(`${file}:${line}:`);
-    expect(r.err).toMatch(/staging\.datasets\[1\]: stack osc-pitzer has no cache dir for dataset "car_hacking"/);
+    expect(r.err).toMatch(
+      /staging\.datasets\[1\]: stack osc-pitzer has no cache dir for dataset "car_hacking"/,
+    );
     expect(r.out).not.toMatch(/rendered/);
+  });
+});
+
+describe("the active-run check when an earlier run's scheduler does not answer", () => {
+  it('train --scheduler local names the earlier SLURM run, exits 3 and queues nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runner-cli-active-'));
+    const specFile = resolve(import.meta.dirname, '../../../../examples/quickstart.yaml');
+    const { resolved } = loadExperimentSpec(specFile);
+    const runsDir = join(dir, 'runs');
+    const outputs = {
+      ...sampleOutputs,
+      environment: {
+        ...sampleOutputs.environment,
+        specHash: environmentSpecHash(environmentPresets['cpu-local']),
+      },
+      scratch: { ...sampleOutputs.scratch, cacheDirs: { synth: join(dir, 'cache/synth') }, runsDir },
+    };
+    const stackFile = join(dir, 'stack.json');
+    writeFileSync(stackFile, JSON.stringify(outputs));
+    // An earlier run of the same spec, submitted to a SLURM that cannot be reached now.
+    const earlier = join(runsDir, 'quickstart', `20260101T000000Z-${resolved.specHash.slice(0, 8)}`);
+    mkdirSync(earlier, { recursive: true });
+    const manifest = {
+      version: 1,
+      experiment: 'quickstart',
+      runDir: earlier,
+      spec: { file: specFile, text: '', hash: resolved.specHash },
+      resolved: { stages: [] },
+      stack: { name: 'local', source: 'file', outputs },
+      scheduler: 'slurm',
+      jobs: [{ key: 'preprocess', stageId: 'preprocess', runRoot: join(earlier, 'outputs'), jobId: '41' }],
+      submission: { status: 'submitted' },
+    };
+    writeFileSync(join(earlier, 'manifest.json'), JSON.stringify(manifest));
+    const path = process.env['PATH'];
+    process.env['PATH'] = join(dir, 'no-slurm-here'); // squeue, scontrol: not found
+    let r;
+    try {
+      r = await run(['train', '--spec', specFile, '--scheduler', 'local', '--stack-outputs', stackFile]);
+    } finally {
+      process.env['PATH'] = path;
+    }
+    expect(r.code, r.err).toBe(3);
+    expect(r.err).toContain(
+      `cannot tell whether the earlier run ${earlier} of this spec is still queued or running`,
+    );
+    expect(r.err).toMatch(/submitted to SLURM \(stack local\), which did not answer/);
+    expect(r.err).toMatch(/scripts\/slurm-local\.sh up.*or pass --force/);
+    expect(readdirSync(join(runsDir, 'quickstart'))).toEqual([basename(earlier)]);
+  });
+
+  it('train --dry-run is a plan: rendered and preflighted, nothing submitted', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runner-cli-dry-'));
+    const specFile = resolve(import.meta.dirname, '../../../../examples/quickstart.yaml');
+    const stackFile = join(dir, 'stack.json');
+    writeFileSync(
+      stackFile,
+      JSON.stringify({
+        ...sampleOutputs,
+        environment: {
+          ...sampleOutputs.environment,
+          specHash: environmentSpecHash(environmentPresets['cpu-local']),
+        },
+        scratch: {
+          ...sampleOutputs.scratch,
+          cacheDirs: { synth: join(dir, 'cache/synth') },
+          runsDir: join(dir, 'runs'),
+        },
+      }),
+    );
+    const r = await run(['train', '--dry-run', '--spec', specFile, '--stack-outputs', stackFile]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^plan: quickstart /m);
+    expect(r.out).toMatch(/nothing submitted \(plan\)\./);
+    const [runDir] = readdirSync(join(dir, 'runs', 'quickstart'));
+    const manifest = JSON.parse(
+      readFileSync(join(dir, 'runs', 'quickstart', runDir!, 'manifest.json'), 'utf8'),
+    );
+    expect(manifest.submission.status).toBe('planned');
+    expect(manifest.jobs.every((j: { jobId?: string }) => j.jobId === undefined)).toBe(true);
   });
 });

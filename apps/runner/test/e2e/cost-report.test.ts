@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { clusterPresets } from '@kdgat/config';
 import { parseJobRecords, tasksOfRun } from '@kdgat/usage';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readManifest } from '../../src/manifest/manifest.ts';
+import { readManifest } from '@kdgat/run-record';
 import { checkPage } from './browser.ts';
 import { REPO, RUNNER, makeSite, squeueIds, type Site } from './harness.ts';
 

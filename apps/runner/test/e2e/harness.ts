@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { environmentSpecHash, loadExperimentSpec } from '@kdgat/config';
 import { renderEpilog, renderStageData } from '@kdgat/slurm-templates';
-import type { StackOutputs } from '../../src/stack/outputs.ts';
+import type { StackOutputs } from '@kdgat/planning';
 
 export const RUNNER = resolve(import.meta.dirname, '../..');
 export const REPO = resolve(RUNNER, '../..');

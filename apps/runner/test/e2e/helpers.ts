@@ -1,4 +1,4 @@
-import { isActive, type Scheduler, type TaskStatus } from '../../src/schedulers/core.ts';
+import { isActive, type Scheduler, type TaskStatus } from '@kdgat/schedulers';
 
 /** Polls (every 250 ms) until every task of every job has finished. */
 export async function waitForJobs(

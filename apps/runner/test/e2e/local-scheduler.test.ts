@@ -3,9 +3,7 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LocalScheduler } from '../../src/schedulers/local/index.ts';
-import type { Scheduler, TaskStatus } from '../../src/schedulers/core.ts';
-import { isActive } from '../../src/schedulers/core.ts';
+import { LocalScheduler, isActive, type Scheduler, type TaskStatus } from '@kdgat/schedulers';
 
 async function waitDone(s: Scheduler, ids: string[], timeoutMs = 30_000): Promise<Map<string, TaskStatus[]>> {
   const deadline = Date.now() + timeoutMs;

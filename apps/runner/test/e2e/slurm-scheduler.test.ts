@@ -5,9 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import type { RenderedJob } from '../../src/plan/render.ts';
-import { SlurmScheduler } from '../../src/schedulers/slurm/index.ts';
-import { preflightPlan, submitPlan } from '../../src/submit/submit.ts';
+import { preflightPlan, submitPlan, type RenderedJob } from '@kdgat/planning';
+import { SlurmScheduler } from '@kdgat/schedulers';
 import { waitForJobs } from './helpers.ts';
 
 function script(dir: string, name: string, body: string, directives: string[] = []): string {

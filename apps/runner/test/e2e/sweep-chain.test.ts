@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readManifest } from '../../src/manifest/manifest.ts';
+import { readManifest } from '@kdgat/run-record';
 import { makeSite, type Site } from './harness.ts';
 import { startOwnSlurm, type OwnSlurm } from './own-slurm.ts';
 import { specYaml } from './specs.ts';

@@ -3,7 +3,7 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readManifest, sha256 } from '../../src/manifest/manifest.ts';
+import { readManifest, sha256 } from '@kdgat/run-record';
 import { makeSite, type Site } from './harness.ts';
 import { specYaml } from './specs.ts';
 

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { readManifest, type Manifest } from '../../src/manifest/manifest.ts';
+import { readManifest, type Manifest } from '@kdgat/run-record';
 import { makeSite, squeueIds, type Site } from './harness.ts';
 import { specYaml } from './specs.ts';
 

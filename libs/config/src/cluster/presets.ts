@@ -19,7 +19,7 @@ const oscCommon = {
 };
 
 // OSC users load conda with `module load miniconda3` (24.1.2-py310 is the version OSC job scripts
-// name); CUDA 12.4.1 is the plan's. The Lmod init is only sourced where a shell has no `module` yet.
+// name); CUDA 12.4.1 is the original proposal's. The Lmod init is only sourced where a shell has no `module` yet.
 const oscModules = { cuda: 'cuda/12.4.1', conda: 'miniconda3/24.1.2-py310', init: '/etc/profile.d/lmod.sh' };
 
 // OSC's rules (osc.edu "Job and storage charging", 2026): core-hours of effective cores

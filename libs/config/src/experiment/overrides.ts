@@ -3,8 +3,6 @@
 // wrong type is caught before anything is queued.
 import { didYouMean } from '../errors.ts';
 
-export type Scalar = string | number | boolean | null;
-
 interface JsonSchema {
   $ref?: string;
   type?: string | string[];

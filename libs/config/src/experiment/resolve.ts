@@ -1,5 +1,5 @@
 // From a validated spec, its cluster and its environment to the values the templates and the runner
-// use: resources filled in from the partition and the plan's recommendations, checked against the
+// use: resources filled in from the partition and the original proposal's recommendations, checked against the
 // partition, sweeps expanded, and the domain rules applied. Pure: problems are returned with their
 // field paths, never thrown one at a time.
 import { createHash } from 'node:crypto';
@@ -60,7 +60,7 @@ export interface Problem {
   found?: string;
 }
 
-/** The plan's recommendation for one V100 job: 8 cpus, 85 GB. */
+/** The original proposal's recommendation for one V100 job: 8 cpus, 85 GB. */
 const PLAN_CPUS = 8;
 const PLAN_MEM_GB = 85;
 const DEFAULT_TIME = 8 * 3600;

@@ -56,10 +56,6 @@ RUN_ROOT = "run_root"
 TRIALS_DIR = "trials"
 
 
-class TrialLost(Exception):
-    """Another worker failed this trial (its heartbeat looked stale): stop, report nothing."""
-
-
 @dataclass(frozen=True)
 class WorkerId:
     #: Stable across requeues: `<array job id>_<task id>` under SLURM.

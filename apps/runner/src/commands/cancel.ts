@@ -1,0 +1,15 @@
+// `runner cancel`: cancel every job of a run, then show (and record) where each one ended.
+import { jobIdsOf, progressOf, schedulerForManifest, statusLine } from '@kdgat/run-record';
+import { openRun, type Command } from '../cli/args.ts';
+
+export const cancelCommand: Command = async (ctx) => {
+  const record = openRun(ctx);
+  const ids = jobIdsOf(record.manifest);
+  const scheduler = schedulerForManifest(record.manifest);
+  await scheduler.cancel(ids);
+  const progress = progressOf(record.manifest, await scheduler.query(ids));
+  record.seen(progress);
+  ctx.say(`cancelled ${ids.join(', ')}`);
+  for (const p of progress) ctx.say(`  ${statusLine(p)}`);
+  return 0;
+};

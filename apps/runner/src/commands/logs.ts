@@ -1,0 +1,31 @@
+// `runner logs`: a job's (or array task's) stdout and stderr, whole or the last N lines.
+import { existsSync, readFileSync } from 'node:fs';
+import { logPathsOf, schedulerForManifest, tailFile } from '@kdgat/run-record';
+import { openRun, type Command } from '../cli/args.ts';
+
+export const logsCommand: Command = async (ctx) => {
+  const { values, say } = ctx;
+  const { manifest } = openRun(ctx);
+  const job = values.job ? manifest.jobs.find((j) => j.key === values.job) : manifest.jobs[0];
+  if (!job)
+    throw ctx.usage(`--job ${values.job}: expected one of ${manifest.jobs.map((j) => j.key).join(', ')}`);
+  if (!job.jobId) throw ctx.usage(`job ${job.key} was never submitted`);
+  const index = values.index !== undefined ? Number(values.index) : job.array ? 0 : undefined;
+  const states = await schedulerForManifest(manifest).query([job.jobId]);
+  const task = (states.get(job.jobId) ?? []).find((t) => t.arrayIndex === index) ?? {
+    jobId: job.jobId,
+    state: 'UNKNOWN' as const,
+    ...(index !== undefined ? { arrayIndex: index } : {}),
+  };
+  const paths = logPathsOf(job, task);
+  const present = [paths.output, paths.error].filter((p, i, all) => existsSync(p) && all.indexOf(p) === i);
+  if (present.length === 0) {
+    ctx.io.err.write(`no log yet at ${paths.output}\n`);
+    return 1;
+  }
+  for (const path of present) {
+    say(`==> ${path} <==`);
+    say(values.lines ? tailFile(path, Number(values.lines)) : readFileSync(path, 'utf8').trimEnd());
+  }
+  return 0;
+};

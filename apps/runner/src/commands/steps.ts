@@ -1,0 +1,414 @@
+// The steps `train`, `plan` and `tune` are made of, in the order they run: load spec → check
+// stack → plan → render → guard → record → preflight → submit. Each is wiring over the libraries
+// (@kdgat/config, planning, run-record, schedulers) plus the lines it prints.
+import { basename, dirname, join, resolve } from 'node:path';
+import {
+  checkSpecAgainstSite,
+  environmentSpecHash,
+  loadExperimentSpec,
+  type LoadedSpec,
+  type ResolvedExperiment,
+  type ResolvedTune,
+} from '@kdgat/config';
+import {
+  PreflightError,
+  applyBestTrial,
+  applyRecordedSizes,
+  asStudyPlan,
+  buildPlan,
+  checkEnvironmentMatches,
+  checkOverrides,
+  costPlan,
+  isDeclaredOnly,
+  preflightPlan,
+  readSpecFile,
+  readStackOrDeclared,
+  renderPlan,
+  submitPlan,
+  writeRendered,
+  type FromStudy,
+  type PlanCosting,
+  type PreflightReport,
+  type RenderedJob,
+  type RunPlan,
+  type StackOutputs,
+  type StackOutputsSource,
+} from '@kdgat/planning';
+import {
+  RunRecord,
+  compareRecordedLock,
+  reproductionOf,
+  copyLockIntoRun,
+  gitInfo,
+  linkStageInputs,
+  newManifest,
+  readManifest,
+  resolveStageInputs,
+  type Manifest,
+  type ResolvedInput,
+} from '@kdgat/run-record';
+import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
+import { jobNameFor } from '@kdgat/slurm-templates';
+
+/** What `train`, `plan` and `tune` are asked (the CLI's flags, or a test's). */
+export interface RunOptions {
+  specPath?: string;
+  fromManifest?: string;
+  /** A study name or directory: train its best trial's values (`train --from-study S --best`). */
+  fromStudy?: string;
+  stack?: string;
+  stackSource: StackOutputsSource;
+  /** `plan` of a stack that is not provisioned: its outputs predicted from the declared config. */
+  declaredSource?: StackOutputsSource;
+  /** `--from-manifest`: run even though the environment's lock changed since the recorded run. */
+  allowEnvChange?: boolean;
+  scheduler?: 'slurm' | 'local';
+  /** For tests and bench: a scheduler to use instead of constructing one. */
+  schedulerInstance?: Scheduler;
+  force?: boolean;
+  /** Apply the requests sized from history (`train --right-size`); recorded in the manifest. */
+  rightSize?: boolean;
+  repoRoot: string;
+  log?: (line: string) => void;
+}
+
+export class SubmissionFailedError extends Error {
+  readonly runDir: string;
+  constructor(message: string, runDir: string) {
+    super(message);
+    this.name = 'SubmissionFailedError';
+    this.runDir = runDir;
+  }
+}
+
+export interface Spec {
+  file: string;
+  text: string;
+  loaded: LoadedSpec;
+  resolved: ResolvedExperiment;
+  /** `--from-manifest`: the recorded run. */
+  source?: Manifest;
+  fromStudy?: FromStudy;
+}
+
+/** 1. Load spec: from `--spec`, or the one a manifest recorded; the best trial applied; validated. */
+export async function loadSpec(opts: RunOptions, log: (line: string) => void): Promise<Spec> {
+  let source: Manifest | undefined;
+  let spec: { file: string; text: string };
+  if (opts.fromManifest) {
+    source = readManifest(resolve(opts.fromManifest));
+    spec = { file: source.spec.file, text: source.spec.text };
+  } else if (opts.specPath) spec = readSpecFile(opts.specPath);
+  else throw new Error('train needs --spec <file.yaml> or --from-manifest <run dir|manifest.json>');
+  let fromStudy: FromStudy | undefined;
+  if (opts.fromStudy) {
+    const stack = await opts.stackSource.read(stackNameOf(opts, source));
+    const applied = await applyBestTrial(spec.text, spec.file, opts.fromStudy, stack);
+    spec = { ...spec, text: applied.text };
+    fromStudy = applied.provenance;
+    const values = Object.entries(fromStudy.params).map(([k, v]) => `${k}=${String(v)}`);
+    log(
+      `best trial ${fromStudy.trial} of study ${fromStudy.study}: ${fromStudy.metric} = ${fromStudy.value}; stage ${fromStudy.stageId} trains with ${values.join(', ')}`,
+    );
+  }
+  const loaded = loadExperimentSpec({ text: spec.text, file: spec.file });
+  return {
+    ...spec,
+    loaded,
+    resolved: loaded.resolved,
+    ...(source ? { source } : {}),
+    ...(fromStudy ? { fromStudy } : {}),
+  };
+}
+
+/** `--overrides` and every sweep point against the pipeline schema; the loader's warnings. */
+export function checkSpec(spec: Spec, log: (line: string) => void): void {
+  checkOverrides(spec.resolved);
+  for (const w of spec.loaded.warnings ?? [])
+    log(`warning: ${typeof w === 'string' ? w : JSON.stringify(w)}`);
+}
+
+function stackNameOf(opts: RunOptions, source?: Manifest): string {
+  return opts.stack ?? source?.stack.name ?? 'local';
+}
+
+export interface Site {
+  name: string;
+  outputs: StackOutputs;
+  source: StackOutputsSource;
+  runsRoot: string;
+  envChange?: { changed: boolean; differences: string[] };
+  inputs: ResolvedInput[];
+}
+
+/**
+ * 2. Check stack: its outputs (predicted from the declaration for a plan of a site not
+ * provisioned), its environment against the spec's, the spec's datasets against its caches, the
+ * environment's lock against a reproduced run's, and the stage inputs from earlier runs.
+ */
+export async function checkStack(
+  spec: Spec,
+  opts: RunOptions & { dryRun?: boolean },
+  log: (line: string) => void,
+): Promise<Site> {
+  const { resolved, source } = spec;
+  const name = stackNameOf(opts, source);
+  const { outputs, source: from } = await readStackOrDeclared(opts.stackSource, name, {
+    dryRun: opts.dryRun === true,
+    ...(opts.declaredSource ? { declared: opts.declaredSource } : {}),
+    log,
+  });
+  const declaredIn = isDeclaredOnly(outputs) ? outputs.declared.file : undefined;
+  checkEnvironmentMatches(
+    name,
+    outputs,
+    resolved.environment.name,
+    environmentSpecHash(resolved.environment),
+    declaredIn,
+  );
+  checkSpecAgainstSite(spec.loaded, { stack: name, cacheDirs: outputs.scratch.cacheDirs });
+  const envChange = source ? compareRecordedLock(source, outputs, opts.allowEnvChange === true) : undefined;
+  if (envChange?.changed) {
+    log(
+      `the environment changed since the recorded run (--allow-env-change); packages that differ (recorded -> now):`,
+    );
+    for (const d of envChange.differences) log(`  ${d}`);
+  }
+  const inputs = stageInputs(spec, name, outputs, log);
+  return {
+    name,
+    outputs,
+    source: from,
+    runsRoot: outputs.scratch.runsDir,
+    inputs,
+    ...(envChange ? { envChange } : {}),
+  };
+}
+
+/**
+ * Outputs of earlier runs the stages read, found and checked before anything is written or queued.
+ * A reproduction reads the very runs its manifest recorded; a site not provisioned has none here yet.
+ */
+function stageInputs(
+  spec: Spec,
+  stack: string,
+  outputs: StackOutputs,
+  log: (line: string) => void,
+): ResolvedInput[] {
+  const { resolved, source } = spec;
+  if (isDeclaredOnly(outputs)) {
+    for (const st of resolved.stages)
+      for (const i of st.inputs ?? [])
+        log(
+          `stage ${st.id} reads ${i.stage} of run ${i.run}: not checked (stack ${stack} is not provisioned, its runs are on the site; train checks them)`,
+        );
+    return [];
+  }
+  const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
+  const inputs = resolveStageInputs(resolved, outputs, pins);
+  for (const i of inputs)
+    log(
+      `stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`,
+    );
+  return inputs;
+}
+
+/** The scheduler the run goes to: the flag, else the reproduced run's, else the cluster profile's. */
+export function schedulerOf(spec: Spec, site: Site, opts: RunOptions): Scheduler {
+  if (opts.schedulerInstance) return opts.schedulerInstance;
+  const kind = opts.scheduler ?? spec.source?.scheduler ?? spec.resolved.cluster.scheduler;
+  return isDeclaredOnly(site.outputs) && kind === 'slurm'
+    ? new UnprovisionedSlurm(site.name)
+    : schedulerFor(kind, site.runsRoot);
+}
+
+export interface Planned {
+  plan: RunPlan;
+  costing: PlanCosting;
+  rightSized?: Manifest['rightSized'];
+}
+
+/** 3. Plan: jobs, arrays chunked to the scheduler's MaxArraySize, the study variant; cost and sizes. */
+export async function planRun(
+  spec: Spec,
+  site: Site,
+  scheduler: Scheduler,
+  opts: { tune?: ResolvedTune; rightSize?: boolean },
+  log: (line: string) => void,
+): Promise<Planned> {
+  const { resolved, source } = spec;
+  const experiment = resolved.spec.name;
+  const plan = buildPlan({
+    experiment,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints,
+    maxArraySize: (await scheduler.limits()).maxArraySize,
+    jobName: (stageId) => jobNameFor(experiment, stageId),
+  });
+  if (opts.tune) asStudyPlan(plan, opts.tune);
+  applyRecordedSizes(resolved, source?.rightSized);
+  const costing = await costPlan({
+    resolved,
+    plan,
+    runsRoot: site.runsRoot,
+    apply: opts.rightSize === true && !source,
+  });
+  for (const line of costing.lines) log(line);
+  const rightSized = source?.rightSized ?? costing.rightSized;
+  return { plan, costing, ...(rightSized ? { rightSized } : {}) };
+}
+
+/** 4. Render every script for `runDir` (the site's path; scripts carry absolute paths). */
+export function render(
+  spec: Spec,
+  site: Site,
+  planned: Planned,
+  scheduler: Scheduler,
+  runDir: string,
+): RenderedJob[] {
+  return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind);
+}
+
+/** `--from-manifest`: rendered for the recorded run dir, the scripts must be the recorded bytes. */
+export function reproduce(
+  spec: Spec,
+  site: Site,
+  planned: Planned,
+  scheduler: Scheduler,
+): RunResult['reproduction'] {
+  const source = spec.source;
+  return source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir));
+}
+
+/**
+ * Writes the rendered run into its directory, with the stage inputs linked and the environment's
+ * lock copied. A plan against a site that is not provisioned is written into the checkout (the
+ * site's scratch does not exist yet); returns where the files went.
+ */
+export function writeRun(
+  site: Site,
+  runDir: string,
+  rendered: readonly RenderedJob[],
+  repoRoot: string,
+  log: (line: string) => void,
+): { outDir: string; lockFile?: string } {
+  const outDir = isDeclaredOnly(site.outputs)
+    ? join(repoRoot, '.hpc', 'plans', site.name, basename(dirname(runDir)), basename(runDir))
+    : runDir;
+  writeRendered(outDir, rendered);
+  linkStageInputs(outDir, site.inputs);
+  const lockCopy = copyLockIntoRun(outDir, site.outputs);
+  if (lockCopy.note && !isDeclaredOnly(site.outputs)) log(`note: ${lockCopy.note}`);
+  return { outDir, ...(lockCopy.file ? { lockFile: lockCopy.file } : {}) };
+}
+
+/** 6. Record: the run's manifest, status `planned`, before anything is preflighted or queued. */
+export async function recordRun(
+  spec: Spec,
+  site: Site,
+  planned: Planned,
+  written: { outDir: string; lockFile?: string },
+  run: {
+    runDir: string;
+    rendered: readonly RenderedJob[];
+    scheduler: Scheduler;
+    study?: { name: string; dir: string };
+  },
+  opts: RunOptions,
+): Promise<RunRecord> {
+  const manifest = newManifest({
+    runDir: run.runDir,
+    spec: { file: spec.file, text: spec.text, warnings: spec.loaded.warnings ?? [] },
+    resolved: spec.resolved,
+    plan: planned.plan,
+    rendered: run.rendered,
+    stack: { name: site.name, source: site.source.description, outputs: site.outputs },
+    scheduler: run.scheduler.kind,
+    git: await gitInfo(opts.repoRoot),
+    ...(written.lockFile ? { lockFile: written.lockFile } : {}),
+    ...(spec.source ? { source: spec.source } : {}),
+    ...(site.envChange ? { envChange: site.envChange } : {}),
+    inputs: site.inputs,
+    ...(run.study ? { study: run.study } : {}),
+    ...(spec.fromStudy ? { fromStudy: spec.fromStudy } : {}),
+    costing: planned.costing,
+    ...(planned.rightSized ? { rightSized: planned.rightSized } : {}),
+    forced: opts.force === true,
+  });
+  (opts.log ?? (() => {}))(`rendered ${run.rendered.length} script(s) into ${written.outDir}`);
+  return RunRecord.create(written.outDir, manifest);
+}
+
+/** 7. Preflight: `sbatch --test-only` (local: `bash -n`, CPUs) of every script; a refusal is recorded. */
+export async function preflight(
+  record: RunRecord,
+  rendered: readonly RenderedJob[],
+  scheduler: Scheduler,
+): Promise<PreflightReport[]> {
+  const reports = await preflightPlan(rendered, record.dir, scheduler);
+  if (reports.some((r) => !r.ok)) {
+    const err = new PreflightError(reports);
+    record.refused(err.message);
+    throw err;
+  }
+  return reports;
+}
+
+/** 8. Submit in dependency order; on a failure the parts already queued are cancelled and recorded. */
+export async function submit(
+  record: RunRecord,
+  rendered: readonly RenderedJob[],
+  scheduler: Scheduler,
+): Promise<void> {
+  const runDir = record.manifest.runDir;
+  const submitted = await submitPlan(rendered, runDir, scheduler);
+  if (!submitted.error) {
+    record.submitted(submitted.jobIds);
+    return;
+  }
+  const cancelled = submitted.cancelledAfterFailure ?? [];
+  record.submitted(submitted.jobIds, { error: submitted.error, cancelled });
+  throw new SubmissionFailedError(
+    `${submitted.error}\n  already queued parts cancelled: ${cancelled.join(', ') || 'none'}; see ${record.path}`,
+    runDir,
+  );
+}
+
+/** What train, plan and tune made: the run, its plan and preflight verdicts, and what they printed. */
+export interface RunResult {
+  /** Where the run's files are (a plan of a site not provisioned: under .hpc/plans/). */
+  runDir: string;
+  manifest: Manifest;
+  /** The run's record (its manifest's one writer). */
+  record: RunRecord;
+  plan: RunPlan;
+  preflight: PreflightReport[];
+  scheduler: Scheduler;
+  /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
+  reproduction?: { identical: boolean; differing: string[] };
+  /** A tune run's study: its name and directory. */
+  study?: { name: string; dir: string };
+  /** Cost, sizes from history and balance, as printed before anything was queued. */
+  costing?: PlanCosting;
+}
+
+export function resultOf(
+  record: RunRecord,
+  planned: Planned,
+  preflight: PreflightReport[],
+  scheduler: Scheduler,
+  extra: Pick<RunResult, 'reproduction' | 'study'>,
+): RunResult {
+  return {
+    runDir: record.dir,
+    manifest: record.manifest,
+    record,
+    plan: planned.plan,
+    preflight,
+    scheduler,
+    costing: planned.costing,
+    ...(extra.reproduction ? { reproduction: extra.reproduction } : {}),
+    ...(extra.study ? { study: extra.study } : {}),
+  };
+}

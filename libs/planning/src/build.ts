@@ -1,0 +1,144 @@
+// Builds the run plan: which scripts to render, which become arrays (chunked to the
+// scheduler's MaxArraySize) and which edges chain them: `aftercorr` between arrays over the same
+// points (task i waits for task i only, so one failed point does not cancel the others),
+// `afterok` on every job of the stage otherwise. Pure: no disk, no spawning.
+import type { Scalar } from '@kdgat/config';
+
+/** The parts of a resolved stage the plan needs (a subset of @kdgat/config's ResolvedStage). */
+export interface PlanStage {
+  id: string;
+  dependsOn: string[];
+  resources: { arrayConcurrency?: number };
+}
+
+export interface ArrayChunk {
+  /** Global index of the chunk's task 0 in the sweep. */
+  firstPoint: number;
+  size: number;
+}
+
+export interface PlannedJob {
+  /** Unique within the run: the stage id, or `<stage>.chunk<k>` when a sweep is chunked. */
+  key: string;
+  stageId: string;
+  /** `--job-name` (chunks of one stage share it; `%x` in log names). */
+  name: string;
+  /** Script path relative to the run dir. */
+  scriptFile: string;
+  /** Plan keys this job waits for (all of them, whatever the kind of edge). */
+  dependsOn: string[];
+  /**
+   * The subset of `dependsOn` this array job waits for task by task (`aftercorr`): arrays over the
+   * same sweep points, chunk k after chunk k. The rest are `afterok` on the whole job.
+   */
+  aftercorr?: string[];
+  array?: { size: number; concurrency: number; firstPoint: number };
+  /** The sweep points this job's tasks run, task i ↔ points[i]. */
+  points?: Record<string, Scalar>[];
+  /** A study's worker array (`runner tune`): task i is worker i. */
+  tune?: { workers: number };
+}
+
+export interface RunPlan {
+  experiment: string;
+  specHash: string;
+  jobs: PlannedJob[];
+}
+
+/**
+ * Splits N sweep points into arrays whose indices stay below MaxArraySize
+ * (SLURM caps the index value, not the task count: every chunk restarts at 0).
+ */
+export function chunkSweep(points: number, maxArraySize: number): ArrayChunk[] {
+  if (!Number.isInteger(points) || points < 0)
+    throw new Error(`sweep size ${points}: expected a whole number >= 0`);
+  if (!Number.isInteger(maxArraySize) || maxArraySize < 1)
+    throw new Error(`MaxArraySize ${maxArraySize}: expected a whole number >= 1`);
+  const chunks: ArrayChunk[] = [];
+  for (let first = 0; first < points; first += maxArraySize) {
+    chunks.push({ firstPoint: first, size: Math.min(maxArraySize, points - first) });
+  }
+  return chunks;
+}
+
+/** Stages ordered so every stage comes after the stages it depends on; names a cycle or unknown id. */
+export function orderStages<S extends PlanStage>(stages: readonly S[]): S[] {
+  const byId = new Map(stages.map((s) => [s.id, s]));
+  const done = new Set<string>();
+  const visiting = new Set<string>();
+  const out: S[] = [];
+  const visit = (s: S, path: string[]) => {
+    if (done.has(s.id)) return;
+    if (visiting.has(s.id)) throw new Error(`stages form a cycle: ${[...path, s.id].join(' -> ')}`);
+    visiting.add(s.id);
+    for (const dep of s.dependsOn) {
+      const d = byId.get(dep);
+      if (!d)
+        throw new Error(
+          `stage ${s.id}: dependsOn ${JSON.stringify(dep)} names no stage; expected one of ${[...byId.keys()].join(', ')}`,
+        );
+      visit(d, [...path, s.id]);
+    }
+    visiting.delete(s.id);
+    done.add(s.id);
+    out.push(s);
+  };
+  for (const s of stages) visit(s, []);
+  return out;
+}
+
+export function buildPlan(input: {
+  experiment: string;
+  specHash: string;
+  stages: readonly PlanStage[];
+  sweepPoints: readonly Record<string, Scalar>[];
+  maxArraySize: number;
+  /** `--job-name` of a stage's jobs (the templates' jobNameFor); default `<experiment>-<stage>`. */
+  jobName?: (stageId: string) => string;
+}): RunPlan {
+  const nameOf = input.jobName ?? ((id: string) => `${input.experiment}-${id}`);
+  const jobs: PlannedJob[] = [];
+  const keysOfStage = new Map<string, string[]>();
+  for (const stage of orderStages(input.stages)) {
+    // A stage that is not an array needs every task of an array it depends on: all its chunks.
+    const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
+    const base = nameOf(stage.id);
+    if (input.sweepPoints.length === 0) {
+      jobs.push({
+        key: stage.id,
+        stageId: stage.id,
+        name: base,
+        scriptFile: `scripts/${stage.id}.sbatch`,
+        dependsOn,
+      });
+      keysOfStage.set(stage.id, [stage.id]);
+      continue;
+    }
+    // Every swept stage is chunked the same way, so chunk k of a stage runs the same points as
+    // chunk k of the stage it depends on: task i needs only task i there.
+    const chunks = chunkSweep(input.sweepPoints.length, input.maxArraySize);
+    const keys: string[] = [];
+    chunks.forEach((chunk, k) => {
+      const key = chunks.length === 1 ? stage.id : `${stage.id}.chunk${k}`;
+      const concurrency = stage.resources.arrayConcurrency ?? 0;
+      const corresponding = stage.dependsOn.map((d) => keysOfStage.get(d)![k]!);
+      jobs.push({
+        key,
+        stageId: stage.id,
+        name: base,
+        scriptFile: `scripts/${key}.sbatch`,
+        dependsOn: corresponding,
+        ...(corresponding.length > 0 ? { aftercorr: corresponding } : {}),
+        array: {
+          size: chunk.size,
+          concurrency: concurrency > 0 ? Math.min(concurrency, chunk.size) : chunk.size,
+          firstPoint: chunk.firstPoint,
+        },
+        points: input.sweepPoints.slice(chunk.firstPoint, chunk.firstPoint + chunk.size),
+      });
+      keys.push(key);
+    });
+    keysOfStage.set(stage.id, keys);
+  }
+  return { experiment: input.experiment, specHash: input.specHash, jobs };
+}

@@ -1,0 +1,115 @@
+// Every example in examples/ loads, validates and plans as its comment says; rendering is pure.
+import { readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadExperimentSpec, type Scalar } from '@kdgat/config';
+import { buildPlan } from './build.ts';
+import { renderPlan } from './render.ts';
+import type { StackOutputs } from './stack/outputs.ts';
+
+const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
+
+const stack: StackOutputs = {
+  profile: {},
+  environment: {
+    name: 'e',
+    backend: 'venv',
+    prefix: '/opt/env',
+    activate: '',
+    specHash: '',
+    lockPath: '',
+    lockHash: '',
+  },
+  scratch: {
+    root: '/scratch',
+    cacheDirs: { hcrl_sa: '/scratch/cache/hcrl_sa', synth: '/scratch/cache/synth' },
+    runsDir: '/scratch/runs',
+    logsDir: '/scratch/logs',
+  },
+  scripts: {
+    dir: '/s',
+    stageData: '/s/stage_data.sh',
+    epilog: '/s/job_epilog.sh',
+    trainGpu: '/s/t.sh',
+    preprocessGpu: '/s/p.sh',
+  },
+};
+
+function planOf(file: string) {
+  const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
+  const plan = buildPlan({
+    experiment: resolved.spec.name,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
+    maxArraySize: 1001,
+  });
+  const rendered = renderPlan(plan, resolved, stack, '/scratch/runs/x/run', resolved.cluster.scheduler);
+  return { resolved, plan, rendered };
+}
+
+describe('examples/', () => {
+  it('has the eight examples', () => {
+    expect(
+      readdirSync(EXAMPLES)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort(),
+    ).toEqual([
+      'cugraph.yaml',
+      'kdgat-pitzer.yaml',
+      'profile.yaml',
+      'quickstart.yaml',
+      'sweep-lr.yaml',
+      'trial-batch.yaml',
+      'tune-pitzer.yaml',
+      'tune-vgae.yaml',
+    ]);
+  });
+
+  it('quickstart: a local preprocess -> autoencoder -> curriculum chain, no #SBATCH header', () => {
+    const { resolved, plan, rendered } = planOf('quickstart.yaml');
+    expect(resolved.cluster.scheduler).toBe('local');
+    expect(plan.jobs.map((j) => j.key)).toEqual(['preprocess', 'autoencoder', 'curriculum']);
+    for (const r of rendered) expect(r.script).not.toMatch(/^#SBATCH/m);
+  });
+
+  it('kdgat-pitzer: preprocess then a four-stage afterok chain with the plan resources and staging', () => {
+    const { plan, rendered } = planOf('kdgat-pitzer.yaml');
+    expect(plan.jobs.map((j) => [j.key, j.dependsOn])).toEqual([
+      ['preprocess', []],
+      ['autoencoder', ['preprocess']],
+      ['curriculum', ['autoencoder']],
+      ['distillation', ['curriculum']],
+      ['evaluation', ['distillation']],
+    ]);
+    // preprocess writes the cache to scratch; the later stages stage it.
+    expect(rendered[0]!.script).toContain("export KD_GAT_CACHE_ROOT=/scratch/cache");
+    expect(rendered[0]!.script).not.toContain('kdgat_stage_data ');
+    const script = rendered[1]!.script;
+    for (const line of [
+      '#SBATCH --cpus-per-task=8',
+      '#SBATCH --mem=85G',
+      '#SBATCH --gres=gpu:v100:1',
+      '#SBATCH --signal=B:USR1@300',
+    ]) {
+      expect(script).toContain(line);
+    }
+    expect(script).toContain('kdgat_stage_data hcrl_sa');
+  });
+
+  it('sweep-lr: one array of 12 tasks, 4 at a time', () => {
+    const { plan, rendered } = planOf('sweep-lr.yaml');
+    expect(plan.jobs).toHaveLength(1);
+    expect(plan.jobs[0]!.array).toEqual({ size: 12, concurrency: 4, firstPoint: 0 });
+    expect(rendered[0]!.table!.text.trim().split('\n')).toHaveLength(24);
+  });
+
+  it('profile, trial-batch, cugraph, sweep-lr and tune-pitzer start from the VGAE of a kdgat-pitzer run', () => {
+    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml', 'sweep-lr.yaml', 'tune-pitzer.yaml']) {
+      const { plan, resolved } = planOf(f);
+      expect(plan.jobs).toHaveLength(1);
+      expect(resolved.stages[0]!.inputs).toEqual([{ run: 'kdgat-hcrl-sa', stage: 'autoencoder' }]);
+    }
+    expect(planOf('cugraph.yaml').resolved.environment.name).toBe('gnn-rapids-cugraphops');
+  });
+});

@@ -1,0 +1,70 @@
+// @kdgat/planning: from a validated spec and a stack's outputs to scripts ready to queue —
+// the stack outputs, the plan (jobs, arrays chunked to MaxArraySize, chains), its cost, the
+// rendered scripts, the study variant of `runner tune`, and preflight + atomic submit.
+export {
+  FileStackOutputs,
+  PulumiStackOutputs,
+  StackNotProvisionedError,
+  StackOutputsSchema,
+  checkEnvironmentMatches,
+  type StackOutputs,
+  type StackOutputsSource,
+} from './stack/outputs.ts';
+export {
+  DeclaredStackOutputs,
+  isDeclaredOnly,
+  readStackOrDeclared,
+  type DeclaredOnly,
+  type PredictedStackOutputs,
+} from './stack/declared.ts';
+export { checkOverrides, readSpecFile } from './spec.ts';
+export {
+  buildPlan,
+  chunkSweep,
+  orderStages,
+  type ArrayChunk,
+  type PlanStage,
+  type PlannedJob,
+  type RunPlan,
+} from './build.ts';
+export { policiesOf, renderPlan, runRootOf, writeRendered, type RenderedJob } from './render.ts';
+export {
+  BudgetExceededError,
+  applyRecordedSizes,
+  costPlan,
+  costRecord,
+  tasksPerStage,
+  type Balance,
+  type CostRecord,
+  type PlanCosting,
+  type RightSized,
+} from './cost.ts';
+export {
+  PreflightError,
+  preflightPlan,
+  requestFor,
+  submitPlan,
+  type PreflightReport,
+  type SubmissionResult,
+} from './submit.ts';
+export {
+  STUDIES_DIR,
+  STUDY_FILE,
+  existingStudy,
+  pythonOf,
+  resolveStudyDir,
+  runTuneReport,
+  studyConfig,
+  studyLink,
+  type BestTrial,
+  type StudyReport,
+} from './tune/study.ts';
+export {
+  StudyExistsError,
+  asStudyPlan,
+  linkStudy,
+  refuseTakenStudy,
+  studyDirOf,
+  writeStudyFile,
+} from './tune/study-plan.ts';
+export { applyBestTrial, type FromStudy } from './tune/best-trial.ts';

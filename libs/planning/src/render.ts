@@ -1,0 +1,110 @@
+// Renders the plan's scripts with @kdgat/slurm-templates: one script per planned job (an array
+// chunk gets its own script and sweep table), no dependencies inside the scripts (job ids do
+// not exist before submission; the submit adds `--dependency`), so everything is rendered
+// before the first sbatch.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
+import type { ResolvedExperiment } from '@kdgat/config';
+import type { StackOutputs } from './stack/outputs.ts';
+import type { PlannedJob, RunPlan } from './build.ts';
+
+export interface RenderedJob {
+  job: PlannedJob;
+  script: string;
+  /** Sweep table of an array job, written to `tableFile` (relative to the run dir). */
+  table?: { file: string; text: string };
+  runRoot: string;
+  logs: { output: string; error: string };
+  /** What the local scheduler needs when the script carries no `#SBATCH` lines. */
+  hints: { cpusPerTask: number; timeLimit: string; signal?: string };
+}
+
+type Requeue = TrainJobInput['requeue'];
+type Staging = TrainJobInput['staging'];
+
+const DEFAULT_REQUEUE: Requeue = { enabled: false, signal: 'USR1', leadSeconds: 120, maxRestarts: 3 };
+
+/** The spec's requeue/staging policies with the contract's defaults. */
+export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; staging: Staging } {
+  const spec = resolved.spec as { requeue?: Partial<Requeue>; staging?: Partial<Staging> };
+  return {
+    requeue: { ...DEFAULT_REQUEUE, ...(spec.requeue ?? {}) },
+    staging: { enabled: spec.staging?.enabled ?? false, datasets: spec.staging?.datasets ?? [] },
+  };
+}
+
+/**
+ * The pipeline's `--run-root` of every job of a run: one `outputs/` for all stages and chunks, so
+ * a stage finds what the stage before it wrote. Array task i of a chunk runs sweep point
+ * `firstPoint + i` under `outputs/point_<firstPoint + i>` (SLURM restarts each chunk at index 0).
+ */
+export function runRootOf(runDir: string): string {
+  return join(runDir, 'outputs');
+}
+
+export function renderPlan(
+  plan: RunPlan,
+  resolved: ResolvedExperiment,
+  stack: StackOutputs,
+  runDir: string,
+  schedulerKind: 'slurm' | 'local',
+): RenderedJob[] {
+  const { requeue, staging } = policiesOf(resolved);
+  const logsDir = join(runDir, 'logs');
+  return plan.jobs.map((job) => {
+    const stage = resolved.stages.find((s) => s.id === job.stageId);
+    if (!stage)
+      throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
+    const runRoot = runRootOf(runDir);
+    const tableFile = job.array && !job.tune ? `scripts/${job.key}.points.tsv` : undefined;
+    const input: TrainJobInput = {
+      experiment: resolved.spec.name,
+      stage,
+      // The scheduler the run goes to decides the header (#SBATCH lines or none).
+      profile: { ...resolved.cluster, scheduler: schedulerKind },
+      partition: resolved.partition,
+      environment: {
+        name: stack.environment.name,
+        backend: stack.environment.backend as 'conda' | 'venv',
+        prefix: stack.environment.prefix,
+      },
+      layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
+      runRoot,
+      scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
+      requeue,
+      staging,
+      ...(job.points ? { sweepPoints: job.points, firstPoint: job.array?.firstPoint ?? 0 } : {}),
+      ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
+      ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
+    };
+    const rendered = renderTrainJob(input);
+    const pattern = job.array ? '%x-%A_%a' : '%x-%j';
+    const result: RenderedJob = {
+      job,
+      script: rendered.script,
+      runRoot,
+      logs: { output: join(logsDir, `${pattern}.out`), error: join(logsDir, `${pattern}.err`) },
+      hints: {
+        cpusPerTask: stage.resources.cpus,
+        timeLimit: stage.resources.time,
+        ...(requeue.enabled ? { signal: `B:${requeue.signal}@${requeue.leadSeconds}` } : {}),
+      },
+    };
+    if (tableFile && rendered.arrayTable !== undefined)
+      result.table = { file: tableFile, text: rendered.arrayTable };
+    return result;
+  });
+}
+
+/** Writes the rendered scripts (executable) and sweep tables into `outDir`, with its `logs/`. */
+export function writeRendered(outDir: string, rendered: readonly RenderedJob[]): void {
+  mkdirSync(join(outDir, 'scripts'), { recursive: true });
+  mkdirSync(join(outDir, 'logs'), { recursive: true });
+  for (const r of rendered) {
+    const p = join(outDir, r.job.scriptFile);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, r.script, { mode: 0o755 });
+    if (r.table) writeFileSync(join(outDir, r.table.file), r.table.text);
+  }
+}

@@ -1,0 +1,102 @@
+// `runner plan` against a site that is not provisioned yet: the stack's outputs predicted from its
+// declared configuration (infra/Pulumi.<stack>.yaml), read and validated by the same @kdgat/config
+// functions the infra program uses, and the paths derived by the same function ClusterSite uses.
+// What only the live site can say (the environment's lock, the scheduler's limits and its
+// `sbatch --test-only` verdict) is reported as skipped or unknown, never made up.
+import { existsSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { parseYaml, rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
+import { declaredSiteOutputs } from '@kdgat/slurm-templates';
+import { DEFAULT_MAX_ARRAY_SIZE } from '@kdgat/schedulers';
+import { StackNotProvisionedError, type StackOutputs, type StackOutputsSource } from './outputs.ts';
+
+/** Which outputs are predicted from the declaration, and which cannot be known before `pulumi up`. */
+export interface DeclaredOnly {
+  /** The stack file the outputs were predicted from (relative to the repository). */
+  file: string;
+  predicted: string[];
+  unknown: string[];
+}
+
+export type PredictedStackOutputs = StackOutputs & { declared: DeclaredOnly };
+
+export function isDeclaredOnly(outputs: StackOutputs): outputs is PredictedStackOutputs {
+  return 'declared' in outputs && outputs.declared !== undefined;
+}
+
+/** The stack outputs a stack will have, from `infra/Pulumi.<stack>.yaml`. */
+export class DeclaredStackOutputs implements StackOutputsSource {
+  readonly repoRoot: string;
+  readonly description = 'declared stack configuration (not provisioned)';
+  constructor(repoRoot: string) {
+    this.repoRoot = repoRoot;
+  }
+
+  async read(stack: string): Promise<PredictedStackOutputs> {
+    const infra = join(this.repoRoot, 'infra');
+    const file = join(infra, `Pulumi.${stack}.yaml`);
+    if (!existsSync(file))
+      throw new StackNotProvisionedError(
+        stack,
+        `stack ${stack} has no outputs and no declared configuration (${file})`,
+      );
+    const project = parseYaml(readFileSync(join(infra, 'Pulumi.yaml'), 'utf8')).value as { name?: unknown };
+    if (typeof project?.name !== 'string') throw new Error(`${join(infra, 'Pulumi.yaml')} names no project`);
+    const site = siteFromStackConfig(
+      rawSiteConfigFromStackFile(readFileSync(file, 'utf8'), project.name, file),
+      this.repoRoot,
+    );
+    const d = declaredSiteOutputs(site);
+    const outputs: PredictedStackOutputs = {
+      profile: d.profile,
+      environment: {
+        name: d.environment.name,
+        backend: d.environment.backend,
+        prefix: d.environment.prefix,
+        activate: d.environment.activate,
+        specHash: d.environment.specHash,
+        lockPath: d.environment.lockPath,
+        lockHash: '',
+      },
+      scratch: d.scratch,
+      scripts: d.scripts,
+      declared: {
+        file: relative(this.repoRoot, file),
+        predicted: [
+          'environment (name, prefix, activation, spec hash, lock path)',
+          'scratch (cache dirs, runs dir, logs dir)',
+          'scripts (site script paths)',
+        ],
+        unknown: [
+          'environment lock (made by the build on `pulumi up`)',
+          `the scheduler's MaxArraySize (SLURM's default ${DEFAULT_MAX_ARRAY_SIZE} assumed) and its sbatch --test-only verdict`,
+        ],
+      },
+    };
+    return outputs;
+  }
+}
+
+/**
+ * Reads the stack's outputs; when the stack is not provisioned and the caller only plans, the
+ * outputs are predicted from its declared configuration instead (and say so).
+ */
+export async function readStackOrDeclared(
+  source: StackOutputsSource,
+  stack: string,
+  fallback: { dryRun: boolean; declared?: StackOutputsSource; log: (line: string) => void },
+): Promise<{ outputs: StackOutputs; source: StackOutputsSource }> {
+  try {
+    return { outputs: await source.read(stack), source };
+  } catch (e) {
+    if (!(e instanceof StackNotProvisionedError) || !fallback.dryRun || !fallback.declared) throw e;
+    const outputs = await fallback.declared.read(stack);
+    if (isDeclaredOnly(outputs)) {
+      fallback.log(`stack ${stack} is not provisioned (${e.message.split(': run ')[0]}).`);
+      fallback.log(`  planning from its declared configuration, ${outputs.declared.file}:`);
+      for (const p of outputs.declared.predicted) fallback.log(`  predicted, not read from the stack: ${p}`);
+      for (const u of outputs.declared.unknown) fallback.log(`  unknown until provisioned: ${u}`);
+    }
+    return { outputs, source: fallback.declared };
+  }
+}

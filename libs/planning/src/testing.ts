@@ -1,0 +1,24 @@
+// Fixtures for unit tests of @kdgat/planning and the projects that use it (`@kdgat/planning/testing`).
+// A provisioned stack's outputs.
+import type { StackOutputs } from './stack/outputs.ts';
+
+export const sampleOutputs: StackOutputs = {
+  profile: { name: 'local' },
+  environment: {
+    name: 'cpu-local',
+    backend: 'venv',
+    prefix: '/opt/venv',
+    activate: 'source /opt/venv/bin/activate',
+    specHash: 'a'.repeat(64),
+    lockPath: '/opt/lock.txt',
+    lockHash: 'b'.repeat(64),
+  },
+  scratch: { root: '/s', cacheDirs: { synth: '/s/cache/synth' }, runsDir: '/s/runs', logsDir: '/s/logs' },
+  scripts: {
+    dir: '/s/scripts',
+    stageData: '/s/scripts/stage-data.sh',
+    epilog: '/s/scripts/epilog.sh',
+    trainGpu: '/s/scripts/train-gpu.sh',
+    preprocessGpu: '/s/scripts/preprocess-gpu.sh',
+  },
+};

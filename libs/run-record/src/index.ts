@@ -1,0 +1,52 @@
+// @kdgat/run-record: what a run leaves and how it is read — the manifest and its one writer
+// (RunRecord), the guards before a submit, inputs from earlier runs, following a run, the report.
+export {
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  gitInfo,
+  jobIdsOf,
+  readManifest,
+  sha256,
+  type Manifest,
+  type ManifestJob,
+} from './manifest.ts';
+export { RunRecord, newManifest, reproductionOf, scriptHashes, type NewRun } from './record.ts';
+export { newRunDir, RUNS_LOCK_FILE } from './run-dir.ts';
+export {
+  ActiveRunCheckError,
+  AlreadyQueuedError,
+  earlierRuns,
+  refuseActiveRuns,
+  schedulerForManifest,
+} from './active-runs.ts';
+export { acquireLock, type HeldLock } from './runs-lock.ts';
+export {
+  EnvironmentChangedError,
+  LOCK_FILE,
+  compareRecordedLock,
+  copyLockIntoRun,
+} from './environment-lock.ts';
+export { StageInputError, linkStageInputs, resolveStageInputs, type ResolvedInput } from './inputs/inputs.ts';
+export {
+  formatElapsed,
+  formatTable,
+  jobStateOf,
+  progressOf,
+  rememberStates,
+  statusLine,
+  summaryRows,
+  taskRunRoot,
+  type JobProgress,
+  type SummaryRow,
+} from './track/track.ts';
+export { HEARTBEAT_MS, WaitOutput, watchRun, type Output, type WatchOptions } from './track/watch.ts';
+export { findMetrics, keyMetrics, logPathsOf, tailFile, tailLogs } from './track/files.ts';
+export { triageTask, type Triage, type TriageKind } from './track/triage.ts';
+export {
+  REPORT_DIR,
+  summariseRun,
+  verdictLines,
+  writeReport,
+  type ReportResult,
+  type StageSummary,
+} from './report.ts';

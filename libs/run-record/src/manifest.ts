@@ -1,0 +1,104 @@
+// manifest.json: everything needed to see what ran and to run it again (`--from-manifest`).
+// Read here; written only through RunRecord (record.ts).
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Scalar } from '@kdgat/config';
+import type { CostRecord, FromStudy, RightSized, StackOutputs } from '@kdgat/planning';
+import { runCommand, type JobState } from '@kdgat/schedulers';
+import type { ResolvedInput } from './inputs/inputs.ts';
+
+export const MANIFEST_FILE = 'manifest.json';
+export const MANIFEST_VERSION = 1;
+
+export interface ManifestJob {
+  /** Plan job key, e.g. `curriculum` or `train.chunk1`. */
+  key: string;
+  name: string;
+  stageId: string;
+  script: string; // relative to the run dir
+  dependsOn: string[]; // plan keys
+  /** The part of `dependsOn` waited for task by task (`aftercorr`): arrays over the same points. */
+  aftercorr?: string[];
+  jobId?: string;
+  array?: { size: number; concurrency: number; firstPoint: number };
+  /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<array.firstPoint + i>`. */
+  runRoot: string;
+  /** Log file patterns (SLURM `%x %j %A %a`), absolute. */
+  logs: { output: string; error: string };
+  /** Last state seen by the runner (jobs vanish from squeue after MinJobAge). */
+  lastSeen?: { state: JobState; at: string; tasks?: Record<string, JobState> };
+}
+
+export interface Manifest {
+  version: number;
+  experiment: string;
+  createdAt: string;
+  runDir: string;
+  spec: { file: string; text: string; hash: string };
+  resolved: unknown;
+  warnings: string[];
+  git: { commit: string | null; dirty: boolean | null };
+  environment: {
+    name: string;
+    specHash: string;
+    lockHash: string;
+    lockPath: string;
+    /** The explicit lock copied into the run dir (relative to it), when the stack exported it. */
+    lockFile?: string;
+    /** `--from-manifest --allow-env-change`: the recorded lock this run's environment differs from. */
+    changedFrom?: { lockHash: string; differences: string[] };
+  };
+  stack: { name: string; source: string; outputs: StackOutputs };
+  scheduler: 'slurm' | 'local';
+  scripts: Record<string, string>; // relative path → sha256
+  jobs: ManifestJob[];
+  /** `<job key>` → array index → the sweep point (overrides) that task runs. */
+  arrayIndex: Record<string, Record<string, Record<string, Scalar>>>;
+  /** Outputs of earlier runs that stages of this run read (linked into its run roots). */
+  inputs?: ResolvedInput[];
+  /** A tune run: the study its workers fill. */
+  tune?: { study: string; studyDir: string };
+  /** A run trained from a study's best trial (`train --from-study S --best`). */
+  fromStudy?: FromStudy;
+  /** What the plan was estimated to charge before it was queued (worst and expected case). */
+  cost?: CostRecord;
+  /** Requests sized from history (`train --right-size`), by stage id, with their basis. */
+  rightSized?: RightSized;
+  submission: {
+    status: 'planned' | 'submitted' | 'failed';
+    error?: string;
+    cancelledAfterFailure?: string[];
+    forced?: boolean;
+    reproducedFrom?: string;
+  };
+}
+
+export function sha256(text: string | Buffer): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+export function readManifest(pathOrDir: string): Manifest {
+  const p = pathOrDir.endsWith('.json') ? pathOrDir : join(pathOrDir, MANIFEST_FILE);
+  if (!existsSync(p)) throw new Error(`no manifest at ${p}`);
+  const m = JSON.parse(readFileSync(p, 'utf8')) as Manifest;
+  if (m.version !== MANIFEST_VERSION)
+    throw new Error(`${p}: manifest version ${String(m.version)}, expected ${MANIFEST_VERSION}`);
+  return m;
+}
+
+export async function gitInfo(cwd: string): Promise<{ commit: string | null; dirty: boolean | null }> {
+  try {
+    const head = await runCommand('git', ['rev-parse', 'HEAD'], { cwd });
+    if (head.code !== 0) return { commit: null, dirty: null };
+    const status = await runCommand('git', ['status', '--porcelain', '--untracked-files=no'], { cwd });
+    return { commit: head.stdout.trim(), dirty: status.code === 0 ? status.stdout.trim() !== '' : null };
+  } catch {
+    return { commit: null, dirty: null };
+  }
+}
+
+/** Job ids of a manifest, in submission order (jobs never submitted have none). */
+export function jobIdsOf(manifest: Pick<Manifest, 'jobs'>): string[] {
+  return manifest.jobs.flatMap((j) => (j.jobId ? [j.jobId] : []));
+}

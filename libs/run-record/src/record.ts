@@ -1,0 +1,174 @@
+// The run record: one manifest per run directory and the one path that writes it (#save: a temp
+// file renamed over manifest.json, so a reader never sees half a manifest). Every change a run
+// goes through — planned, refused at preflight, submitted, failed, states seen — is a method here.
+import { renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import type { ResolvedExperiment } from '@kdgat/config';
+import type { FromStudy, PlanCosting, RenderedJob, RunPlan, StackOutputs } from '@kdgat/planning';
+import { costRecord } from '@kdgat/planning';
+import type { ResolvedInput } from './inputs/inputs.ts';
+import { MANIFEST_FILE, MANIFEST_VERSION, readManifest, sha256, type Manifest } from './manifest.ts';
+import { rememberStates, type JobProgress } from './track/track.ts';
+
+export class RunRecord {
+  /** The directory manifest.json is in (a plan of an unprovisioned site: not `manifest.runDir`). */
+  readonly dir: string;
+  readonly manifest: Manifest;
+
+  private constructor(dir: string, manifest: Manifest) {
+    this.dir = dir;
+    this.manifest = manifest;
+  }
+
+  /** Writes a new run's manifest into `dir`. */
+  static create(dir: string, manifest: Manifest): RunRecord {
+    const record = new RunRecord(dir, manifest);
+    record.#save();
+    return record;
+  }
+
+  /** A recorded run: its directory or its manifest.json. */
+  static open(pathOrDir: string): RunRecord {
+    const p = resolve(pathOrDir);
+    const manifest = readManifest(p);
+    return new RunRecord(p.endsWith('.json') ? dirname(p) : p, manifest);
+  }
+
+  get path(): string {
+    return join(this.dir, MANIFEST_FILE);
+  }
+
+  /** Preflight refused: nothing was queued. */
+  refused(error: string): void {
+    this.manifest.submission = { ...this.manifest.submission, status: 'failed', error };
+    this.#save();
+  }
+
+  /** The scheduler's job ids, with the outcome: submitted, or failed with what was cancelled. */
+  submitted(jobIds: ReadonlyMap<string, string>, failure?: { error: string; cancelled: string[] }): void {
+    for (const j of this.manifest.jobs) {
+      const id = jobIds.get(j.key);
+      if (id) j.jobId = id;
+    }
+    this.manifest.submission = failure
+      ? {
+          ...this.manifest.submission,
+          status: 'failed',
+          error: failure.error,
+          cancelledAfterFailure: failure.cancelled,
+        }
+      : { ...this.manifest.submission, status: 'submitted' };
+    this.#save();
+  }
+
+  /** The states just seen, kept for when the scheduler has forgotten the jobs (MinJobAge). */
+  seen(progress: readonly JobProgress[]): void {
+    rememberStates(this.manifest, progress);
+    this.#save();
+  }
+
+  #save(): void {
+    const tmp = `${this.path}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(this.manifest, null, 2) + '\n');
+    renameSync(tmp, this.path);
+  }
+}
+
+/** sha256 of every rendered script and sweep table, by path relative to the run dir. */
+export function scriptHashes(rendered: readonly RenderedJob[]): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (const r of rendered) {
+    h[r.job.scriptFile] = sha256(r.script);
+    if (r.table) h[r.table.file] = sha256(r.table.text);
+  }
+  return h;
+}
+
+/** `--from-manifest`: the scripts re-rendered for the recorded run dir against the recorded hashes. */
+export function reproductionOf(
+  source: Manifest,
+  rendered: readonly RenderedJob[],
+): { identical: boolean; differing: string[] } {
+  const again = scriptHashes(rendered);
+  const files = new Set([...Object.keys(again), ...Object.keys(source.scripts)]);
+  const differing = [...files].filter((f) => again[f] !== source.scripts[f]);
+  return { identical: differing.length === 0, differing };
+}
+
+export interface NewRun {
+  runDir: string;
+  spec: { file: string; text: string; warnings: readonly unknown[] };
+  resolved: ResolvedExperiment;
+  plan: RunPlan;
+  rendered: readonly RenderedJob[];
+  stack: { name: string; source: string; outputs: StackOutputs };
+  scheduler: 'slurm' | 'local';
+  git: Manifest['git'];
+  /** The environment lock copied into the run dir, if the stack carried one. */
+  lockFile?: string;
+  /** `--from-manifest`: the run reproduced, and how its environment changed since. */
+  source?: Manifest;
+  envChange?: { changed: boolean; differences: string[] };
+  inputs: readonly ResolvedInput[];
+  study?: { name: string; dir: string };
+  fromStudy?: FromStudy;
+  costing: PlanCosting;
+  rightSized?: Manifest['rightSized'];
+  forced: boolean;
+}
+
+/** The manifest of a run about to be preflighted and submitted (status `planned`). */
+export function newManifest(run: NewRun): Manifest {
+  const { resolved, source, envChange, stack } = run;
+  const arrayIndex: Manifest['arrayIndex'] = {};
+  for (const job of run.plan.jobs) {
+    if (job.points) arrayIndex[job.key] = Object.fromEntries(job.points.map((p, i) => [String(i), p]));
+  }
+  const { lock: _text, ...environment } = stack.outputs.environment;
+  return {
+    version: MANIFEST_VERSION,
+    experiment: resolved.spec.name,
+    createdAt: new Date().toISOString(),
+    runDir: run.runDir,
+    spec: { file: run.spec.file, text: run.spec.text, hash: resolved.specHash },
+    resolved,
+    warnings: run.spec.warnings.map((w) => (typeof w === 'string' ? w : JSON.stringify(w))),
+    git: run.git,
+    environment: {
+      name: environment.name,
+      specHash: environment.specHash,
+      lockHash: environment.lockHash,
+      lockPath: environment.lockPath,
+      ...(run.lockFile ? { lockFile: run.lockFile } : {}),
+      ...(envChange?.changed && source
+        ? { changedFrom: { lockHash: source.environment.lockHash, differences: envChange.differences } }
+        : {}),
+    },
+    // The lock text is in the run dir (lockFile), not repeated here.
+    stack: { name: run.stack.name, source: run.stack.source, outputs: { ...stack.outputs, environment } },
+    scheduler: run.scheduler,
+    scripts: scriptHashes(run.rendered),
+    jobs: run.rendered.map(({ job: j, runRoot, logs }) => ({
+      key: j.key,
+      name: j.name,
+      stageId: j.stageId,
+      script: j.scriptFile,
+      dependsOn: j.dependsOn,
+      ...(j.aftercorr ? { aftercorr: j.aftercorr } : {}),
+      ...(j.array ? { array: j.array } : {}),
+      runRoot,
+      logs,
+    })),
+    arrayIndex,
+    ...(run.inputs.length > 0 ? { inputs: [...run.inputs] } : {}),
+    ...(run.study ? { tune: { study: run.study.name, studyDir: run.study.dir } } : {}),
+    ...(run.fromStudy ? { fromStudy: run.fromStudy } : {}),
+    cost: costRecord(run.costing, resolved),
+    ...(run.rightSized && Object.keys(run.rightSized).length > 0 ? { rightSized: run.rightSized } : {}),
+    submission: {
+      status: 'planned',
+      ...(run.forced ? { forced: true } : {}),
+      ...(source ? { reproducedFrom: source.runDir } : {}),
+    },
+  };
+}

@@ -1,0 +1,175 @@
+// A run's progress from its scheduler's answer: per-job state and counts, a status line per job,
+// and the final summary table with triage. Following it live is watch.ts.
+import { runDirName } from '@kdgat/config';
+import { isActive, isFailure, type JobState, type TaskStatus } from '@kdgat/schedulers';
+import type { Manifest, ManifestJob } from '../manifest.ts';
+import { findMetrics, keyMetrics, tailLogs } from './files.ts';
+import { triageTask, type Triage } from './triage.ts';
+
+export interface JobProgress {
+  job: ManifestJob;
+  tasks: TaskStatus[];
+  counts: { pending: number; running: number; done: number; failed: number };
+  state: JobState;
+  elapsedSeconds: number;
+}
+
+/** Where a task's pipeline outputs live: array task i of a chunk runs point `firstPoint + i`. */
+export function taskRunRoot(job: ManifestJob, arrayIndex: number | undefined): string {
+  return job.array && arrayIndex !== undefined
+    ? `${job.runRoot}/point_${job.array.firstPoint + arrayIndex}`
+    : job.runRoot;
+}
+
+/** The job's overall state: failed if any task failed, active while any task is active. */
+export function jobStateOf(tasks: readonly TaskStatus[], expected: number): JobState {
+  if (tasks.length === 0) return 'UNKNOWN';
+  const failed = tasks.find((t) => isFailure(t.state));
+  if (failed) return tasks.some((t) => isActive(t.state)) ? 'RUNNING' : failed.state;
+  if (tasks.some((t) => t.state === 'RUNNING' || t.state === 'COMPLETING')) return 'RUNNING';
+  if (tasks.some((t) => isActive(t.state)))
+    return tasks.some((t) => t.state === 'COMPLETED') ? 'RUNNING' : 'PENDING';
+  if (tasks.every((t) => t.state === 'COMPLETED') && tasks.length >= expected) return 'COMPLETED';
+  return tasks.every((t) => t.state === 'COMPLETED') ? 'UNKNOWN' : tasks[0]!.state;
+}
+
+export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>): JobProgress[] {
+  return manifest.jobs.map((job) => {
+    let tasks = job.jobId ? (states.get(job.jobId) ?? []) : [];
+    if (tasks.length === 0 && job.lastSeen) {
+      // Forgotten by the scheduler (MinJobAge): fall back to the last state the runner saw.
+      const jobId = job.jobId ?? '';
+      tasks = job.lastSeen.tasks
+        ? Object.entries(job.lastSeen.tasks).map(([i, state]): TaskStatus =>
+            i === '-' ? { jobId, state } : { jobId, arrayIndex: Number(i), state },
+          )
+        : [{ jobId, state: job.lastSeen.state }];
+    }
+    const counts = { pending: 0, running: 0, done: 0, failed: 0 };
+    for (const t of tasks) {
+      if (t.state === 'RUNNING' || t.state === 'COMPLETING') counts.running++;
+      else if (isActive(t.state)) counts.pending++;
+      else if (t.state === 'COMPLETED') counts.done++;
+      else counts.failed++;
+    }
+    const expected = job.array?.size ?? 1;
+    if (job.array && tasks.length < expected) counts.pending += expected - tasks.length;
+    return {
+      job,
+      tasks,
+      counts,
+      state: jobStateOf(tasks, expected),
+      elapsedSeconds: Math.max(0, ...tasks.map((t) => t.elapsedSeconds ?? 0)),
+    };
+  });
+}
+
+/** Records the states seen into the manifest's jobs (so `status` works after MinJobAge). */
+export function rememberStates(manifest: Manifest, progress: readonly JobProgress[]): void {
+  const at = new Date().toISOString();
+  for (const p of progress) {
+    if (p.tasks.length === 0) continue;
+    const tasks: Record<string, JobState> = {};
+    for (const t of p.tasks) tasks[t.arrayIndex === undefined ? '-' : String(t.arrayIndex)] = t.state;
+    p.job.lastSeen = { state: p.state, at, tasks };
+  }
+}
+
+export function formatElapsed(seconds: number): string {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = Math.floor(seconds % 60);
+  return `${h > 0 ? `${h}:` : ''}${String(m).padStart(h > 0 ? 2 : 1, '0')}:${String(s).padStart(2, '0')}`;
+}
+
+export function statusLine(p: JobProgress): string {
+  const id = p.job.jobId ?? '-';
+  const base = `${p.job.key} [${id}] ${p.state} ${formatElapsed(p.elapsedSeconds)}`;
+  if (!p.job.array) return base;
+  const c = p.counts;
+  return `${base} tasks: ${c.pending} pending, ${c.running} running, ${c.done} done, ${c.failed} failed`;
+}
+
+export interface SummaryRow {
+  job: string;
+  jobId: string;
+  state: JobState;
+  exitCode: string;
+  elapsed: string;
+  metrics: string;
+  triage: Triage | null;
+}
+
+export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]): SummaryRow[] {
+  const rows: SummaryRow[] = [];
+  const resolved = manifest.resolved as
+    | {
+        stages?: {
+          id: string;
+          stage?: string;
+          model?: string;
+          scale?: string;
+          dataset?: string;
+          resources?: { time?: string; memGB?: number };
+        }[];
+        spec?: { requeue?: { maxRestarts?: number } };
+      }
+    | undefined;
+  for (const p of progress) {
+    const stage = resolved?.stages?.find((s) => s.id === p.job.stageId);
+    const tasks = p.tasks.length > 0 ? p.tasks : [{ jobId: p.job.jobId ?? '', state: p.state } as TaskStatus];
+    for (const t of [...tasks].sort((a, b) => (a.arrayIndex ?? -1) - (b.arrayIndex ?? -1))) {
+      let tail = '';
+      try {
+        tail = tailLogs(p.job, t, 60);
+      } catch {
+        /* script or log gone */
+      }
+      const root = taskRunRoot(p.job, t.arrayIndex);
+      // A chain shares one run root: keep this stage's own `<model>_<scale>_<stage>/` outputs.
+      const ownDir =
+        stage?.model && stage.scale && stage.stage
+          ? `/${runDirName({ model: stage.model, scale: stage.scale, stage: stage.stage })}/`
+          : '/';
+      const metrics = findMetrics(root, 3)
+        .filter((m) => p.job.array || !m.path.includes('/point_'))
+        .filter((m) => m.path.includes(ownDir));
+      const ctx: Parameters<typeof triageTask>[2] = {};
+      if (stage?.resources?.time) ctx.timeLimit = stage.resources.time;
+      if (stage?.resources?.memGB !== undefined) ctx.memGB = stage.resources.memGB;
+      if (stage?.dataset) ctx.dataset = stage.dataset;
+      const maxRestarts = resolved?.spec?.requeue?.maxRestarts;
+      if (maxRestarts !== undefined) ctx.maxRestarts = maxRestarts;
+      rows.push({
+        job: t.arrayIndex === undefined ? p.job.key : `${p.job.key}[${t.arrayIndex}]`,
+        jobId: t.taskJobId ?? (t.arrayIndex === undefined ? t.jobId : `${t.jobId}_${t.arrayIndex}`),
+        state: t.state,
+        exitCode: t.exitCode ?? '-',
+        elapsed: t.elapsedSeconds === undefined ? '-' : formatElapsed(t.elapsedSeconds),
+        metrics:
+          metrics
+            .map((m) => keyMetrics(m.metrics))
+            .filter(Boolean)
+            .join('; ') || '-',
+        triage: triageTask(t, tail, ctx),
+      });
+    }
+  }
+  return rows;
+}
+
+export function formatTable(rows: readonly SummaryRow[]): string {
+  const header = ['job', 'job id', 'state', 'exit', 'elapsed', 'metrics'];
+  const body = rows.map((r) => [r.job, r.jobId, r.state, r.exitCode, r.elapsed, r.metrics]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  const out = [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)];
+  const triaged = rows.filter((r) => r.triage);
+  if (triaged.length > 0) {
+    out.push('');
+    for (const r of triaged)
+      out.push(`${r.job}: ${r.triage!.kind}: ${r.triage!.what}\n    fix: ${r.triage!.fix}`);
+  }
+  return out.join('\n');
+}

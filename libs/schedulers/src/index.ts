@@ -1,0 +1,34 @@
+// @kdgat/schedulers: one small interface (core.ts) and one folder per scheduler that implements
+// it — `slurm/` through SLURM's own commands, `local/` with bash on this machine.
+import { join } from 'node:path';
+import type { Scheduler } from './core.ts';
+import { LocalScheduler } from './local/index.ts';
+import { SlurmScheduler } from './slurm/index.ts';
+
+export {
+  ACTIVE_STATES,
+  SchedulerError,
+  isActive,
+  isFailure,
+  normaliseState,
+  type JobState,
+  type PreflightResult,
+  type Scheduler,
+  type SchedulerLimits,
+  type SubmitRequest,
+  type TaskStatus,
+} from './core.ts';
+export { runCommand, type CommandResult } from './exec.ts';
+export { SlurmScheduler, sbatchArgs } from './slurm/index.ts';
+export { DEFAULT_MAX_ARRAY_SIZE, UnprovisionedSlurm } from './slurm/unprovisioned.ts';
+export { LocalScheduler } from './local/index.ts';
+export { expandLogPattern, parseSbatchDirectives } from './local/directives.ts';
+export { pidAlive } from './local/records.ts';
+
+/** Where the local scheduler keeps its job records: beside the runs it ran. */
+export const LOCAL_SCHEDULER_DIR = '.local-scheduler';
+
+/** The scheduler of a kind; the local one keeps its state under the runs root. */
+export function schedulerFor(kind: 'slurm' | 'local', runsRoot: string): Scheduler {
+  return kind === 'slurm' ? new SlurmScheduler() : new LocalScheduler(join(runsRoot, LOCAL_SCHEDULER_DIR));
+}
