@@ -113,6 +113,16 @@ node_ready() {
   [[ $state == idle* || $state == mixed* || $state == allocated* ]]
 }
 
+# The daemons outlive this script: they must not keep a descriptor it inherited (a caller's
+# `flock LOCK scripts/slurm-local.sh up` would otherwise stay locked for as long as munged runs).
+close_inherited_fds() {
+  local fd
+  for fd in "/proc/$$/fd"/*; do
+    fd=${fd##*/}
+    if ((fd > 2 && fd != 255)); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
+  done
+}
+
 cmd_up() {
   need_root
   local t0=$SECONDS
@@ -122,6 +132,7 @@ cmd_up() {
     return 0
   fi
   write_config
+  close_inherited_fds
   if ! pid_alive "$STATE/munge/munged.pid"; then
     munged --socket="$STATE/munge/munge.sock" --key-file="$STATE/munge/munge.key" \
       --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/log/munged.log" \
