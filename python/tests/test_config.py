@@ -5,8 +5,10 @@ import pytest
 from pydantic import ValidationError
 
 from kdgat.config import ConfigError, PipelineConfig, build_config, json_schema
+from kdgat.tune.study import study_json_schema
 
 SCHEMA = Path(__file__).parents[2] / "libs" / "config" / "schema" / "pipeline.schema.json"
+STUDY_SCHEMA = SCHEMA.with_name("study.schema.json")
 
 
 def test_presets_follow_the_published_code() -> None:
@@ -68,3 +70,9 @@ def test_checked_in_schema_is_fresh() -> None:
     """libs/config validates overrides with this file: regenerate with
     `python -m kdgat schema > libs/config/schema/pipeline.schema.json`."""
     assert json.loads(SCHEMA.read_text()) == json.loads(json.dumps(json_schema()))
+
+
+def test_checked_in_study_schema_is_fresh() -> None:
+    """The runner validates study.json with this file and the spec's ``tune:`` bounds come from it:
+    regenerate with `python -m kdgat schema study > libs/config/schema/study.schema.json`."""
+    assert json.loads(STUDY_SCHEMA.read_text()) == json.loads(json.dumps(study_json_schema()))

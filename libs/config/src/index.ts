@@ -36,13 +36,14 @@ export {
   TuneSchema,
   SearchParamSchema,
   PrunerSchema,
-  PLAN_PRUNER,
+  DEFAULT_PRUNER,
   type TuneSpec,
   type ResolvedTune,
   type SearchParam,
   type PrunerSpec,
 } from './experiment/tune.ts';
 export { overrideKeys, overrideDefault, type OverrideProblem } from './experiment/overrides.ts';
+export { STUDY_SCHEMA, STUDY_SCHEMA_FILE, validateStudyConfig, type StudyConfig } from './experiment/study.ts';
 export { stageInputProblems, type CacheIdentity, type EarlierOutput } from './experiment/inputs.ts';
 export * from './time.ts';
 export { SCRIPT_VALUES, REQUEUE_SIGNALS, matchesRule, ruleString, type ValueRule, type ScriptValueKind } from './script-values.ts';

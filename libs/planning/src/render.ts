@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
-import type { ResolvedExperiment } from '@kdgat/config';
+import { REQUEUE_DEFAULTS, type ResolvedExperiment } from '@kdgat/config';
 import type { StackOutputs } from './stack/outputs.ts';
 import type { PlannedJob, RunPlan } from './build.ts';
 
@@ -23,13 +23,11 @@ export interface RenderedJob {
 type Requeue = TrainJobInput['requeue'];
 type Staging = TrainJobInput['staging'];
 
-const DEFAULT_REQUEUE: Requeue = { enabled: false, signal: 'USR1', leadSeconds: 120, maxRestarts: 3 };
-
-/** The spec's requeue/staging policies with the contract's defaults. */
+/** The spec's requeue/staging policies with the schema's defaults. */
 export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; staging: Staging } {
   const spec = resolved.spec as { requeue?: Partial<Requeue>; staging?: Partial<Staging> };
   return {
-    requeue: { ...DEFAULT_REQUEUE, ...(spec.requeue ?? {}) },
+    requeue: { ...REQUEUE_DEFAULTS, ...(spec.requeue ?? {}) },
     staging: { enabled: spec.staging?.enabled ?? false, datasets: spec.staging?.datasets ?? [] },
   };
 }

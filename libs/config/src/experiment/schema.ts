@@ -7,6 +7,14 @@ export { STAGES, Stage, Model, Scale, ScalarSchema, OverrideKey, OverridesSchema
 import { OverrideKey, OverridesSchema, ScalarSchema, Stage, Model, Scale } from './primitives.ts';
 import { TuneSchema } from './tune.ts';
 
+/** The requeue policy of a spec that says nothing (the one place these defaults are written). */
+export const REQUEUE_DEFAULTS: {
+  enabled: boolean;
+  signal: (typeof REQUEUE_SIGNALS)[number];
+  leadSeconds: number;
+  maxRestarts: number;
+} = { enabled: true, signal: RUN_CONTRACT.requeue.defaultSignal, leadSeconds: 300, maxRestarts: 3 };
+
 export const ResourcesInputSchema = z
   .object({
     cpus: z.number().int().positive().optional(),
@@ -95,14 +103,14 @@ export const ExperimentSpecSchema = z
       .optional(),
     requeue: z
       .object({
-        enabled: z.boolean().default(true),
-        signal: z.enum(REQUEUE_SIGNALS).default(RUN_CONTRACT.requeue.defaultSignal),
+        enabled: z.boolean().default(REQUEUE_DEFAULTS.enabled),
+        signal: z.enum(REQUEUE_SIGNALS).default(REQUEUE_DEFAULTS.signal),
         /** Seconds before the time limit at which SLURM sends the signal (--signal=B:SIG@lead). */
-        leadSeconds: z.number().int().min(10).max(3600).default(300),
-        maxRestarts: z.number().int().min(0).max(100).default(3),
+        leadSeconds: z.number().int().min(10).max(3600).default(REQUEUE_DEFAULTS.leadSeconds),
+        maxRestarts: z.number().int().min(0).max(100).default(REQUEUE_DEFAULTS.maxRestarts),
       })
       .strict()
-      .default({ enabled: true, signal: RUN_CONTRACT.requeue.defaultSignal, leadSeconds: 300, maxRestarts: 3 }),
+      .default(REQUEUE_DEFAULTS),
     /** A hyperparameter search over one stage (`nx run runner:tune`); see tune.ts. */
     tune: TuneSchema.optional(),
     /** The most this experiment may charge, in the cluster's billing unit (charging.unit): a plan whose worst case is over it is refused. */

@@ -1,11 +1,13 @@
 // The `tune:` section of an experiment spec: an Optuna study over pipeline config keys, run as one
 // job array of `nWorkers` workers that pull trials from one shared study until `nTrials` are done.
-// The defaults are the plan's pruning policy (Hyperband 3/100/3 inside a PatientPruner(4)).
+// The default pruner is DEFAULT_PRUNER (Hyperband 3/100/3 inside a PatientPruner(4)). Bounds and
+// defaults of what reaches study.json come from its schema (Python's StudyConfig, see study.ts).
 import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
 import { STAGE_METRICS } from '../contract/run-contract.ts';
 import { validateOverrides } from './overrides.ts';
 import { OverrideKey, ScalarSchema, type StageName } from './primitives.ts';
+import { studyDefault, studyInt, studyNumber, studyProperty } from './study.ts';
 
 const FloatParam = z
   .object({
@@ -22,7 +24,7 @@ const IntParam = z
     type: z.literal('int'),
     low: z.number().int(),
     high: z.number().int(),
-    step: z.number().int().positive().default(1),
+    step: studyInt('IntParam.step').default(studyDefault('IntParam.step')),
     log: z.boolean().default(false),
   })
   .strict();
@@ -40,8 +42,8 @@ export type SearchParam = z.infer<typeof SearchParamSchema>;
 const PatientSchema = z
   .object({
     /** Epochs without improvement before the wrapped pruner is consulted. */
-    patience: z.number().int().min(0),
-    minDelta: z.number().min(0).default(0),
+    patience: studyInt('Patient.patience'),
+    minDelta: studyNumber('Patient.minDelta').default(studyDefault('Patient.minDelta')),
   })
   .strict();
 
@@ -50,17 +52,17 @@ export const PrunerSchema = z.discriminatedUnion('type', [
     .object({
       type: z.literal('hyperband'),
       /** Epochs every trial gets before it can be pruned. */
-      minResource: z.number().int().positive().default(3),
-      maxResource: z.number().int().positive().default(100),
-      reductionFactor: z.number().int().min(2).default(3),
+      minResource: studyInt('HyperbandSpec.minResource').default(studyDefault('HyperbandSpec.minResource')),
+      maxResource: studyInt('HyperbandSpec.maxResource').default(studyDefault('HyperbandSpec.maxResource')),
+      reductionFactor: studyInt('HyperbandSpec.reductionFactor').default(studyDefault('HyperbandSpec.reductionFactor')),
       patient: PatientSchema.optional(),
     })
     .strict(),
   z
     .object({
       type: z.literal('median'),
-      startupTrials: z.number().int().min(0).default(5),
-      warmupSteps: z.number().int().min(0).default(0),
+      startupTrials: studyInt('MedianSpec.startupTrials').default(studyDefault('MedianSpec.startupTrials')),
+      warmupSteps: studyInt('MedianSpec.warmupSteps').default(studyDefault('MedianSpec.warmupSteps')),
       patient: PatientSchema.optional(),
     })
     .strict(),
@@ -68,8 +70,8 @@ export const PrunerSchema = z.discriminatedUnion('type', [
 ]);
 export type PrunerSpec = z.infer<typeof PrunerSchema>;
 
-/** The plan's fix for 86.5% of trials pruned after one epoch. */
-export const PLAN_PRUNER: PrunerSpec = {
+/** The default pruning policy: Hyperband 3/100/3 inside a PatientPruner(4), the fix for 86.5% of trials pruned after one epoch. */
+export const DEFAULT_PRUNER: PrunerSpec = {
   type: 'hyperband',
   minResource: 3,
   maxResource: 100,
@@ -85,29 +87,29 @@ export const TuneSchema = z
     study: SafeName.optional(),
     objective: z
       .object({
-        metric: z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a metric name such as val_loss'),
+        metric: z.string().regex(new RegExp(studyProperty('Objective.metric').pattern ?? '.*'), 'a metric name such as val_loss'),
         /** Default: minimize for losses, maximize otherwise. */
         direction: z.enum(['minimize', 'maximize']).optional(),
       })
       .strict(),
-    nTrials: z.number().int().positive().max(100_000),
+    nTrials: studyInt('nTrials'),
     /** Parallel SLURM tasks (one job array) pulling trials from the study. */
-    nWorkers: z.number().int().positive().max(1000),
+    nWorkers: studyInt('nWorkers'),
     space: z.record(OverrideKey, SearchParamSchema),
-    pruner: PrunerSchema.default(PLAN_PRUNER),
+    pruner: PrunerSchema.default(DEFAULT_PRUNER),
     sampler: z
       .object({
         type: z.enum(['tpe', 'random']).default('tpe'),
-        seed: z.number().int().min(0).optional(),
+        seed: studyInt('Sampler.seed').optional(),
       })
       .strict()
       .default({ type: 'tpe' }),
     /** How often a worker records that its trial is alive. */
-    heartbeatSeconds: z.number().int().min(1).max(3600).default(60),
+    heartbeatSeconds: studyInt('heartbeatSeconds').default(studyDefault('heartbeatSeconds')),
     /** A RUNNING trial whose heartbeat is older than this is failed and retried by another worker. */
-    staleAfterSeconds: z.number().int().min(2).max(86_400).default(300),
+    staleAfterSeconds: studyInt('staleAfterSeconds').default(studyDefault('staleAfterSeconds')),
     /** How many times a trial lost to a dead or requeued worker is retried with the same params. */
-    maxRetries: z.number().int().min(0).max(10).default(1),
+    maxRetries: studyInt('maxRetries').default(studyDefault('maxRetries')),
   })
   .strict();
 

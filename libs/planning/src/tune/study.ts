@@ -3,7 +3,7 @@
 // `python -m kdgat tune-report`, run with the stack's environment: one reader of the journal.
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ResolvedExperiment, ResolvedTune, Scalar } from '@kdgat/config';
+import { validateStudyConfig, type ResolvedExperiment, type ResolvedTune, type Scalar, type StudyConfig } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { StackOutputs } from '../stack/outputs.ts';
 
@@ -40,11 +40,11 @@ export function existingStudy(runsRoot: string, study: string): string | undefin
   }
 }
 
-/** study.json: what each worker reads (camelCase, the Python side validates it again). */
-export function studyConfig(resolved: ResolvedExperiment, tune: ResolvedTune, runDir: string): object {
+/** study.json: what each worker reads (camelCase), checked against the schema the workers validate it with. */
+export function studyConfig(resolved: ResolvedExperiment, tune: ResolvedTune, runDir: string): StudyConfig {
   const stage = resolved.stages.find((s) => s.id === tune.stage);
   if (!stage) throw new Error(`tune.stage ${tune.stage} is not a stage of the experiment`);
-  return {
+  return validateStudyConfig({
     study: tune.study,
     experiment: resolved.spec.name,
     stageId: stage.id,
@@ -64,7 +64,7 @@ export function studyConfig(resolved: ResolvedExperiment, tune: ResolvedTune, ru
     maxRetries: tune.maxRetries,
     inputsRoot: join(runDir, 'outputs'),
     runDir,
-  };
+  });
 }
 
 export interface BestTrial {

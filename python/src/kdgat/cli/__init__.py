@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
             metavar=("KEY", "VALUE"),
             help="config override, e.g. -O training.lr 0.001",
         )
-    sub.add_parser("schema", help="print the pipeline config's JSON Schema")
+    sc = sub.add_parser("schema", help="print a JSON Schema: the pipeline config's, or study.json's")
+    sc.add_argument("which", nargs="?", choices=["pipeline", "study"], default="pipeline")
     sy = sub.add_parser("synth", help="write a synthetic CAN data set")
     sy.add_argument("--out", required=True, type=Path)
     sy.add_argument("--messages", type=int, default=200_000)
@@ -68,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "schema":
-            print(json.dumps(json_schema(), indent=2, sort_keys=True))
+            if args.which == "study":
+                from kdgat.tune.study import study_json_schema
+
+                print(json.dumps(study_json_schema(), indent=2, sort_keys=True))
+            else:
+                print(json.dumps(json_schema(), indent=2, sort_keys=True))
             return 0
         if args.command == "synth":
             out = write_synthetic_dataset(args.out, n_messages=args.messages, seed=args.seed, fmt=args.format)

@@ -36,7 +36,7 @@ class IntParam(_Model):
     type: Literal["int"]
     low: int
     high: int
-    step: int = 1
+    step: int = Field(default=1, ge=1)
     log: bool = False
 
 
@@ -76,13 +76,14 @@ PrunerSpec = Annotated[HyperbandSpec | MedianSpec | NoPruning, Field(discriminat
 
 
 class Objective(_Model):
-    metric: str
+    #: A metric the tuned stage logs each epoch (the run contract's ``epochMetrics``).
+    metric: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
     direction: Literal["minimize", "maximize"]
 
 
 class Sampler(_Model):
     type: Literal["tpe", "random"] = "tpe"
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)
 
 
 class StudyConfig(_Model):
@@ -100,17 +101,27 @@ class StudyConfig(_Model):
     overrides: dict[str, Scalar] = {}
     space: dict[str, SearchParam] = Field(min_length=1)
     objective: Objective
-    n_trials: int = Field(ge=1)
-    n_workers: int = Field(default=1, ge=1)
+    n_trials: int = Field(ge=1, le=100_000)
+    #: Parallel SLURM tasks (one job array) pulling trials from the study.
+    n_workers: int = Field(default=1, ge=1, le=1000)
     pruner: PrunerSpec
     sampler: Sampler = Sampler()
-    heartbeat_seconds: int = Field(default=60, ge=1)
-    stale_after_seconds: int = Field(default=300, ge=2)
-    max_retries: int = Field(default=1, ge=0)
+    #: How often a worker records that its trial is alive.
+    heartbeat_seconds: int = Field(default=60, ge=1, le=3600)
+    #: A RUNNING trial whose heartbeat is older than this is failed and retried by another worker.
+    stale_after_seconds: int = Field(default=300, ge=2, le=86_400)
+    #: How many times a trial lost to a dead or requeued worker is retried with the same params.
+    max_retries: int = Field(default=1, ge=0, le=10)
     #: Run root of the stages before the tuned one (a curriculum trial reads the VGAE there).
     inputs_root: str | None = None
     #: The runner's run dir that created the study.
     run_dir: str | None = None
+
+
+def study_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``study.json`` (camelCase), checked in as libs/config/schema/study.schema.json:
+    the runner validates what it writes with it and the spec's ``tune:`` bounds come from it."""
+    return StudyConfig.model_json_schema(by_alias=True)
 
 
 class StudyError(ValueError):
