@@ -192,7 +192,7 @@ describe('conda backend (py-rattler from a local channel)', () => {
     // built by hand, without this stack: py-rattler straight from the helper
     execFileSync(
       rattlerPython(),
-      [new URL('../../providers/rattler_env.py', import.meta.url).pathname, 'create', '--prefix', prefix],
+      [new URL('../../providers/frontends/rattler_env.py', import.meta.url).pathname, 'create', '--prefix', prefix],
       {
         input: JSON.stringify({ channels: [channel], specs: ['numpy=2.3'] }),
       },
