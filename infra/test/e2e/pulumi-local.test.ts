@@ -36,10 +36,18 @@ describe('local stack with the Pulumi CLI', () => {
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
     process.kill(-run.pid, 'SIGKILL');
     await run.done;
-    // the next up (what `nx run infra:up` runs) clears the dead update's lock and builds again
-    const r = s.script('up');
+    // the next up (what `nx run infra:up` runs; --summary, as the quickstart runs it) clears the
+    // dead update's lock and builds again
+    const r = s.script('up', ['--summary']);
     expect(r.output).toContain('was interrupted');
     ok(r);
+    // the summary: outputs and resource counts; every property only in the log it names
+    const log = /every property of every resource: (\S+)$/m.exec(r.stdout)?.[1];
+    expect(log).toMatch(/\/\.hpc\/logs\/pulumi-up-e2e-local\.log$/);
+    expect(r.stdout).toMatch(/^Outputs:\n[\s\S]*^Resources:\n\s+\+ \d+ created/m);
+    expect(r.stdout).not.toContain('[urn=');
+    expect(r.stdout).not.toContain('environmentYml');
+    expect(readFileSync(log!, 'utf8')).toContain('environmentYml');
   });
 
   it('up creates the environment, the scratch layout and the scripts, and exports the contract outputs', () => {
