@@ -34,7 +34,7 @@ test('npm run quickstart provisions the local stack and trains the chain with th
   const out = run('bash', ['scripts/quickstart.sh']);
   // bootstrap: one line per step; pulumi up: its summary, not every property of every resource
   assert.match(out, /^bootstrap: done in \d+s/m);
-  assert.match(out, /pulumi up --stack local: the summary below; every property of every resource: \S+pulumi-up-local\.log/);
+  assert.match(out, /pulumi up --stack local: the summary below; resource by resource: \S+pulumi-up-local\.log/);
   assert.match(out, /Outputs:/);
   assert.match(out, /Resources:/);
   assert.doesNotMatch(out, /\[urn=/);
