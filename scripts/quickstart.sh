@@ -2,12 +2,20 @@
 # `npm run quickstart`: the main job on the embedded default, on this machine, with no account anywhere.
 #   1. bootstrap whatever is missing (Node 24, Pulumi, the Python environment, …)
 #   2. `pulumi up` on the `local` stack: the environment, the scratch cache layout and the job
-#      scripts, under the git-ignored .hpc/ folder
+#      scripts, under the git-ignored .hpc/ folder. It prints the resource summary and the stack
+#      outputs; `npm run quickstart -- --diff` shows every property of every resource instead.
 #   3. train on a small synthetic CAN data set with `nx run runner:train --spec examples/quickstart.yaml`
 #      and print where the metrics, logs and manifest are.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+up_output=(--summary)
+while (($#)); do
+  case $1 in
+    --diff) up_output=(); shift ;;
+    *) echo "quickstart: unknown argument '$1' (expected: --diff, to show pulumi up's full diff)" >&2; exit 2 ;;
+  esac
+done
 t0=$SECONDS
 bash scripts/bootstrap.sh
 # The synthetic CAN data set the quickstart trains on (raw files; the preprocess stage caches graphs).
@@ -19,7 +27,7 @@ if [[ ! -d $KD_GAT_DATA_ROOT/synth ]]; then
 fi
 echo
 echo "== provisioning the local stack (pulumi up --stack local)"
-scripts/with-toolchain.sh nx run infra:up --stack local --outputStyle=stream
+scripts/with-toolchain.sh nx run infra:up --stack local "${up_output[@]}" --outputStyle=stream
 echo
 echo "== training (nx run runner:train --spec examples/quickstart.yaml)"
 scripts/with-toolchain.sh nx run runner:train --spec examples/quickstart.yaml --stack local --wait --outputStyle=stream

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The Nx targets of infra: preview (always --diff), up, refresh, destroy on one stack.
-#   bin/pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [more pulumi flags…]
+#   bin/pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [--summary] [more pulumi flags…]
+# `up --summary` (the quickstart's) prints only the stack outputs and the resource counts (and the
+# diagnostics when it fails); Pulumi's whole output, resource by resource, goes to
+# .hpc/logs/pulumi-up-<stack>.log, whose path it prints. Without it, `up` shows the full --diff,
+# every property of every resource.
 # The stack defaults to `local` and is created on first use. Pulumi comes from the repository
 # toolchain (scripts/with-toolchain.sh: local file backend, offline plugin settings).
 # KDGAT_INFRA_DIR points at another project directory (the e2e tests use a temporary one).
@@ -27,11 +31,14 @@ fi
 verb=${1:?usage: pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [pulumi flags]}
 shift
 stack=local
+summary=0
 extra=()
 while (($#)); do
   case $1 in
     --stack) stack=${2:?--stack needs a name}; shift 2 ;;
     --stack=*) stack=${1#--stack=}; shift ;;
+    --summary | --summary=true) summary=1; shift ;;
+    --summary=false) summary=0; shift ;;
     *) extra+=("$1"); shift ;;
   esac
 done
@@ -72,7 +79,23 @@ yes=()
 [[ -t 0 ]] || yes=(--yes --non-interactive)
 case $verb in
   preview) pulumi preview --diff --stack "$stack" "${extra[@]}" ;;
-  up) pulumi up --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
+  up)
+    if ((summary)); then
+      log=$repo/.hpc/logs/pulumi-up-$stack.log
+      mkdir -p "$(dirname "$log")"
+      echo "pulumi up --stack $stack: the summary below; resource by resource: $log"
+      status=0
+      pulumi up --suppress-progress --stack "$stack" "${yes[@]}" "${extra[@]}" >"$log" 2>&1 || status=$?
+      # Pulumi's closing sections of the update (after its preview's): what failed, the stack
+      # outputs, the resource counts, the duration. A preview that failed has only its own.
+      from='^Updating '
+      grep -q "$from" "$log" || from=.
+      awk -v from="$from" '$0 ~ from { update = 1 } update && /^(Diagnostics|Outputs|Resources):/ { shown = 1 } shown' "$log"
+      ((status == 0)) || echo "pulumi-stack.sh: pulumi up failed (status $status); its full output: $log" >&2
+      exit "$status"
+    fi
+    pulumi up --diff --stack "$stack" "${yes[@]}" "${extra[@]}"
+    ;;
   refresh) pulumi refresh --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
   destroy) pulumi destroy --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
   *)

@@ -1,5 +1,6 @@
 import * as pulumi from '@pulumi/pulumi';
 import {
+  cudaOf,
   environmentSpecHash,
   renderEnvironmentYml,
   scratchLayoutFor,
@@ -58,6 +59,7 @@ export class ClusterSite extends pulumi.ComponentResource {
     const prefix = paths.prefix;
     const layout = scratchLayoutFor(profile, args.datasets);
     const envView = { ...environment, prefix };
+    const cuda = cudaOf(environment);
 
     const env = new CondaEnvironment(
       `${name}-env`,
@@ -69,6 +71,7 @@ export class ClusterSite extends pulumi.ComponentResource {
         owner: args.owner,
         prefix,
         envsDir: paths.envsDir,
+        ...(cuda ? { cudaVersion: `${cuda.major}.${cuda.minor}` } : {}),
         ...args.build,
         profile: profile.name,
         modules: profile.modules,

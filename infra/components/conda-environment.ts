@@ -1,8 +1,8 @@
 import * as pulumi from '@pulumi/pulumi';
-import { environmentFilesIn, type EnvironmentSpec } from '@kdgat/config';
+import { environmentFilesIn, type EnvironmentFrontend, type EnvironmentSpec } from '@kdgat/config';
 import { Environment } from '../providers/environment.ts';
 import { ymlForDisplay } from '../providers/environment-spec.ts';
-import type { Frontend } from '../providers/environment.impl.ts';
+import { frontendFor } from '../providers/frontends/index.ts';
 import type { Connection } from '../providers/executor.ts';
 import type { SiteModules } from '../providers/module-shell.ts';
 
@@ -20,8 +20,10 @@ export interface CondaEnvironmentArgs {
   prefix: string;
   /** Where environment.yml and the lock are written on the target. */
   envsDir: string;
-  frontend: Frontend;
+  frontend: EnvironmentFrontend;
   frontendCommand: string;
+  /** The CUDA (major.minor) the spec targets (`cudaOf`): the solve is told it (CONDA_OVERRIDE_CUDA), a login node has no GPU. */
+  cudaVersion?: string;
   pipOptions?: string[];
   inheritEnvironments?: string[];
   timeoutSeconds?: number;
@@ -45,14 +47,13 @@ export class CondaEnvironment extends pulumi.ComponentResource {
   constructor(name: string, args: CondaEnvironmentArgs, opts?: pulumi.ComponentResourceOptions) {
     super('kdgat:hpc:CondaEnvironment', name, {}, opts);
     const { spec } = args;
-    if (spec.backend === 'venv' && args.frontend !== 'pip') {
+    // Which backend a frontend builds is the frontend's (providers/frontends/).
+    const frontend = frontendFor(args.frontend);
+    if (frontend.backend !== spec.backend) {
       throw new Error(
-        `environment ${spec.name}: backend 'venv' is built with frontend 'pip', got frontend '${args.frontend}'`,
-      );
-    }
-    if (spec.backend === 'conda' && args.frontend === 'pip') {
-      throw new Error(
-        `environment ${spec.name}: backend 'conda' needs a conda frontend (conda, mamba, micromamba, rattler), got 'pip'`,
+        spec.backend === 'venv'
+          ? `environment ${spec.name}: backend 'venv' is built with frontend 'pip', got frontend '${args.frontend}'`
+          : `environment ${spec.name}: backend 'conda' needs a conda frontend (conda, mamba, micromamba, rattler), got '${args.frontend}'`,
       );
     }
     this.name = spec.name;
@@ -74,6 +75,7 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         prefix: args.prefix,
         environmentYml: ymlForDisplay(args.environmentYml),
         specHash: args.specHash,
+        solveEnvironment: frontend.solveEnvironment(args.cudaVersion),
         pipOptions: args.pipOptions ?? [],
         inheritEnvironments: args.inheritEnvironments ?? [],
         specPath: this.specPath,

@@ -6,7 +6,7 @@ import { presetOrObject, siteFromStackConfig, type RawSiteConfig } from '@kdgat/
 import type { Connection } from '../providers/executor.ts';
 import type { ClusterSiteArgs } from './cluster-site.ts';
 
-export { deepMerge, StackConfigError, type RawSiteConfig } from '@kdgat/config';
+export { deepMerge } from '@kdgat/config';
 
 /** Validated site arguments from raw config values (pure; the secret key is added by the caller). */
 export function siteArgsFrom(

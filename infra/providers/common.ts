@@ -1,6 +1,6 @@
 // Pieces shared by the provider implementations.
 import { createHash } from 'node:crypto';
-import { executorFor, type Connection, type Executor } from './executor.ts';
+import type { Connection } from './executor.ts';
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
@@ -9,10 +9,6 @@ export function sha256(text: string): string {
 /** Identity of the machine a connection reaches; a change of it means a new resource, a new key does not. */
 export function targetKey(connection: Connection): string {
   return connection.kind === 'local' ? 'local' : `${connection.user}@${connection.host}:${connection.port}`;
-}
-
-export function connect(connection: Connection): Executor {
-  return executorFor(connection);
 }
 
 /** Names of the keys whose values differ (compared as JSON). */

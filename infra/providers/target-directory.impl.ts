@@ -2,8 +2,8 @@
 // resource never deletes the directory: cached data is retained (the resources are also
 // created with retainOnDelete, so the CLI shows "[retain]").
 import type * as pulumi from '@pulumi/pulumi';
-import { changedKeys, connect, targetKey } from './common.ts';
-import type { Connection } from './executor.ts';
+import { changedKeys, targetKey } from './common.ts';
+import { executorFor, type Connection } from './executor.ts';
 import { ensureDirectory, readFile, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetDirectoryInputs {
@@ -32,7 +32,7 @@ export async function diff(
 }
 
 async function apply(inputs: TargetDirectoryInputs): Promise<TargetDirectoryOutputs> {
-  const ex = connect(inputs.connection);
+  const ex = executorFor(inputs.connection);
   const appliedMode = await ensureDirectory(ex, inputs.path, inputs.mode, inputs.group);
   if (inputs.readme !== undefined) await writeFile(ex, `${inputs.path}/README.md`, inputs.readme, '0664');
   return { ...inputs, appliedMode };
@@ -56,7 +56,7 @@ export async function read(
   id: string,
   props: TargetDirectoryOutputs,
 ): Promise<{ id: string; props: TargetDirectoryOutputs }> {
-  const ex = connect(props.connection);
+  const ex = executorFor(props.connection);
   const mode = await statMode(ex, props.path);
   if (mode === null) return { id: '', props: {} as TargetDirectoryOutputs };
   const out: TargetDirectoryOutputs = { ...props, mode: mode === props.appliedMode ? props.mode : mode };

@@ -113,6 +113,7 @@ describe('CondaEnvironment', () => {
       envsDir: '/proj/envs',
       frontend: 'conda',
       frontendCommand: 'conda',
+      cudaVersion: '12.4',
     });
     expect(env.lockPath).toBe('/proj/envs/gnn-rapids.lock.txt');
     expect(env.specPath).toBe('/proj/envs/gnn-rapids.environment.yml');
@@ -124,6 +125,8 @@ describe('CondaEnvironment', () => {
 ${yml}`,
       adopt: false,
       owner: 'kdgat-hpc/unit',
+      // a login node has no GPU: the solve is told the CUDA the spec targets, and the preview shows it
+      solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' },
     });
   });
 

@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as env from '../providers/environment.impl.ts';
 import { specPackages, ymlForDisplay, ymlFromDisplay } from '../providers/environment-spec.ts';
+import { ENVIRONMENT_FRONTENDS } from '@kdgat/config';
+import { frontendFor } from '../providers/frontends/index.ts';
+import { withSolveEnvironment } from '../providers/frontends/frontend.ts';
 import { withModules } from '../providers/module-shell.ts';
 
 function inputs(root: string): env.EnvironmentInputs {
@@ -63,6 +66,53 @@ describe('frontend check before anything changes', () => {
     const i = { ...inputs(root), frontendCommand: 'kdgat-no-such-frontend' };
     await expect(env.create(i)).rejects.toThrow(
       /environment 'gnn-rapids': the frontend command 'kdgat-no-such-frontend' is not on PATH on local; nothing was changed\.\nSet build\.frontendCommand/,
+    );
+    expect(readdirSync(root)).toEqual([]);
+  });
+});
+
+describe('frontends', () => {
+  it('are chosen by name; pip builds the venv backend, the others conda', () => {
+    for (const name of ENVIRONMENT_FRONTENDS) {
+      expect(frontendFor(name).name).toBe(name);
+      expect(frontendFor(name).backend).toBe(name === 'pip' ? 'venv' : 'conda');
+    }
+    expect(() => frontendFor('spack' as never)).toThrow(/unknown environment frontend 'spack'/);
+  });
+
+  it("tell every conda solver the spec's CUDA (CONDA_OVERRIDE_CUDA), none without one, pip never", () => {
+    for (const name of ['conda', 'mamba', 'micromamba', 'rattler'] as const) {
+      expect(frontendFor(name).solveEnvironment('12.4')).toEqual({ CONDA_OVERRIDE_CUDA: '12.4' });
+      expect(frontendFor(name).solveEnvironment(undefined)).toEqual({});
+    }
+    expect(frontendFor('pip').solveEnvironment('12.4')).toEqual({});
+    const i = inputs('/s');
+    expect(
+      withSolveEnvironment({ ...i, solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' } }, ['conda', 'env']),
+    ).toEqual(['env', 'CONDA_OVERRIDE_CUDA=12.4', 'conda', 'env']);
+    expect(withSolveEnvironment(i, ['conda', 'env'])).toEqual(['conda', 'env']);
+  });
+
+  it('plan what they install: a venv drops the interpreter, conda frontends keep the conda packages', () => {
+    const yml = ymlForDisplay(
+      'name: e\nchannels:\n  - conda-forge\ndependencies:\n  - python=3.12\n  - pytorch=2.8\n  - pip:\n      - optuna==4.1.0\n',
+    );
+    const i = { ...inputs('/s'), environmentYml: yml };
+    expect(frontendFor('pip').plan(i)).toEqual({ channels: [], specs: ['pytorch=2.8', 'optuna==4.1.0'] });
+    expect(frontendFor('conda').plan(i)).toEqual({
+      channels: ['conda-forge'],
+      specs: ['python=3.12', 'pytorch=2.8'],
+    });
+  });
+
+  it('refuse what they cannot install before the target changes (rattler and pip: entries)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-'));
+    const i = inputs(root);
+    const yml = ymlForDisplay(
+      'name: e\nchannels:\n  - conda-forge\ndependencies:\n  - pytorch=2.8\n  - pip:\n      - optuna==4.1.0\n',
+    );
+    await expect(env.create({ ...i, environmentYml: yml })).rejects.toThrow(
+      /environment 'gnn-rapids': frontend 'rattler' cannot install the pip: entries \["optuna==4\.1\.0"\]/,
     );
     expect(readdirSync(root)).toEqual([]);
   });
@@ -134,6 +184,21 @@ describe('environment diff', () => {
     );
     // state written before modules existed, read by this version for a profile without modules
     expect((await env.diff('id', o, { ...i, profile: 'local', modules: {} })).changes).toBe(false);
+  });
+
+  it("rebuilds when the solve's CUDA changes; none recorded equals none declared", async () => {
+    const cuda = { ...o, solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' } };
+    expect(
+      await env.diff('id', cuda, { ...i, solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.8' } }),
+    ).toMatchObject({
+      changes: true,
+      replaces: [],
+    });
+    expect(
+      (await env.diff('id', o, { ...i, solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' } })).changes,
+    ).toBe(true);
+    // state written before solveEnvironment existed, read for a spec without CUDA
+    expect((await env.diff('id', o, { ...i, solveEnvironment: {} })).changes).toBe(false);
   });
 
   it('sees drift: a package installed by hand since the last build', async () => {

@@ -69,6 +69,8 @@ describe('osc-pitzer stack (mocks)', () => {
       owner: 'kdgat-hpc/osc-pitzer',
       profile: 'osc-pitzer',
       modules: { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
+      // the login node has no GPU: conda solves gnn-rapids for the CUDA its spec targets
+      solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' },
     });
     // the connection, with the key, reaches the resource as a Pulumi secret
     expect(env.inputs.connection).toEqual({
@@ -92,7 +94,9 @@ describe('osc-pitzer stack (mocks)', () => {
     const program = await import('../index.ts');
     const text = readFileSync(new URL('../Pulumi.osc-pitzer.yaml', import.meta.url), 'utf8');
     const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-    const predicted = declaredSiteOutputs(siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot));
+    const predicted = declaredSiteOutputs(
+      siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot),
+    );
     const environment = (await value(program.environment)) as unknown as Record<string, string>;
     expect(await value(program.profile)).toBe(predicted.profile);
     expect(await value(program.scratch)).toEqual(predicted.scratch);

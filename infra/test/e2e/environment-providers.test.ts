@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as env from '../../providers/environment.impl.ts';
 import { ymlForDisplay } from '../../providers/environment-spec.ts';
+import { frontendFor } from '../../providers/frontends/index.ts';
 import { makeCondaChannel, makeWheels, rattlerPython } from './tools.ts';
 
 const local = { kind: 'local' as const };
@@ -185,6 +186,29 @@ describe('conda backend (py-rattler from a local channel)', () => {
     expect(existsSync(inputs.prefix)).toBe(false);
   });
 
+  it("solves a CUDA package on a machine without a GPU only when told the spec's CUDA (CONDA_OVERRIDE_CUDA)", async (t) => {
+    // With an NVIDIA driver the solver detects __cuda itself and the refusal cannot be shown.
+    if (existsSync('/proc/driver/nvidia/version')) t.skip();
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-cuda-'));
+    // as RAPIDS' packages do: cugraph needs the __cuda virtual package (a GPU driver)
+    const channel = makeCondaChannel(join(root, 'channel'), ['cugraph=26.10:__cuda>=12', 'numpy=2.3']);
+    const inputs: env.EnvironmentInputs = {
+      ...base(root, 'gnn-rapids'),
+      backend: 'conda',
+      frontend: 'rattler',
+      frontendCommand: rattlerPython(),
+      environmentYml: yml('gnn-rapids', { channels: [channel], conda: ['cugraph=26.10', 'numpy=2.3'] }),
+      pipOptions: [],
+    };
+    await expect(env.create(inputs)).rejects.toThrow(/building environment 'gnn-rapids'[\s\S]*__cuda/);
+    const { id, outs } = await env.create({
+      ...inputs,
+      solveEnvironment: frontendFor('rattler').solveEnvironment('12.4'),
+    });
+    expect(outs.installedPackages).toBe('cugraph=26.10\nnumpy=2.3\n');
+    await env.remove(id, outs);
+  });
+
   it('refuses an environment someone else built, adopts it with adopt: true, and keeps it on delete', async () => {
     const root = mkdtempSync(join(tmpdir(), 'kdgat-adopt-'));
     const channel = makeCondaChannel(join(root, 'channel'), ['pytorch=2.7', 'numpy=2.3']);
@@ -192,7 +216,12 @@ describe('conda backend (py-rattler from a local channel)', () => {
     // built by hand, without this stack: py-rattler straight from the helper
     execFileSync(
       rattlerPython(),
-      [new URL('../../providers/rattler_env.py', import.meta.url).pathname, 'create', '--prefix', prefix],
+      [
+        new URL('../../providers/frontends/rattler_env.py', import.meta.url).pathname,
+        'create',
+        '--prefix',
+        prefix,
+      ],
       {
         input: JSON.stringify({ channels: [channel], specs: ['numpy=2.3'] }),
       },

@@ -36,10 +36,19 @@ describe('local stack with the Pulumi CLI', () => {
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
     process.kill(-run.pid, 'SIGKILL');
     await run.done;
-    // the next up (what `nx run infra:up` runs) clears the dead update's lock and builds again
-    const r = s.script('up');
+    // the next up (what `nx run infra:up` runs; --summary, as the quickstart runs it) clears the
+    // dead update's lock and builds again
+    const r = s.script('up', ['--summary']);
     expect(r.output).toContain('was interrupted');
     ok(r);
+    // the summary: outputs and resource counts; resource by resource only in the log it names
+    const log = /the summary below; resource by resource: (\S+)$/m.exec(r.stdout)?.[1];
+    expect(log).toMatch(/\/\.hpc\/logs\/pulumi-up-e2e-local\.log$/);
+    expect(r.stdout).toMatch(/^Outputs:\n[\s\S]*^Resources:\n\s+\+ \d+ created/m);
+    expect(r.stdout).not.toContain('[urn=');
+    expect(r.stdout).not.toContain('environmentYml');
+    expect(r.stdout).not.toMatch(/kdgat:Environment\s+site-env\s+creat/);
+    expect(readFileSync(log!, 'utf8')).toMatch(/kdgat:Environment\s+site-env\s+created/);
   });
 
   it('up creates the environment, the scratch layout and the scripts, and exports the contract outputs', () => {

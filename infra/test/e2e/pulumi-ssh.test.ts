@@ -48,6 +48,8 @@ function sshConfig(
       frontend: 'rattler',
       channels: [channel],
       dependencies,
+      // A RAPIDS environment targets a CUDA version, as gnn-rapids does; this login node has no GPU.
+      ...(dependencies.some((d) => d.startsWith('cugraph')) ? { cudaVersion: '12.4' } : {}),
     },
     datasets: ['hcrl_sa'],
     build: { frontendCommand: tree.frontendCommand },
@@ -70,7 +72,7 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     channel = makeCondaChannel(join(root, 'channel'), [
       'pytorch=2.7',
       'pytorch=2.8',
-      'cugraph=26.10:pytorch',
+      'cugraph=26.10:pytorch,__cuda>=12',
       'numpy=2.3',
     ]);
     tree = makeModuleTree(root, rattlerPython());
@@ -157,9 +159,11 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     expect(state).not.toContain('OPENSSH PRIVATE KEY');
   });
 
-  it('preview --diff shows the package-level change, and up applies it', () => {
+  it('preview --diff shows the package-level change and the CUDA the solve is told, and up applies it', () => {
     s.setConfig(config(['pytorch=2.8', 'cugraph=26.10']));
     const preview = ok(s.preview());
+    // cugraph needs __cuda: without the override the solve on this GPU-less node would fail
+    expect(preview.stdout).toMatch(/CONDA_OVERRIDE_CUDA\s*:\s*"12\.4"/);
     expect(preview.stdout).toMatch(/^\s*-\s.*pytorch=2\.7/m);
     expect(preview.stdout).toMatch(/^\s*\+\s.*pytorch=2\.8/m);
     expect(preview.stdout).toMatch(/^\s*\+\s.*cugraph=26\.10/m);

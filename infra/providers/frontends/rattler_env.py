@@ -1,6 +1,6 @@
 """Conda environments without a conda binary: solve, install, lock and list with py-rattler.
 
-Used by the `rattler` frontend of infra's CondaEnvironment (the same engine pixi uses).
+Used by the `rattler` frontend of infra's CondaEnvironment (frontends/rattler.ts; the same engine pixi uses).
 Run with a Python that has py-rattler installed:
 
     python rattler_env.py create --prefix DIR     < {"channels": [...], "specs": [...]}   (JSON on stdin)
@@ -33,7 +33,9 @@ async def create(prefix: Path, channels: list[str], specs: list[str]) -> None:
         sources=channels,
         specs=specs,
         platforms=platforms,
-        virtual_packages=rattler.VirtualPackage.detect(),
+        # As conda does: CONDA_OVERRIDE_CUDA (and the other CONDA_OVERRIDE_*) replace what is
+        # detected, so a login node without a GPU can solve a CUDA environment.
+        virtual_packages=rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env()),
         timestamp_policy="allow-missing",
     )
     await rattler.install(records, target_prefix=prefix, show_progress=False)
