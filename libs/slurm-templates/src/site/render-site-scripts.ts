@@ -6,13 +6,7 @@ import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePo
 import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { shq } from '../quote/shq.ts';
-import {
-  RULES,
-  joinPath,
-  requireAbsolutePath,
-  requireMatch,
-  requireName,
-} from '../quote/validate.ts';
+import { RULES, joinPath, requireAbsolutePath, requireMatch, requireName } from '../quote/validate.ts';
 import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
 import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../train-job/blocks.ts';
 import { assign, assignArray } from '../shell/shell-files.ts';
@@ -174,7 +168,9 @@ function handDirectives(
     ['mem', `${Math.max(1, Math.floor(partition.memPerNodeGB / gpusPerNode))}G`],
   );
   if (partition.gpusPerNode > 0) {
-    const typed = partition.gpuType ? `${requireMatch('partition.gpuType', partition.gpuType, RULES.gpuType)}:1` : '1';
+    const typed = partition.gpuType
+      ? `${requireMatch('partition.gpuType', partition.gpuType, RULES.gpuType)}:1`
+      : '1';
     d.push(profile.gpuDirective === 'gres' ? ['gres', `gpu:${typed}`] : ['gpus-per-node', typed]);
   }
   const logs = requireMatch('layout.logsDir', layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);

@@ -81,7 +81,7 @@ export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string
   return [
     ...shellFileLines('jobStart'),
     '',
-    '# ---- the environment: the profile\'s modules and the environment\'s activation (rendered) ----',
+    "# ---- the environment: the profile's modules and the environment's activation (rendered) ----",
     ...modules,
     ...(modules.length > 0 ? [''] : []),
     ...activationLines(env, profile),

@@ -169,7 +169,11 @@ export function jobNameFor(experiment: string, stageId: string): string {
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[-.]+|-+$/g, '')
     .slice(0, 48);
-  return requireMatch('job name', `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'), RULES.jobName);
+  return requireMatch(
+    'job name',
+    `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'),
+    RULES.jobName,
+  );
 }
 
 function describeResources(r: StageView['resources']): string {
@@ -201,10 +205,7 @@ function directivesFor(
   );
   const gpu = gpuDirective(profile, r.gpus, input.partition?.gpuType);
   if (gpu !== undefined) d.push(gpu);
-  d.push([
-    'time',
-    requireMatch('resources.time', r.time, RULES.slurmTime),
-  ]);
+  d.push(['time', requireMatch('resources.time', r.time, RULES.slurmTime)]);
   const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
   const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
   d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
