@@ -2,6 +2,7 @@
  * Site scripts that infra installs once per cluster: the staging script, the epilog, and the generic
  * hand-use job scripts of the original plan (`sbatch train_gpu.sh autoencoder --model vgae …`).
  */
+import { RUN_CONTRACT } from '@kdgat/config';
 import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
@@ -122,6 +123,9 @@ function renderHandScript(
     assign('kdgat_usage', usage),
     assign('kdgat_hand_stage', kind === 'train' ? '' : 'preprocess'),
     assign('kdgat_runs_dir', requireAbsolutePath('layout.runsDir', layout.runsDir)),
+    // The run dir <dataset>/<model>_<scale>_<stage>, as the run contract lays it out.
+    ...assignArray('kdgat_run_name_parts', [RUN_CONTRACT.runDir.nameParts]),
+    assign('kdgat_run_name_separator', RUN_CONTRACT.runDir.separator),
     // train_gpu.sh stages <cache root>/<dataset>; preprocess_gpu.sh writes the cache there.
     assign('kdgat_cache_root', cacheRoot),
     ...assignArray('kdgat_stage_datasets', []),
