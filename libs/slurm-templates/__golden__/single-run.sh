@@ -70,6 +70,8 @@ kdgat_overrides=(
 #   kdgat_usage               the usage line
 #   kdgat_hand_stage          the stage it runs ('' = the first argument names it)
 #   kdgat_runs_dir            --run-root when the arguments give none
+#   kdgat_run_name_parts, kdgat_run_name_separator   the run dir's name <dataset>/<part><sep><part>...
+#                             (the run contract's layout: model, scale, stage joined by _)
 #   kdgat_cache_root          the scratch directory of the dataset caches
 #   kdgat_stage_datasets      (job-run.sh) set here for the training script
 # Inputs that only some scripts have are read as ${name:-}.
@@ -82,8 +84,8 @@ fi
 declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
 declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
 declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
-declare -g kdgat_runs_dir kdgat_cache_root
-declare -ga kdgat_cmd kdgat_overrides
+declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator
+declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts
 
 kdgat_job_start=$(date +%s)
 kdgat_job_id=${SLURM_JOB_ID:-local-$$}
@@ -142,7 +144,7 @@ kdgat_run_task() {
 # (STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...): sets kdgat_cmd,
 # kdgat_run_dir and, for a training stage, the dataset to stage.
 kdgat_hand_args() {
-  local args i name
+  local args i name part run_name=''
   if [[ -n $kdgat_hand_stage ]]; then
     set -- "$kdgat_hand_stage" "$@"
   elif (($# < 1)); then
@@ -170,7 +172,11 @@ kdgat_hand_args() {
     kdgat_run_root=$kdgat_runs_dir
     kdgat_cmd+=(--run-root "$kdgat_run_root")
   fi
-  kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/${kdgat_model}_${kdgat_scale}_$kdgat_stage
+  local -A parts=([model]=$kdgat_model [scale]=$kdgat_scale [stage]=$kdgat_stage)
+  for part in "${kdgat_run_name_parts[@]}"; do
+    run_name+=${run_name:+$kdgat_run_name_separator}${parts[$part]}
+  done
+  kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/$run_name
   # The training script stages the dataset's cache; preprocess writes it (to scratch).
   if [[ -z $kdgat_hand_stage ]]; then
     # shellcheck disable=SC2034 # staged by job-run.sh

@@ -6,7 +6,6 @@ import { RUN_CONTRACT } from '@kdgat/config';
 import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { shq } from '../quote/shq.ts';
 import { RULES, joinPath, requireAbsolutePath, requireMatch, requireName } from '../quote/validate.ts';
 import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
 import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../train-job/blocks.ts';

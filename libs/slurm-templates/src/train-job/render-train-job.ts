@@ -15,7 +15,6 @@ import type {
   StagingPolicy,
 } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { shq } from '../quote/shq.ts';
 import {
   RULES,
   requireAbsolutePath,
