@@ -94,7 +94,7 @@ describe('examples/', () => {
     ]) {
       expect(script).toContain(line);
     }
-    expect(script).toMatch(/^kdgat_stage_datasets=\(\n  hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
+    expect(script).toMatch(/^kdgat_stage_datasets=\(\n {2}hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
   });
 
   it('sweep-lr: one array of 12 tasks, 4 at a time', () => {
