@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever of the pinned toolchain is missing, and nothing that is already there:
 #   Node 24 (from the npm registry when the system's Node is older), Debian packages (SLURM, munge,
-#   ShellCheck, OpenSSH, Chromium), npm workspaces, uv and the Python environment, and the Pulumi CLI, its
+#   ShellCheck, shfmt, OpenSSH, Chromium), npm workspaces, uv and the Python environment, and the Pulumi CLI, its
 #   Node.js language host and the dynamic-provider plugin, built from the Go module proxy.
 # Prints one line per step with its duration; a warm second run takes seconds. The tools' own output
 # (npm, apt, pip, uv, `go: downloading …`) goes to the log, $KDGAT_BOOTSTRAP_LOG or .bootstrap.log in
@@ -78,8 +78,9 @@ export PATH
 # --- Debian packages ---------------------------------------------------------------------------
 step "debian packages"
 missing=()
-# chromium: the headless browser the run-report test opens report.html in.
-for pkg in slurm-wlm munge shellcheck openssh-server openssh-client rsync lmod chromium; do
+# chromium: the headless browser the run-report test opens report.html in; shellcheck and shfmt: the
+# lint of the shell files of libs/slurm-templates.
+for pkg in slurm-wlm munge shellcheck shfmt openssh-server openssh-client rsync lmod chromium; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
 done
 if ((${#missing[@]} == 0)); then

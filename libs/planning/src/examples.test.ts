@@ -83,8 +83,8 @@ describe('examples/', () => {
       ['evaluation', ['distillation']],
     ]);
     // preprocess writes the cache to scratch; the later stages stage it.
-    expect(rendered[0]!.script).toContain("export KD_GAT_CACHE_ROOT=/scratch/cache");
-    expect(rendered[0]!.script).not.toContain('kdgat_stage_data ');
+    expect(rendered[0]!.script).toContain('kdgat_cache_root=/scratch/cache');
+    expect(rendered[0]!.script).toContain('kdgat_stage_datasets=()');
     const script = rendered[1]!.script;
     for (const line of [
       '#SBATCH --cpus-per-task=8',
@@ -94,7 +94,7 @@ describe('examples/', () => {
     ]) {
       expect(script).toContain(line);
     }
-    expect(script).toContain('kdgat_stage_data hcrl_sa');
+    expect(script).toMatch(/^kdgat_stage_datasets=\(\n {2}hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
   });
 
   it('sweep-lr: one array of 12 tasks, 4 at a time', () => {

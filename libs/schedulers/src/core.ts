@@ -72,7 +72,10 @@ export interface SubmitRequest {
   dependsOn: string[];
   /** Array job ids this array waits for task by task (`aftercorr`: task i after their task i). */
   aftercorr?: string[];
-  /** A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time. */
+  /**
+   * A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time: the local
+   * scheduler runs these; SLURM reads the script's own `#SBATCH --array`.
+   */
   array?: { size: number; concurrency: number };
   /**
    * What a script rendered without `#SBATCH` lines (the local profile) leaves unsaid; the local

@@ -15,27 +15,175 @@
 #SBATCH --requeue
 # KD-GAT autoencoder (kdgat-hcrl_sa-teacher-autoencoder)
 # Rendered by @kdgat/slurm-templates from the experiment spec and the cluster profile: re-render, do not edit.
-set -euo pipefail
-if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
-  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
-  exit 69
-fi
-
-kdgat_job_start=$(date +%s)
-kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+# The values of this job come first; the shell after them is the same in every job script
+# (libs/slurm-templates/src/shell/), with the activation of the environment in the middle.
 kdgat_profile=osc-pitzer
 kdgat_stage_data_script=/fs/scratch/PAS1266/kd-gat/scripts/stage_data.sh
 kdgat_epilog_script=/fs/scratch/PAS1266/kd-gat/scripts/job_epilog.sh
-kdgat_state=FAILED
-kdgat_sampler_pid=''
-kdgat_pipeline_pid=''
+kdgat_unavailable_status=69
+kdgat_gpu_sample_seconds=10
+kdgat_requeue_signal=USR1
+export KD_GAT_REQUEUE_SIGNAL=USR1
+kdgat_max_restarts=3
+kdgat_requeue_status=75
+kdgat_requeue_ack=requeue_ack.json
 kdgat_experiment='hcrl_sa teacher'
+kdgat_stage_id=autoencoder
 kdgat_run_root=/fs/scratch/PAS1266/kd-gat/runs/hcrl_sa-teacher
-kdgat_run_dir=$kdgat_run_root/hcrl_sa/vgae_large_autoencoder
+kdgat_run_subdir=hcrl_sa/vgae_large_autoencoder
 # What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).
 export KDGAT_RECORD_REQUEST='cpus=10 memGB=85 gpus=1 timeSeconds=14400 partition=gpu'
 export KDGAT_RECORD_STAGE='stageId=autoencoder stage=autoencoder model=vgae scale=large dataset=hcrl_sa'
-printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" autoencoder "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+# P0: the dataset caches copied to node-local disk (NAME SRC_DIR pairs).
+kdgat_stage_datasets=(
+  hcrl_sa /fs/scratch/PAS1266/kd-gat/cache/hcrl_sa
+)
+kdgat_cmd=(
+  python -m kdgat autoencoder
+  --model vgae --scale large --dataset hcrl_sa
+)
+kdgat_overrides=(
+  -O training.max_epochs 300
+)
+
+# ---- @kdgat/slurm-templates src/shell/job-start.sh ----
+# The start of every job script: strict mode, the job's state, which task this is, and the traps.
+# The rendered script (renderTrainJob: one run, an array task of a sweep, a tune worker; or the
+# hand-use train_gpu.sh / preprocess_gpu.sh of renderSiteScripts) assigns the inputs below before
+# this text; the activation of the environment and then job-run.sh follow it.
+#
+# Inputs of every job script:
+#   kdgat_profile             the cluster profile's name (for messages)
+#   kdgat_epilog_script       job_epilog.sh, run by the EXIT trap
+#   kdgat_unavailable_status  exit status when the node lacks what the job needs (69, EX_UNAVAILABLE)
+#   kdgat_requeue_signal      the pre-timeout signal (USR1 ...) forwarded to the pipeline; '' = no requeue
+# Inputs of a per-run script (renderTrainJob), read by kdgat_run_task:
+#   kdgat_experiment, kdgat_stage_id   for the first line of the log
+#   kdgat_run_root            the pipeline's --run-root (an array task or a tune worker adds its own dir)
+#   kdgat_run_subdir          the run dir below the run root: <dataset>/<model>_<scale>_<stage>
+#   kdgat_cmd                 the pipeline command, completed here with --run-root and the overrides
+#   kdgat_overrides           -O key value ... of the stage
+#   kdgat_array_table, kdgat_array_size, kdgat_first_point   (sweep arrays) the table of overrides,
+#                             the number of tasks, the global index of task 0
+#   kdgat_tune_workers        (tune studies) the number of workers
+# Inputs of a hand-use script, read by kdgat_hand_args:
+#   kdgat_usage               the usage line
+#   kdgat_hand_stage          the stage it runs ('' = the first argument names it)
+#   kdgat_runs_dir            --run-root when the arguments give none
+#   kdgat_run_name_parts, kdgat_run_name_separator   the run dir's name <dataset>/<part><sep><part>...
+#                             (the run contract's layout: model, scale, stage joined by _)
+#   kdgat_cache_root          the scratch directory of the dataset caches
+#   kdgat_stage_datasets      (job-run.sh) set here for the training script
+# Inputs that only some scripts have are read as ${name:-}.
+
+set -euo pipefail
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
+  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
+  exit "$kdgat_unavailable_status"
+fi
+declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
+declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
+declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
+declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator
+declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts
+
+kdgat_job_start=$(date +%s)
+kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+kdgat_state=FAILED
+kdgat_sampler_pid=''
+kdgat_pipeline_pid=''
+kdgat_signal_count=0
+kdgat_signal_time=''
+kdgat_run_dir=''
+kdgat_point_overrides=()
+
+# kdgat_array_task: an array task's sweep point. Its overrides come from the rendered table next to
+# the script (read as data, never evaluated); it runs under <run root>/point_<global index>.
+kdgat_array_task() {
+  local index key encoded value
+  kdgat_task=${SLURM_ARRAY_TASK_ID:-}
+  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_array_size)); then
+    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a task of this array (0-$((kdgat_array_size - 1)))" >&2
+    exit 64
+  fi
+  while IFS=$'\t' read -r index key encoded; do
+    [[ $index == "$kdgat_task" ]] || continue
+    printf -v value '%b' "$encoded"
+    kdgat_point_overrides+=(-O "$key" "$value")
+  done <"$kdgat_array_table"
+  if ((kdgat_first_point == 0)); then
+    kdgat_run_root=$kdgat_run_root/point_$kdgat_task
+  else
+    kdgat_run_root=$kdgat_run_root/point_$((kdgat_task + kdgat_first_point))
+  fi
+}
+
+# kdgat_tune_task: a study worker. Every task pulls trials from the same study; each keeps its own
+# run root.
+kdgat_tune_task() {
+  kdgat_task=${SLURM_ARRAY_TASK_ID:-0}
+  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_tune_workers)); then
+    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a worker of this study (0-$((kdgat_tune_workers - 1)))" >&2
+    exit 64
+  fi
+  kdgat_run_root=$kdgat_run_root/worker_$kdgat_task
+}
+
+# kdgat_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
+# kdgat_cmd and sets kdgat_run_dir.
+kdgat_run_task() {
+  if [[ -n ${kdgat_array_table:-} ]]; then kdgat_array_task; fi
+  if ((${kdgat_tune_workers:-0} > 0)); then kdgat_tune_task; fi
+  kdgat_cmd+=(--run-root "$kdgat_run_root" "${kdgat_overrides[@]}" "${kdgat_point_overrides[@]}")
+  kdgat_run_dir=$kdgat_run_root/$kdgat_run_subdir
+  printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" \
+    "$kdgat_stage_id" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+}
+
+# kdgat_hand_args ARG...: what a hand-use script runs, from its arguments
+# (STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...): sets kdgat_cmd,
+# kdgat_run_dir and, for a training stage, the dataset to stage.
+kdgat_hand_args() {
+  local args i name part run_name=''
+  if [[ -n $kdgat_hand_stage ]]; then
+    set -- "$kdgat_hand_stage" "$@"
+  elif (($# < 1)); then
+    echo "$kdgat_usage" >&2
+    exit 64
+  fi
+  kdgat_stage=$1 kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''
+  args=("$@")
+  for ((i = 1; i + 1 < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      --model) kdgat_model=${args[i + 1]} ;;
+      --scale) kdgat_scale=${args[i + 1]} ;;
+      --dataset) kdgat_dataset=${args[i + 1]} ;;
+      --run-root) kdgat_run_root=${args[i + 1]} ;;
+    esac
+  done
+  for name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do
+    if [[ ! $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+      printf 'kdgat: %q is not a stage, model, scale or dataset name\n%s\n' "$name" "$kdgat_usage" >&2
+      exit 64
+    fi
+  done
+  kdgat_cmd=(python -m kdgat "$@")
+  if [[ -z $kdgat_run_root ]]; then
+    kdgat_run_root=$kdgat_runs_dir
+    kdgat_cmd+=(--run-root "$kdgat_run_root")
+  fi
+  local -A parts=([model]=$kdgat_model [scale]=$kdgat_scale [stage]=$kdgat_stage)
+  for part in "${kdgat_run_name_parts[@]}"; do
+    run_name+=${run_name:+$kdgat_run_name_separator}${parts[$part]}
+  done
+  kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/$run_name
+  # The training script stages the dataset's cache; preprocess writes it (to scratch).
+  if [[ -z $kdgat_hand_stage ]]; then
+    # shellcheck disable=SC2034 # staged by job-run.sh
+    kdgat_stage_datasets=("$kdgat_dataset" "$kdgat_cache_root/$kdgat_dataset")
+  fi
+  printf 'kdgat: %s, job %s on %s (cluster profile %s)\n' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+}
 
 # The epilog always runs (P5), and the job ends with the status it was going to end with.
 # shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
@@ -62,7 +210,7 @@ kdgat_finish() {
     echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
   exit "$status"
 }
-trap kdgat_finish EXIT
+
 # scancel and the time limit send SIGTERM: stop the pipeline and end through the EXIT trap, reported.
 # shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)
 kdgat_terminate() {
@@ -71,24 +219,31 @@ kdgat_terminate() {
   if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi
   exit 143
 }
-trap kdgat_terminate TERM
 
-export KD_GAT_REQUEUE_SIGNAL=USR1
-kdgat_signal_count=0
-kdgat_signal_time=''
+# The pre-timeout signal: forward it to the pipeline, which checkpoints and acknowledges.
 # shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
 kdgat_forward_signal() {
   kdgat_signal_count=$((kdgat_signal_count + 1))
   kdgat_signal_time=$(date +%s)
   if [[ -n $kdgat_pipeline_pid ]]; then
-    echo "kdgat: SIGUSR1: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
-    kill -s USR1 "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
+    echo "kdgat: SIG$kdgat_requeue_signal: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
+    kill -s "$kdgat_requeue_signal" "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
   else
-    echo "kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint"
+    echo "kdgat: SIG$kdgat_requeue_signal before the pipeline started: nothing to checkpoint"
   fi
 }
-trap kdgat_forward_signal USR1
 
+# Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
+kdgat_install_traps() {
+  trap kdgat_finish EXIT
+  trap kdgat_terminate TERM
+  if [[ -n $kdgat_requeue_signal ]]; then trap kdgat_forward_signal "$kdgat_requeue_signal"; fi
+}
+
+if [[ -n ${kdgat_usage:-} ]]; then kdgat_hand_args "$@"; else kdgat_run_task; fi
+kdgat_install_traps
+
+# ---- the environment: the profile's modules and the environment's activation (rendered) ----
 # Lmod defines `module` as a shell function that a batch shell may not have inherited.
 if ! type module >/dev/null 2>&1 && [[ -r /etc/profile.d/lmod.sh ]]; then
   # shellcheck source=/dev/null
@@ -122,26 +277,48 @@ eval "$(conda shell.bash hook)"
 conda activate /fs/ess/PAS1266/envs/gnn-rapids
 set -u
 
-# P0: copy the dataset caches to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.
-# shellcheck source=/dev/null
-source "$kdgat_stage_data_script"
-kdgat_stage_data hcrl_sa /fs/scratch/PAS1266/kd-gat/cache/hcrl_sa
+# ---- @kdgat/slurm-templates src/shell/job-run.sh ----
+# The end of every job script, after the activation of the environment: staging (P0), the GPU
+# sampler, the pipeline, and the requeue decision. Reads the state job-start.sh keeps
+# (kdgat_run_dir, kdgat_cmd, the pids, the signal's count and time, kdgat_state) and these inputs:
+#   kdgat_stage_datasets      NAME SRC_DIR pairs to stage to node-local disk; () = no staging
+#   kdgat_stage_data_script   stage_data.sh, sourced when there is something to stage
+#   kdgat_cache_root          KD_GAT_CACHE_ROOT of a job that stages nothing: the scratch directory
+#                             of the caches (preprocess writes there; staging off reads there)
+#   kdgat_gpu_sample_seconds  seconds between nvidia-smi samples
+#   kdgat_requeue_status      the pipeline's exit status after it checkpointed on the signal
+#   kdgat_requeue_ack         the acknowledgement file it writes in its run dir
+#   kdgat_max_restarts        (requeue on) how many times the job may be requeued
+declare -g kdgat_stage_data_script kdgat_cache_root kdgat_gpu_sample_seconds kdgat_requeue_status
+declare -g kdgat_requeue_ack kdgat_max_restarts kdgat_requeue_signal kdgat_run_dir kdgat_state
+declare -g kdgat_sampler_pid kdgat_pipeline_pid kdgat_signal_count kdgat_signal_time
+declare -ga kdgat_stage_datasets kdgat_cmd
 
-mkdir -p "$kdgat_run_dir"
-if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,memory.total \
-    --format=csv -l 10 >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
-  kdgat_sampler_pid=$!
-else
-  echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
-fi
+# kdgat_stage_caches: P0, copy the dataset caches to node-local disk (verified, atomic); exports
+# KD_GAT_CACHE_ROOT. A job that stages nothing reads the scratch cache directly (preprocess builds
+# it there: never in $TMPDIR, which is deleted at job end).
+kdgat_stage_caches() {
+  if ((${#kdgat_stage_datasets[@]} == 0)); then
+    export KD_GAT_CACHE_ROOT=$kdgat_cache_root
+    return 0
+  fi
+  # shellcheck source=/dev/null
+  source "$kdgat_stage_data_script"
+  kdgat_stage_data "${kdgat_stage_datasets[@]}"
+}
 
-kdgat_cmd=(
-  python -m kdgat autoencoder
-  --model vgae --scale large --dataset hcrl_sa
-  --run-root "$kdgat_run_root"
-  -O training.max_epochs 300
-)
+# kdgat_start_sampler: nvidia-smi in the background into the run dir; skipped cleanly without it.
+kdgat_start_sampler() {
+  mkdir -p "$kdgat_run_dir"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,memory.total \
+      --format=csv -l "$kdgat_gpu_sample_seconds" >>"$kdgat_run_dir/gpu_samples.csv" 2>>"$kdgat_run_dir/gpu_samples.err" &
+    # shellcheck disable=SC2034 # stopped by the EXIT trap (job-start.sh)
+    kdgat_sampler_pid=$!
+  else
+    echo "kdgat: nvidia-smi not found: GPU utilisation sampling skipped"
+  fi
+}
 
 # `wait` returns early (status > 128) when a trapped signal arrives: wait again for the real status.
 kdgat_wait_pipeline() {
@@ -153,23 +330,36 @@ kdgat_wait_pipeline() {
     return "$rc"
   done
 }
-kdgat_status=0
-# A signal during staging means the time is already short: do not start what cannot checkpoint in time.
-if ((kdgat_signal_count > 0)); then
-  echo "kdgat: the time limit is near and the pipeline has not started: not starting it"
-  kdgat_status=75
-else
-  printf 'kdgat: running'; printf ' %q' "${kdgat_cmd[@]}"; printf '\n'
+
+# kdgat_run_pipeline: runs kdgat_cmd in the background so the signal trap can fire, then waits for
+# its real status (kdgat_status).
+kdgat_run_pipeline() {
+  kdgat_status=0
+  # A signal during staging means the time is already short: do not start what cannot checkpoint in time.
+  if ((kdgat_signal_count > 0)); then
+    echo "kdgat: the time limit is near and the pipeline has not started: not starting it"
+    kdgat_status=$kdgat_requeue_status
+    return 0
+  fi
+  printf 'kdgat: running'
+  printf ' %q' "${kdgat_cmd[@]}"
+  printf '\n'
   "${kdgat_cmd[@]}" &
   kdgat_pipeline_pid=$!
   kdgat_wait_pipeline || kdgat_status=$?
-fi
+}
 
-kdgat_max_restarts=3
+# kdgat_requeue: after the pipeline exited with the requeue status, requeue only when it acknowledged
+# the signal (an acknowledgement at least as new as the signal), the restart budget is not spent and
+# this is a SLURM job; otherwise say why not.
 kdgat_requeue() {
-  local ack="$kdgat_run_dir/requeue_ack.json" restarts=${SLURM_RESTART_COUNT:-0} ack_time
+  local ack="$kdgat_run_dir/$kdgat_requeue_ack" restarts=${SLURM_RESTART_COUNT:-0} ack_time
+  if [[ -z $kdgat_requeue_signal ]]; then
+    echo "kdgat: not requeueing: requeue is disabled for this job"
+    return 0
+  fi
   if [[ -z $kdgat_signal_time ]]; then
-    echo "kdgat: not requeueing: the pipeline exited 75 without a requeue signal"
+    echo "kdgat: not requeueing: the pipeline exited $kdgat_requeue_status without a requeue signal"
     return 0
   fi
   # Without a started pipeline there is no progress to lose, so no acknowledgement to wait for.
@@ -198,10 +388,15 @@ kdgat_requeue() {
   # the epilog reports the requeue instead of dying half-written.
   trap '' TERM
   if scontrol requeue "$SLURM_JOB_ID"; then
+    # shellcheck disable=SC2034 # read by the EXIT trap (job-start.sh)
     kdgat_state=REQUEUED
   else
     echo "kdgat: scontrol requeue $SLURM_JOB_ID failed; resume by resubmitting" >&2
   fi
 }
-if ((kdgat_status == 75)); then kdgat_requeue; fi
+
+kdgat_stage_caches
+kdgat_start_sampler
+kdgat_run_pipeline
+if ((kdgat_status == kdgat_requeue_status)); then kdgat_requeue; fi
 exit "$kdgat_status"

@@ -29,26 +29,20 @@ export function goldenFiles(): Record<string, string> {
   const files: Record<string, string> = {};
   files['single-run.sh'] = renderTrainJob(pitzerJob()).script;
 
-  const chainRoot = `${scratch}/runs/hcrl_sa-kd`;
-  const chain = [
-    { s: stage({ id: 'autoencoder', stage: 'autoencoder', model: 'vgae' }), after: [] },
-    { s: stage({ id: 'curriculum', stage: 'curriculum', model: 'gat' }), after: ['1001'] },
-    {
-      s: stage({
+  // A stage of a chain: the chain itself (`--dependency`) is added by the runner's submit call.
+  files['distillation-overrides.sh'] = renderTrainJob(
+    pitzerJob({
+      experiment: 'hcrl_sa kd chain',
+      stage: stage({
         id: 'distillation',
         stage: 'distillation',
         model: 'gat',
         scale: 'small',
         overrides: { 'kd.alpha': 0.7, 'kd.temperature': 4 },
       }),
-      after: ['1002'],
-    },
-  ];
-  chain.forEach(({ s, after }, i) => {
-    files[`chain-${i + 1}-${s.id}.sh`] = renderTrainJob(
-      pitzerJob({ experiment: 'hcrl_sa kd chain', stage: s, runRoot: chainRoot, afterOk: after }),
-    ).script;
-  });
+      runRoot: `${scratch}/runs/hcrl_sa-kd`,
+    }),
+  ).script;
 
   const sweep = renderTrainJob(
     pitzerJob({

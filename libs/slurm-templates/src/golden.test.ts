@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { goldenFiles } from './golden-cases.test-support.ts';
+import { shellFileLines, type ShellFile } from './shell/shell-files.ts';
 import { bashSyntax, shellcheck } from './test-support/sandbox.ts';
 
 // Golden records in the manner of submitit's _sbatch_test_record.txt: a rendering change shows up as a
@@ -30,5 +31,22 @@ describe('golden job scripts', () => {
     expect(scripts.length).toBeGreaterThanOrEqual(14);
     expect(bashSyntax(scripts)).toBe('');
     expect(shellcheck(scripts)).toBe('');
+  });
+
+  it('every script holds the whole text of its shell files and sources nothing from the repository', () => {
+    const madeOf = (name: string): ShellFile[] =>
+      name.endsWith('stage_data.sh')
+        ? ['stageData']
+        : name.endsWith('job_epilog.sh')
+          ? ['epilog']
+          : ['jobStart', 'jobRun'];
+    for (const [name, text] of Object.entries(files).filter(([n]) => n.endsWith('.sh'))) {
+      for (const file of madeOf(name)) expect(text, name).toContain(shellFileLines(file).join('\n'));
+      const sourced = text.split('\n').filter((l) => /^\s*(source|\.)\s/.test(l));
+      expect(
+        sourced.filter((l) => /slurm-templates|src\/shell/.test(l)),
+        name,
+      ).toEqual([]);
+    }
   });
 });

@@ -221,7 +221,6 @@ describe('rendered scripts with hostile values', () => {
             stage: { ...pitzerJob().stage, resources: { ...pitzerJob().stage.resources, time: v } },
           }),
       ],
-      ['afterOk[0]', (v) => pitzerJob({ afterOk: [v] })],
     ];
     fc.assert(
       fc.property(

@@ -47,6 +47,8 @@ describe('slurm scheduler', () => {
         `--output=${dir}/%x-%A_%a.out`,
         '--partition=gpu',
         '--time=2',
+        // The array is the script's own line, as in every rendered script; sbatch adds only the chain.
+        '--array=0-2%1',
       ]),
       cwd: dir,
       dependsOn: [a],

@@ -18,18 +18,17 @@ import {
   parseSqueue,
 } from './parse.ts';
 
-/** The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit. */
+/**
+ * The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit.
+ * Resources (`--array`, `--signal`, …) are the script's own `#SBATCH` lines, the one place a user
+ * reads and `--test-only` checks; the call adds only what exists at submission: the dependencies.
+ */
 export function sbatchArgs(
   request: SubmitRequest,
   mode: 'submit' | 'test',
   extra: readonly string[] = [],
 ): string[] {
   const args = mode === 'submit' ? ['--parsable', ...extra] : ['--test-only', ...extra];
-  if (request.array) {
-    const { size, concurrency } = request.array;
-    const limit = concurrency > 0 && concurrency < size ? `%${concurrency}` : '';
-    args.push(`--array=0-${size - 1}${limit}`);
-  }
   // Dependencies on jobs that do not exist yet make --test-only fail: preflight checks the
   // resources only, submission adds the chain.
   const corr = request.aftercorr ?? [];

@@ -19,10 +19,9 @@ describe('sbatch arguments', () => {
     array: { size: 3, concurrency: 2 },
   };
 
-  it('submits arrays with %K and afterok chains', () => {
+  it("submits afterok chains; the array is the script's own #SBATCH line", () => {
     expect(sbatchArgs(request, 'submit')).toEqual([
       '--parsable',
-      '--array=0-2%2',
       '--dependency=afterok:11:12',
       '--kill-on-invalid-dep=yes',
       '/r/scripts/train.sbatch',
@@ -38,14 +37,8 @@ describe('sbatch arguments', () => {
     );
   });
 
-  it('preflights resources without the chain (its jobs do not exist yet)', () => {
-    expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '--array=0-2%2', '/r/scripts/train.sbatch']);
-  });
-
-  it('leaves %K off when every task may run at once', () => {
-    expect(sbatchArgs({ ...request, dependsOn: [], array: { size: 3, concurrency: 3 } }, 'submit')).toContain(
-      '--array=0-2',
-    );
+  it('preflights the script without the chain (its jobs do not exist yet)', () => {
+    expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '/r/scripts/train.sbatch']);
   });
 });
 

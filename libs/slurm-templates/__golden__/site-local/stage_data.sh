@@ -1,6 +1,13 @@
 #!/bin/bash
 # stage_data.sh (P0): copy dataset caches from scratch to node-local disk before training.
 # Rendered by @kdgat/slurm-templates: re-render, do not edit.
+kdgat_stage_default_jobs=4
+kdgat_stage_default_reserve_mb=256
+
+# ---- @kdgat/slurm-templates src/shell/stage-data.sh ----
+# stage_data.sh (P0): copy dataset caches from scratch to node-local disk before training.
+# Installed on the cluster as stage_data.sh by renderStageData (src/stage-data/render-stage-data.ts),
+# which puts the two defaults below in front of this text.
 #
 # Sourced by job scripts:  source stage_data.sh; kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...
 # Run by hand:             bash stage_data.sh NAME SRC_DIR [NAME SRC_DIR]...   (prints the cache root)
@@ -21,8 +28,12 @@
 #
 # Root: $TMPDIR/kdgat-cache (node-local and per job on SLURM clusters), else /tmp/kdgat-job-<id>/kdgat-cache.
 # Exports KD_GAT_CACHE_ROOT=<root>; the pipeline reads <root>/<dataset>.
-# Tunables: KDGAT_STAGE_JOBS (parallel copies, default 4), KDGAT_STAGE_RESERVE_MB (free space kept
-# on the local disk, default 256).
+# Tunables: KDGAT_STAGE_JOBS (parallel copies), KDGAT_STAGE_RESERVE_MB (free space kept on the local
+# disk); their defaults are the inputs below.
+
+# Inputs (assigned before this text): kdgat_stage_default_jobs (parallel copies),
+# kdgat_stage_default_reserve_mb (MB kept free on the local disk).
+declare -g kdgat_stage_default_jobs kdgat_stage_default_reserve_mb
 
 kdgat_stage_root() {
   local base=${TMPDIR:-}
@@ -58,7 +69,10 @@ kdgat_stage_report() {
 # kdgat_stage_link NAME SRC DEST PARTIAL: fall back to reading scratch through DEST -> SRC.
 kdgat_stage_link() {
   rm -rf -- "$4"
-  if ! ln -s -- "$2" "$3"; then kdgat_stage_fail "$1" "cannot link '$3' to '$2'"; return 1; fi
+  if ! ln -s -- "$2" "$3"; then
+    kdgat_stage_fail "$1" "cannot link '$3' to '$2'"
+    return 1
+  fi
 }
 
 # kdgat_stage_dataset NAME SRC_DIR ROOT: stage one dataset into ROOT/NAME.
@@ -79,7 +93,10 @@ kdgat_stage_dataset() {
     kdgat_stage_fail "$name" "source directory '$src' holds no files (was the cache built? run the preprocess stage)"
     return 1
   fi
-  if ! mkdir -p -- "$root"; then kdgat_stage_fail "$name" "cannot create the staging root '$root'"; return 1; fi
+  if ! mkdir -p -- "$root"; then
+    kdgat_stage_fail "$name" "cannot create the staging root '$root'"
+    return 1
+  fi
 
   while IFS=$'\t' read -r -d '' size mtime rel; do
     want[$rel]="$size ${mtime%.*}"
@@ -110,9 +127,15 @@ kdgat_stage_dataset() {
   if [[ -L $dest ]]; then rm -f -- "$dest"; fi
   if [[ -d $dest ]]; then
     rm -rf -- "$partial"
-    if ! mv -T -- "$dest" "$partial"; then kdgat_stage_fail "$name" "cannot move '$dest' aside"; return 1; fi
+    if ! mv -T -- "$dest" "$partial"; then
+      kdgat_stage_fail "$name" "cannot move '$dest' aside"
+      return 1
+    fi
   fi
-  if ! mkdir -p -- "$partial"; then kdgat_stage_fail "$name" "cannot create '$partial'"; return 1; fi
+  if ! mkdir -p -- "$partial"; then
+    kdgat_stage_fail "$name" "cannot create '$partial'"
+    return 1
+  fi
 
   have=()
   while IFS=$'\t' read -r -d '' size mtime rel; do
@@ -142,7 +165,7 @@ kdgat_stage_dataset() {
   fi
 
   avail_kb=$(df -Pk -- "$partial" | awk 'NR == 2 { print $4 }')
-  reserve_kb=$((${KDGAT_STAGE_RESERVE_MB:-256} * 1024))
+  reserve_kb=$((${KDGAT_STAGE_RESERVE_MB:-$kdgat_stage_default_reserve_mb} * 1024))
   if ((need_bytes / 1024 + reserve_kb > avail_kb)); then
     printf 'kdgat stage: WARNING: %s: %d MB still to copy but %s has %d MB free (keeping %d MB): reading it from scratch directly at %s\n' \
       "$name" $((need_bytes / 1048576)) "$root" $((avail_kb / 1024)) $((reserve_kb / 1024)) "$src" >&2
@@ -153,7 +176,7 @@ kdgat_stage_dataset() {
   if ((${#need[@]} > 0)); then
     # Largest files first so the parallel copies finish together.
     if ! printf '%s\0' "${need[@]}" | sort -z -t $'\t' -k1,1nr | cut -z -f2- |
-      (cd -- "$src" && xargs -0 -r -n 1 -P "${KDGAT_STAGE_JOBS:-4}" cp --parents --preserve=timestamps -t "$partial" --); then
+      (cd -- "$src" && xargs -0 -r -n 1 -P "${KDGAT_STAGE_JOBS:-$kdgat_stage_default_jobs}" cp --parents --preserve=timestamps -t "$partial" --); then
       printf 'kdgat stage: WARNING: %s: copying to %s failed: reading it from scratch directly at %s\n' "$name" "$root" "$src" >&2
       kdgat_stage_link "$name" "$src" "$dest" "$partial"
       return
@@ -175,7 +198,10 @@ kdgat_stage_dataset() {
     kdgat_stage_fail "$name" "${#bad[@]} staged file(s) do not match the source (size mtime): $(printf '%s; ' "${bad[@]}")"
     return 1
   fi
-  if ! mv -T -- "$partial" "$dest"; then kdgat_stage_fail "$name" "cannot rename '$partial' to '$dest'"; return 1; fi
+  if ! mv -T -- "$partial" "$dest"; then
+    kdgat_stage_fail "$name" "cannot rename '$partial' to '$dest'"
+    return 1
+  fi
 
   kdgat_stage_report "$name" "$start" "$total_bytes" "$need_bytes" "$files" "${#need[@]}" "$reused" "$dest"
 }
@@ -203,7 +229,10 @@ kdgat_stage_data() {
       kdgat_stage_fail "$1" 'dataset names are letters, digits, . _ - (they name a directory)'
       return 1
     fi
-    if ! mkdir -p -- "$root"; then kdgat_stage_fail "$1" "cannot create the staging root '$root'"; return 1; fi
+    if ! mkdir -p -- "$root"; then
+      kdgat_stage_fail "$1" "cannot create the staging root '$root'"
+      return 1
+    fi
     if command -v flock >/dev/null 2>&1; then
       # Jobs sharing a node-local disk stage one dataset one at a time; later ones find it verified.
       {

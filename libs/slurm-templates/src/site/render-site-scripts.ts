@@ -2,29 +2,14 @@
  * Site scripts that infra installs once per cluster: the staging script, the epilog, and the generic
  * hand-use job scripts of the original plan (`sbatch train_gpu.sh autoencoder --model vgae …`).
  */
+import { RUN_CONTRACT } from '@kdgat/config';
 import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { shq } from '../quote/shq.ts';
-import {
-  RULES,
-  joinPath,
-  requireAbsolutePath,
-  requireMatch,
-  requireName,
-} from '../quote/validate.ts';
+import { RULES, joinPath, requireAbsolutePath, requireMatch, requireName } from '../quote/validate.ts';
 import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
-import {
-  activationLines,
-  epilogTrapLines,
-  moduleLines,
-  preambleLines,
-  requeueDecisionLines,
-  runPipelineLines,
-  samplerLines,
-  sbatchLines,
-  signalTrapLines,
-} from '../train-job/blocks.ts';
+import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../train-job/blocks.ts';
+import { assign, assignArray } from '../shell/shell-files.ts';
 
 export const SITE_SCRIPT_NAMES = {
   stageData: 'stage_data.sh',
@@ -120,71 +105,31 @@ function renderHandScript(
   lines.push(
     `# ${usage.replace('usage: ', 'Usage: ')}`,
     '# sbatch options on the command line override the defaults above.',
-    ...preambleLines({
-      title:
-        kind === 'train'
-          ? 'KD-GAT pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).'
-          : 'KD-GAT preprocess stage run by hand: writes the dataset cache to scratch for later staging.',
+    ...headerLines(
+      kind === 'train'
+        ? 'KD-GAT pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).'
+        : 'KD-GAT preprocess stage run by hand: writes the dataset cache to scratch for later staging.',
+      'the experiment spec and the cluster profile',
+    ),
+    ...jobValueLines({
       profile,
       ...(kind === 'train' ? { stageDataPath: joinPath(dir, 'stage_data.sh') } : {}),
       epilogPath: joinPath(dir, 'job_epilog.sh'),
+      requeue,
+      gpuSampleSeconds: options.gpuSampleSeconds ?? 10,
     }),
-    `kdgat_usage=${shq(usage)}`,
-    ...(kind === 'train'
-      ? ['if (($# < 1)); then echo "$kdgat_usage" >&2; exit 64; fi', 'kdgat_stage=$1']
-      : ['kdgat_stage=preprocess', 'set -- preprocess "$@"']),
-    "kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''",
-    'kdgat_args=("$@")',
-    'for ((kdgat_i = 1; kdgat_i + 1 < ${#kdgat_args[@]}; kdgat_i++)); do',
-    '  case ${kdgat_args[kdgat_i]} in',
-    '    --model) kdgat_model=${kdgat_args[kdgat_i + 1]} ;;',
-    '    --scale) kdgat_scale=${kdgat_args[kdgat_i + 1]} ;;',
-    '    --dataset) kdgat_dataset=${kdgat_args[kdgat_i + 1]} ;;',
-    '    --run-root) kdgat_run_root=${kdgat_args[kdgat_i + 1]} ;;',
-    '  esac',
-    'done',
-    'for kdgat_name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do',
-    '  if [[ ! $kdgat_name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then',
-    '    printf \'kdgat: %q is not a stage, model, scale or dataset name\\n%s\\n\' "$kdgat_name" "$kdgat_usage" >&2',
-    '    exit 64',
-    '  fi',
-    'done',
-    'kdgat_cmd=(python -m kdgat "$@")',
-    'if [[ -z $kdgat_run_root ]]; then',
-    `  kdgat_run_root=${shq(requireAbsolutePath('layout.runsDir', layout.runsDir))}`,
-    '  kdgat_cmd+=(--run-root "$kdgat_run_root")',
-    'fi',
-    'kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/${kdgat_model}_${kdgat_scale}_$kdgat_stage',
-    'printf \'kdgat: %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"',
+    '# The arguments name the stage (train_gpu.sh) and the run; these are the defaults and the usage.',
+    assign('kdgat_usage', usage),
+    assign('kdgat_hand_stage', kind === 'train' ? '' : 'preprocess'),
+    assign('kdgat_runs_dir', requireAbsolutePath('layout.runsDir', layout.runsDir)),
+    // The run dir <dataset>/<model>_<scale>_<stage>, as the run contract lays it out.
+    ...assignArray('kdgat_run_name_parts', [RUN_CONTRACT.runDir.nameParts]),
+    assign('kdgat_run_name_separator', RUN_CONTRACT.runDir.separator),
+    // train_gpu.sh stages <cache root>/<dataset>; preprocess_gpu.sh writes the cache there.
+    assign('kdgat_cache_root', cacheRoot),
+    ...assignArray('kdgat_stage_datasets', []),
     '',
-    ...epilogTrapLines(),
-  );
-  // Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
-  const trap = signalTrapLines(requeue);
-  if (trap.length > 0) lines.push('', ...trap);
-  const modules = moduleLines(profile);
-  if (modules.length > 0) lines.push('', ...modules);
-  lines.push('', ...activationLines(env, profile), '');
-  if (kind === 'train') {
-    lines.push(
-      '# P0: copy the dataset cache to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.',
-      '# shellcheck source=/dev/null',
-      'source "$kdgat_stage_data_script"',
-      `kdgat_stage_data "$kdgat_dataset" ${shq(cacheRoot)}/"$kdgat_dataset"`,
-    );
-  } else {
-    lines.push(
-      '# The preprocess stage writes the cache that training jobs stage from: straight to scratch.',
-      `export KD_GAT_CACHE_ROOT=${shq(cacheRoot)}`,
-    );
-  }
-  lines.push('', ...samplerLines(options.gpuSampleSeconds ?? 10));
-  lines.push(
-    '',
-    ...runPipelineLines(requeue),
-    '',
-    ...requeueDecisionLines(requeue),
-    'exit "$kdgat_status"',
+    ...jobBodyLines(env, profile),
     '',
   );
   return lines.join('\n');
@@ -226,7 +171,9 @@ function handDirectives(
     ['mem', `${Math.max(1, Math.floor(partition.memPerNodeGB / gpusPerNode))}G`],
   );
   if (partition.gpusPerNode > 0) {
-    const typed = partition.gpuType ? `${requireMatch('partition.gpuType', partition.gpuType, RULES.gpuType)}:1` : '1';
+    const typed = partition.gpuType
+      ? `${requireMatch('partition.gpuType', partition.gpuType, RULES.gpuType)}:1`
+      : '1';
     d.push(profile.gpuDirective === 'gres' ? ['gres', `gpu:${typed}`] : ['gpus-per-node', typed]);
   }
   const logs = requireMatch('layout.logsDir', layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);

@@ -44,18 +44,18 @@ describe('renderTrainJob directives', () => {
     expect(arr(5)).toContain('#SBATCH --array=0-2');
   });
 
-  it('says --no-requeue and sets no signal when requeue is off; chains with afterok', () => {
+  it('says --no-requeue and sets no signal when requeue is off', () => {
     const lines = sbatch(
       renderTrainJob(
-        pitzerJob({
-          requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
-          afterOk: ['101', '102_3'],
-        }),
+        pitzerJob({ requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 } }),
       ).script,
     );
     expect(lines).toContain('#SBATCH --no-requeue');
     expect(lines.some((l) => l.includes('--signal'))).toBe(false);
-    expect(lines).toContain('#SBATCH --dependency=afterok:101:102_3');
+  });
+
+  it('leaves dependencies to the submit call: job ids exist only once the jobs they name are queued', () => {
+    expect(sbatch(renderTrainJob(pitzerJob()).script).some((l) => l.includes('--dependency'))).toBe(false);
   });
 
   it('refuses inputs with errors that name the field, the value and what was expected', () => {

@@ -15,7 +15,6 @@ import type {
   StagingPolicy,
 } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { shq } from '../quote/shq.ts';
 import {
   RULES,
   requireAbsolutePath,
@@ -23,20 +22,9 @@ import {
   requireName,
   requirePositiveInt,
 } from '../quote/validate.ts';
-import {
-  activationLines,
-  checkRequeuePolicy,
-  epilogTrapLines,
-  moduleLines,
-  overrideWords,
-  preambleLines,
-  requeueDecisionLines,
-  runPipelineLines,
-  samplerLines,
-  sbatchLines,
-  signalTrapLines,
-} from './blocks.ts';
+import { checkRequeuePolicy, headerLines, jobBodyLines, jobValueLines, sbatchLines } from './blocks.ts';
 import { encodeArrayTable, scalarText } from './array-table.ts';
+import { assign, assignArray } from '../shell/shell-files.ts';
 
 export interface TrainJobInput {
   /** Experiment name as the user wrote it (any text; the job name uses a slug of it). */
@@ -66,8 +54,6 @@ export interface TrainJobInput {
    * running `python -m kdgat tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
    */
   tune?: { studyDir: string; workers: number };
-  /** Job ids this job waits for (`--dependency=afterok:…`). */
-  afterOk?: string[];
   /** Seconds between GPU samples (default 10). */
   gpuSampleSeconds?: number;
 }
@@ -92,7 +78,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   const arraySize = tune ? workers : points.length;
   const isArray = points.length > 0;
   const jobName = jobNameFor(input.experiment, stage.id);
-  const runSuffix = `/${runDirPath(stage)}`;
+  const runSubdir = runDirPath(stage);
   const runRoot = requireAbsolutePath('runRoot', input.runRoot);
   const multiTask = r.nodes > 1 || r.ntasksPerNode > 1;
 
@@ -106,16 +92,23 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     );
   }
   lines.push(
-    ...preambleLines({
-      title: tune
+    ...headerLines(
+      tune
         ? `KD-GAT ${stage.stage} study (${jobName}), array of ${workers} tune workers`
         : `KD-GAT ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
+      'the experiment spec and the cluster profile',
+    ),
+    ...jobValueLines({
       profile,
       stageDataPath: input.staging.enabled ? input.scripts.stageData : undefined,
       epilogPath: input.scripts.epilog,
+      requeue: input.requeue,
+      gpuSampleSeconds: input.gpuSampleSeconds ?? 10,
     }),
-    `kdgat_experiment=${shq(input.experiment)}`,
-    `kdgat_run_root=${shq(runRoot)}`,
+    assign('kdgat_experiment', input.experiment),
+    assign('kdgat_stage_id', stage.id),
+    assign('kdgat_run_root', runRoot),
+    assign('kdgat_run_subdir', runSubdir),
   );
 
   let arrayTable: string | undefined;
@@ -129,39 +122,26 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     }
     arrayTable = encodeArrayTable(points);
     lines.push(
-      '',
-      ...arrayTaskLines(
-        requireAbsolutePath('arrayTablePath', input.arrayTablePath),
-        points.length,
+      '# Array task i reads its overrides from this table (read as data, never evaluated).',
+      assign('kdgat_array_table', requireAbsolutePath('arrayTablePath', input.arrayTablePath)),
+      assign('kdgat_array_size', points.length),
+      assign(
+        'kdgat_first_point',
         input.firstPoint === undefined || input.firstPoint === 0
           ? 0
           : requirePositiveInt('firstPoint', input.firstPoint),
       ),
     );
   }
-  if (tune) lines.push('', ...tuneTaskLines(workers));
+  if (tune) lines.push(assign('kdgat_tune_workers', workers));
   lines.push(
-    `kdgat_run_dir=$kdgat_run_root${shq(runSuffix)}`,
     ...recordLines(stage),
-    'printf \'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\\n\' "$kdgat_experiment" ' +
-      `${shq(stage.id)} "$kdgat_job_id" "$(hostname)" "$kdgat_profile"`,
+    ...stagingLines(input),
+    ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, multiTask)),
     '',
-    ...epilogTrapLines(),
+    ...jobBodyLines(input.environment, profile),
+    '',
   );
-  // Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
-  const trap = signalTrapLines(input.requeue);
-  if (trap.length > 0) lines.push('', ...trap);
-
-  const modules = moduleLines(profile);
-  if (modules.length > 0) lines.push('', ...modules);
-  lines.push('', ...activationLines(input.environment, profile));
-  lines.push('', ...stagingLines(input));
-  lines.push('', ...samplerLines(input.gpuSampleSeconds ?? 10));
-
-  lines.push('', ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, multiTask, isArray)));
-  lines.push('', ...runPipelineLines(input.requeue));
-  lines.push('', ...requeueDecisionLines(input.requeue));
-  lines.push('exit "$kdgat_status"', '');
   return { script: lines.join('\n'), ...(arrayTable === undefined ? {} : { arrayTable }) };
 }
 
@@ -175,8 +155,8 @@ function recordLines(stage: StageView): string[] {
   const who = `stageId=${stage.id} stage=${stage.stage} model=${stage.model} scale=${stage.scale} dataset=${stage.dataset}`;
   return [
     '# What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).',
-    `export KDGAT_RECORD_REQUEST=${shq(request)}`,
-    `export KDGAT_RECORD_STAGE=${shq(who)}`,
+    assign('KDGAT_RECORD_REQUEST', request, true),
+    assign('KDGAT_RECORD_STAGE', who, true),
   ];
 }
 
@@ -188,7 +168,11 @@ export function jobNameFor(experiment: string, stageId: string): string {
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[-.]+|-+$/g, '')
     .slice(0, 48);
-  return requireMatch('job name', `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'), RULES.jobName);
+  return requireMatch(
+    'job name',
+    `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'),
+    RULES.jobName,
+  );
 }
 
 function describeResources(r: StageView['resources']): string {
@@ -220,10 +204,7 @@ function directivesFor(
   );
   const gpu = gpuDirective(profile, r.gpus, input.partition?.gpuType);
   if (gpu !== undefined) d.push(gpu);
-  d.push([
-    'time',
-    requireMatch('resources.time', r.time, RULES.slurmTime),
-  ]);
+  d.push(['time', requireMatch('resources.time', r.time, RULES.slurmTime)]);
   const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
   const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
   d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
@@ -234,11 +215,6 @@ function directivesFor(
   } else if (arraySize > 0) {
     const k = r.arrayConcurrency;
     d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
-  }
-  const after = input.afterOk ?? [];
-  if (after.length > 0) {
-    after.forEach((id, i) => requireMatch(`afterOk[${i}]`, id, RULES.jobId));
-    d.push(['dependency', `afterok:${after.join(':')}`], ['kill-on-invalid-dep', 'yes']);
   }
   return d;
 }
@@ -266,46 +242,10 @@ function gpuDirective(
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
 }
 
-function arrayTaskLines(tablePath: string, size: number, firstPoint: number): string[] {
-  return [
-    '# Array task: its overrides come from the rendered table next to this script (read as data, never evaluated).',
-    `kdgat_array_table=${shq(tablePath)}`,
-    `kdgat_array_size=${size}`,
-    'kdgat_task=${SLURM_ARRAY_TASK_ID:-}',
-    'if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_array_size)); then',
-    `  echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a task of this array (0-${size - 1})" >&2`,
-    '  exit 64',
-    'fi',
-    'kdgat_point_overrides=()',
-    "while IFS=$'\\t' read -r kdgat_index kdgat_key kdgat_encoded; do",
-    '  [[ $kdgat_index == "$kdgat_task" ]] || continue',
-    '  printf -v kdgat_value \'%b\' "$kdgat_encoded"',
-    '  kdgat_point_overrides+=(-O "$kdgat_key" "$kdgat_value")',
-    'done <"$kdgat_array_table"',
-    firstPoint === 0
-      ? 'kdgat_run_root=$kdgat_run_root/point_$kdgat_task'
-      : `kdgat_run_root=$kdgat_run_root/point_$((kdgat_task + ${firstPoint}))`,
-  ];
-}
-
-function tuneTaskLines(workers: number): string[] {
-  return [
-    '# Tune worker: every task pulls trials from the same study; each keeps its own run root.',
-    'kdgat_task=${SLURM_ARRAY_TASK_ID:-0}',
-    `if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= ${workers})); then`,
-    `  echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a worker of this study (0-${workers - 1})" >&2`,
-    '  exit 64',
-    'fi',
-    'kdgat_run_root=$kdgat_run_root/worker_$kdgat_task',
-  ];
-}
-
 function tuneCommandLines(studyDir: string): string[] {
   return [
-    'kdgat_cmd=(',
-    `  python -m kdgat tune --study-dir ${shq(studyDir)}`,
-    '  --run-root "$kdgat_run_root"',
-    ')',
+    ...assignArray('kdgat_cmd', [['python', '-m', 'kdgat', 'tune', '--study-dir', studyDir]]),
+    ...assignArray('kdgat_overrides', []),
   ];
 }
 
@@ -334,49 +274,49 @@ function stagingLines(input: TrainJobInput): string[] {
       );
     return dir.slice(0, -input.stage.dataset.length - 1) || '/';
   };
+  // A job that stages nothing sets KD_GAT_CACHE_ROOT to the scratch directory of the caches.
   if (input.stage.stage === 'preprocess') {
     // The cache it builds must outlive the job (node-local $TMPDIR is deleted at job end), and
     // there is nothing to stage before it exists: write it to scratch, where later stages stage it from.
     return [
       '# preprocess builds the graph cache in scratch (never $TMPDIR, which is deleted at job end).',
-      `export KD_GAT_CACHE_ROOT=${shq(scratchRoot())}`,
+      ...assignArray('kdgat_stage_datasets', []),
+      assign('kdgat_cache_root', scratchRoot()),
     ];
   }
   if (!staging.enabled) {
     return [
       '# Staging is off for this experiment: the pipeline reads the scratch cache directly.',
-      `export KD_GAT_CACHE_ROOT=${shq(scratchRoot())}`,
+      ...assignArray('kdgat_stage_datasets', []),
+      assign('kdgat_cache_root', scratchRoot()),
     ];
   }
   const datasets = staging.datasets.length > 0 ? staging.datasets : [input.stage.dataset];
   return [
-    '# P0: copy the dataset caches to node-local disk (verified, atomic); exports KD_GAT_CACHE_ROOT.',
-    '# shellcheck source=/dev/null',
-    'source "$kdgat_stage_data_script"',
-    ...datasets.map((ds) => `kdgat_stage_data ${shq(ds)} ${shq(cacheDirFor(ds))}`),
+    '# P0: the dataset caches copied to node-local disk (NAME SRC_DIR pairs).',
+    ...assignArray(
+      'kdgat_stage_datasets',
+      datasets.map((ds) => [ds, cacheDirFor(ds)]),
+    ),
   ];
 }
 
-function commandLines(stage: StageView, multiTask: boolean, isArray: boolean): string[] {
+function commandLines(stage: StageView, multiTask: boolean): string[] {
   const r = stage.resources;
-  const launcher = multiTask
-    ? [
-        '  # Several tasks: srun starts one per GPU so Lightning picks up DDP from the SLURM environment.',
-        `  srun --kill-on-bad-exit=1 --cpus-per-task=${r.cpus}`,
-      ]
-    : [];
-  const overrides = Object.entries(stage.overrides).map(([key, value]) => {
-    requireMatch(`stage.overrides key`, key, RULES.overrideKey);
-    return `  ${overrideWords(key, scalarText(`stage.overrides.${key}`, value))}`;
-  });
+  const overrides = Object.entries(stage.overrides).map(([key, value]) => [
+    '-O',
+    requireMatch(`stage.overrides key`, key, RULES.overrideKey),
+    scalarText(`stage.overrides.${key}`, value),
+  ]);
   return [
-    'kdgat_cmd=(',
-    ...launcher,
-    `  python -m kdgat ${shq(stage.stage)}`,
-    `  --model ${shq(stage.model)} --scale ${shq(stage.scale)} --dataset ${shq(stage.dataset)}`,
-    '  --run-root "$kdgat_run_root"',
-    ...overrides,
-    ')',
-    ...(isArray ? ['kdgat_cmd+=("${kdgat_point_overrides[@]}")'] : []),
+    ...(multiTask
+      ? ['# Several tasks: srun starts one per GPU so Lightning picks up DDP from the SLURM environment.']
+      : []),
+    ...assignArray('kdgat_cmd', [
+      ...(multiTask ? [['srun', '--kill-on-bad-exit=1', `--cpus-per-task=${r.cpus}`]] : []),
+      ['python', '-m', 'kdgat', stage.stage],
+      ['--model', stage.model, '--scale', stage.scale, '--dataset', stage.dataset],
+    ]),
+    ...assignArray('kdgat_overrides', overrides),
   ];
 }

@@ -1,0 +1,196 @@
+# shellcheck shell=bash
+# The start of every job script: strict mode, the job's state, which task this is, and the traps.
+# The rendered script (renderTrainJob: one run, an array task of a sweep, a tune worker; or the
+# hand-use train_gpu.sh / preprocess_gpu.sh of renderSiteScripts) assigns the inputs below before
+# this text; the activation of the environment and then job-run.sh follow it.
+#
+# Inputs of every job script:
+#   kdgat_profile             the cluster profile's name (for messages)
+#   kdgat_epilog_script       job_epilog.sh, run by the EXIT trap
+#   kdgat_unavailable_status  exit status when the node lacks what the job needs (69, EX_UNAVAILABLE)
+#   kdgat_requeue_signal      the pre-timeout signal (USR1 ...) forwarded to the pipeline; '' = no requeue
+# Inputs of a per-run script (renderTrainJob), read by kdgat_run_task:
+#   kdgat_experiment, kdgat_stage_id   for the first line of the log
+#   kdgat_run_root            the pipeline's --run-root (an array task or a tune worker adds its own dir)
+#   kdgat_run_subdir          the run dir below the run root: <dataset>/<model>_<scale>_<stage>
+#   kdgat_cmd                 the pipeline command, completed here with --run-root and the overrides
+#   kdgat_overrides           -O key value ... of the stage
+#   kdgat_array_table, kdgat_array_size, kdgat_first_point   (sweep arrays) the table of overrides,
+#                             the number of tasks, the global index of task 0
+#   kdgat_tune_workers        (tune studies) the number of workers
+# Inputs of a hand-use script, read by kdgat_hand_args:
+#   kdgat_usage               the usage line
+#   kdgat_hand_stage          the stage it runs ('' = the first argument names it)
+#   kdgat_runs_dir            --run-root when the arguments give none
+#   kdgat_run_name_parts, kdgat_run_name_separator   the run dir's name <dataset>/<part><sep><part>...
+#                             (the run contract's layout: model, scale, stage joined by _)
+#   kdgat_cache_root          the scratch directory of the dataset caches
+#   kdgat_stage_datasets      (job-run.sh) set here for the training script
+# Inputs that only some scripts have are read as ${name:-}.
+
+set -euo pipefail
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
+  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
+  exit "$kdgat_unavailable_status"
+fi
+declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
+declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
+declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
+declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator
+declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts
+
+kdgat_job_start=$(date +%s)
+kdgat_job_id=${SLURM_JOB_ID:-local-$$}
+kdgat_state=FAILED
+kdgat_sampler_pid=''
+kdgat_pipeline_pid=''
+kdgat_signal_count=0
+kdgat_signal_time=''
+kdgat_run_dir=''
+kdgat_point_overrides=()
+
+# kdgat_array_task: an array task's sweep point. Its overrides come from the rendered table next to
+# the script (read as data, never evaluated); it runs under <run root>/point_<global index>.
+kdgat_array_task() {
+  local index key encoded value
+  kdgat_task=${SLURM_ARRAY_TASK_ID:-}
+  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_array_size)); then
+    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a task of this array (0-$((kdgat_array_size - 1)))" >&2
+    exit 64
+  fi
+  while IFS=$'\t' read -r index key encoded; do
+    [[ $index == "$kdgat_task" ]] || continue
+    printf -v value '%b' "$encoded"
+    kdgat_point_overrides+=(-O "$key" "$value")
+  done <"$kdgat_array_table"
+  if ((kdgat_first_point == 0)); then
+    kdgat_run_root=$kdgat_run_root/point_$kdgat_task
+  else
+    kdgat_run_root=$kdgat_run_root/point_$((kdgat_task + kdgat_first_point))
+  fi
+}
+
+# kdgat_tune_task: a study worker. Every task pulls trials from the same study; each keeps its own
+# run root.
+kdgat_tune_task() {
+  kdgat_task=${SLURM_ARRAY_TASK_ID:-0}
+  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_tune_workers)); then
+    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a worker of this study (0-$((kdgat_tune_workers - 1)))" >&2
+    exit 64
+  fi
+  kdgat_run_root=$kdgat_run_root/worker_$kdgat_task
+}
+
+# kdgat_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
+# kdgat_cmd and sets kdgat_run_dir.
+kdgat_run_task() {
+  if [[ -n ${kdgat_array_table:-} ]]; then kdgat_array_task; fi
+  if ((${kdgat_tune_workers:-0} > 0)); then kdgat_tune_task; fi
+  kdgat_cmd+=(--run-root "$kdgat_run_root" "${kdgat_overrides[@]}" "${kdgat_point_overrides[@]}")
+  kdgat_run_dir=$kdgat_run_root/$kdgat_run_subdir
+  printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" \
+    "$kdgat_stage_id" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+}
+
+# kdgat_hand_args ARG...: what a hand-use script runs, from its arguments
+# (STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...): sets kdgat_cmd,
+# kdgat_run_dir and, for a training stage, the dataset to stage.
+kdgat_hand_args() {
+  local args i name part run_name=''
+  if [[ -n $kdgat_hand_stage ]]; then
+    set -- "$kdgat_hand_stage" "$@"
+  elif (($# < 1)); then
+    echo "$kdgat_usage" >&2
+    exit 64
+  fi
+  kdgat_stage=$1 kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''
+  args=("$@")
+  for ((i = 1; i + 1 < ${#args[@]}; i++)); do
+    case ${args[i]} in
+      --model) kdgat_model=${args[i + 1]} ;;
+      --scale) kdgat_scale=${args[i + 1]} ;;
+      --dataset) kdgat_dataset=${args[i + 1]} ;;
+      --run-root) kdgat_run_root=${args[i + 1]} ;;
+    esac
+  done
+  for name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do
+    if [[ ! $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+      printf 'kdgat: %q is not a stage, model, scale or dataset name\n%s\n' "$name" "$kdgat_usage" >&2
+      exit 64
+    fi
+  done
+  kdgat_cmd=(python -m kdgat "$@")
+  if [[ -z $kdgat_run_root ]]; then
+    kdgat_run_root=$kdgat_runs_dir
+    kdgat_cmd+=(--run-root "$kdgat_run_root")
+  fi
+  local -A parts=([model]=$kdgat_model [scale]=$kdgat_scale [stage]=$kdgat_stage)
+  for part in "${kdgat_run_name_parts[@]}"; do
+    run_name+=${run_name:+$kdgat_run_name_separator}${parts[$part]}
+  done
+  kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/$run_name
+  # The training script stages the dataset's cache; preprocess writes it (to scratch).
+  if [[ -z $kdgat_hand_stage ]]; then
+    # shellcheck disable=SC2034 # staged by job-run.sh
+    kdgat_stage_datasets=("$kdgat_dataset" "$kdgat_cache_root/$kdgat_dataset")
+  fi
+  printf 'kdgat: %s, job %s on %s (cluster profile %s)\n' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+}
+
+# The epilog always runs (P5), and the job ends with the status it was going to end with.
+# shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
+kdgat_finish() {
+  local status=$?
+  trap - EXIT
+  if [[ -n $kdgat_sampler_pid ]]; then
+    # The sampler only ends by this kill, so its exit status says nothing.
+    kill "$kdgat_sampler_pid" 2>/dev/null || :
+    wait "$kdgat_sampler_pid" 2>/dev/null || :
+  fi
+  if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
+  if [[ $kdgat_state != REQUEUED ]] && declare -F kdgat_stage_cleanup >/dev/null; then kdgat_stage_cleanup; fi
+  # For the job record: CPU time of the finished children (the pipeline and its loader workers:
+  # fields 16-17 of /proc/$$/stat, in clock ticks) and whether the pre-timeout signal came.
+  local kdgat_stat kdgat_fields
+  if read -r kdgat_stat </proc/$$/stat 2>/dev/null; then
+    read -ra kdgat_fields <<<"${kdgat_stat##*) }"
+    export KDGAT_CHILD_CPU_TICKS=$((kdgat_fields[13] + kdgat_fields[14]))
+  fi
+  export KDGAT_SIGNALLED=${kdgat_signal_time:+1}
+  bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
+    echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
+  exit "$status"
+}
+
+# scancel and the time limit send SIGTERM: stop the pipeline and end through the EXIT trap, reported.
+# shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)
+kdgat_terminate() {
+  kdgat_state=TERMINATED
+  echo "kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2
+  if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi
+  exit 143
+}
+
+# The pre-timeout signal: forward it to the pipeline, which checkpoints and acknowledges.
+# shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
+kdgat_forward_signal() {
+  kdgat_signal_count=$((kdgat_signal_count + 1))
+  kdgat_signal_time=$(date +%s)
+  if [[ -n $kdgat_pipeline_pid ]]; then
+    echo "kdgat: SIG$kdgat_requeue_signal: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
+    kill -s "$kdgat_requeue_signal" "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
+  else
+    echo "kdgat: SIG$kdgat_requeue_signal before the pipeline started: nothing to checkpoint"
+  fi
+}
+
+# Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
+kdgat_install_traps() {
+  trap kdgat_finish EXIT
+  trap kdgat_terminate TERM
+  if [[ -n $kdgat_requeue_signal ]]; then trap kdgat_forward_signal "$kdgat_requeue_signal"; fi
+}
+
+if [[ -n ${kdgat_usage:-} ]]; then kdgat_hand_args "$@"; else kdgat_run_task; fi
+kdgat_install_traps
