@@ -51,7 +51,7 @@ from kdgat.data import CanIdVocab, GraphSet, WindowGraphs, attack_type_of, build
 from kdgat.data.calibration import calibrate_rows, moments
 from kdgat.data.features_vi import vehicle_independent_features
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
-from kdgat.scoring import SCORING_MODES, fit_scorer
+from kdgat.scoring import SCORING_MODES, fit_scorer, gat_probabilities, vgae_scores
 
 _ROOT = Path(__file__).resolve().parents[2]
 #: ../shared/data/can-real from the main checkout (/work/main) or from a worktree (/work/wt/<name>)
@@ -161,20 +161,6 @@ def make_store(recs: list[Recording], files: list[int], features: str, calib: in
     return store, file_index
 
 
-@torch.no_grad()
-def vgae_scores(net: GraphAutoencoderNeighborhood, data: GraphSet) -> torch.Tensor:
-    net.eval()
-    return torch.cat([net.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch)
-                      for b in DataLoader(data, batch_size=512)])  # type: ignore[arg-type]
-
-
-@torch.no_grad()
-def gat_probs(net: GATWithJK, data: GraphSet) -> torch.Tensor:
-    net.eval()
-    return torch.cat([torch.softmax(net(b.x, b.edge_index, b.edge_attr, b.batch), -1)[:, 1]
-                      for b in DataLoader(data, batch_size=512)])  # type: ignore[arg-type]
-
-
 def train_vgae(net: GraphAutoencoderNeighborhood, data: GraphSet, epochs: int, bs: int) -> None:
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     for _ in range(epochs):
@@ -253,8 +239,8 @@ def run_one(recs: list[Recording], scen: str, train_f: list[int], test_f: list[i
     assert isinstance(gat, GATWithJK)
     train_gat(gat, train, order, args.gat_epochs, args.batch_size)
     fit_s = time.perf_counter() - t0
-    pv, sv = gat_probs(gat, val), vgae_scores(vgae, val)
-    pt, st = gat_probs(gat, test), vgae_scores(vgae, test)
+    pv, sv = gat_probabilities(gat, val), vgae_scores(vgae, val)
+    pt, st = gat_probabilities(gat, test), vgae_scores(vgae, test)
     out: dict[str, Any] = {"train_windows": len(train), "val_windows": len(val), "fit_seconds": round(fit_s, 1)}
     for mode in SCORING_MODES:
         scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)

@@ -2,20 +2,18 @@
 first windows (``data.calibration_windows = K > 0``, the per-vehicle calibration mode).
 
 Calibration reads the first ``K`` windows (``K × window_size`` messages) of each recording — its
-unlabelled traffic only, never a label — and normalises every window of that recording with a
-robust centre and scale of those windows' raw features: the median, and the median absolute
-deviation × 1.4826 (the standard deviation of a normal distribution), falling back to the standard
-deviation, then to 1, where a feature is (nearly) constant in the calibration windows. Robust
-statistics, because the calibration traffic of a new vehicle may itself hold an attack. Training
+unlabelled traffic only, never a label — and normalises every window of that recording by the
+median (a centre that an attack in the calibration traffic moves little) and the standard
+deviation (1 where a feature is constant there) of those windows' raw feature rows. Training
 recordings are normalised the same way, so the model learns on the scale it is scored on.
+(A median-absolute-deviation scale was tried first and lost badly on bench/real-data: most
+features are near-constant per ID, so the MAD is tiny and every other row becomes an outlier.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-
-MAD_TO_STD = 1.4826
 
 
 def moments(a: npt.NDArray[np.floating]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -27,15 +25,12 @@ def moments(a: npt.NDArray[np.floating]) -> tuple[npt.NDArray[np.float64], npt.N
 
 
 def robust_moments(a: npt.NDArray[np.floating]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Median and MAD × 1.4826 per column; std where the MAD is ~0; 1 where that is ~0 too."""
+    """Median and population std per column (std 1 where a column is ~constant)."""
     a64 = np.asarray(a, np.float64)
     if len(a64) == 0:
         return np.zeros(a64.shape[1]), np.ones(a64.shape[1])
-    med = np.median(a64, axis=0)
-    mad = np.median(np.abs(a64 - med), axis=0) * MAD_TO_STD
     std = a64.std(axis=0)
-    scale = np.where(mad > 1e-12, mad, np.where(std > 1e-12, std, 1.0))
-    return med, scale
+    return np.median(a64, axis=0), np.where(std > 1e-12, std, 1.0)
 
 
 def calibrate_rows(

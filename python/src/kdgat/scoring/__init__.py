@@ -2,5 +2,6 @@
 (``evaluation.scoring``), with every parameter and threshold fitted on validation windows."""
 
 from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring.outputs import gat_probabilities
 
-__all__ = ["SCORING_MODES", "Scorer", "best_f1_threshold", "fit_scorer"]
+__all__ = ["SCORING_MODES", "Scorer", "best_f1_threshold", "fit_scorer", "gat_probabilities"]

@@ -9,6 +9,10 @@
 ``fusion_weighted``  a * GAT probability + (1 - a) * sigmoid(standardised VGAE score), the
                      score-level weighted average of the published KD-GAT code; a from
                      0, 0.1, ..., 1 and the threshold chosen together by validation F1
+``fusion_max``       attack when either model says so: max of the GAT's decision score (threshold
+                     0.5) and the VGAE's (threshold as for ``vgae``), each mapped so that its
+                     threshold is 0.5 — the classifier for the attacks it was trained on, the
+                     autoencoder for what it never saw
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
@@ -22,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-SCORING_MODES: tuple[str, ...] = ("gat", "vgae", "fusion_learned", "fusion_weighted")
+SCORING_MODES: tuple[str, ...] = ("gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max")
 _EPS = 1e-6
 
 
@@ -63,11 +67,16 @@ class Scorer:
     vgae_scale: float = 1.0
     alpha: float = 1.0
     weights: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    vgae_threshold: float = 0.5
 
     def _z(self, vgae_score: Tensor) -> Tensor:
         return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
 
     def score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        if self.mode == "fusion_max":
+            assert gat_prob is not None and vgae_score is not None, "fusion_max needs both models"
+            v = Scorer("vgae", self.vgae_threshold, self.vgae_centre, self.vgae_scale)
+            return torch.maximum(gat_prob.double(), v.decision_score(None, vgae_score).double())
         if self.mode == "gat":
             assert gat_prob is not None, "scoring gat needs the GAT's probabilities"
             return gat_prob.double()
@@ -79,6 +88,14 @@ class Scorer:
             return self.alpha * gat_prob.double() + (1 - self.alpha) * torch.sigmoid(self._z(vgae_score))
         w0, w1, b = self.weights
         return torch.sigmoid(w0 * _logit(gat_prob) + w1 * self._z(vgae_score) + b)
+
+    def decision_score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        """:meth:`score` mapped monotonically (piecewise linear) so that the threshold lands on 0.5:
+        the same ranking (AUROC), and "attack when >= 0.5" is this scorer's decision."""
+        s, t = self.score(gat_prob, vgae_score), self.threshold
+        lo = 0.5 * s / max(t, _EPS)
+        hi = 0.5 + 0.5 * (s - t) / max(1 - t, _EPS)
+        return torch.where(s < t, lo, hi).clamp(0, 1).float()
 
     def predict(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
         return (self.score(gat_prob, vgae_score) >= self.threshold).long()
@@ -125,8 +142,11 @@ def fit_scorer(mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_sc
     centre = float(ref.median())
     scale = float(ref.std()) if len(ref) >= 2 and float(ref.std()) > _EPS else 1.0
     base = Scorer(mode, vgae_centre=centre, vgae_scale=scale)
+    vgae_t = best_f1_threshold(Scorer("vgae", vgae_centre=centre, vgae_scale=scale).score(None, vgae_score), y)
     if mode == "vgae":
-        return Scorer(**{**base.to_json(), "threshold": best_f1_threshold(base.score(None, vgae_score), y)})
+        return Scorer(**{**base.to_json(), "threshold": vgae_t})
+    if mode == "fusion_max":
+        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
     if gat_prob is None:
         raise ValueError(f"scoring {mode} needs the GAT's probabilities of the validation windows")
     if mode == "fusion_weighted":
