@@ -56,7 +56,11 @@ from kdgat.scoring import SCORING_MODES, fit_scorer, gat_probabilities, vgae_sco
 _ROOT = Path(__file__).resolve().parents[2]
 #: ../shared/data/can-real from the main checkout (/work/main) or from a worktree (/work/wt/<name>)
 DATA = next(
-    (p for p in (_ROOT.parent / "shared/data/can-real", _ROOT.parent.parent / "shared/data/can-real") if p.is_dir()),
+    (
+        p
+        for p in (_ROOT.parent / "shared/data/can-real", _ROOT.parent.parent / "shared/data/can-real")
+        if p.is_dir()
+    ),
     _ROOT.parent / "shared/data/can-real",
 )
 VEHICLES = ("kia", "sonata", "set01")
@@ -98,22 +102,36 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
     for path in sorted(data.glob("*.parquet")):
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         msgs, _ = read_can_file(path)
-        content = hashlib.sha256(msgs.can_id.tobytes() + msgs.payload.tobytes() + msgs.timestamp.tobytes()).hexdigest()
+        content = hashlib.sha256(
+            msgs.can_id.tobytes() + msgs.payload.tobytes() + msgs.timestamp.tobytes()
+        ).hexdigest()
         if content in seen:
             log(f"skip {path.name}: same rows as an earlier recording ({digest[:8]})")
             continue
         seen.add(content)
         g = build_window_graphs(msgs.can_id, msgs.payload, msgs.label, 100, 100)
         vi = vehicle_independent_features(
-            g, timestamp=msgs.timestamp, can_id=msgs.can_id, dlc=msgs.dlc, payload=msgs.payload,
-            window_size=100, history=history,
+            g,
+            timestamp=msgs.timestamp,
+            can_id=msgs.can_id,
+            dlc=msgs.dlc,
+            payload=msgs.payload,
+            window_size=100,
+            history=history,
         )
         attack = attack_type_of(path.name) if msgs.label.any() else 0
         out.append(
-            Recording(path.stem, vehicle_of(path.stem), attack, np.unique(msgs.can_id[msgs.label == 0]),
-                      {"paper": g, "vehicle_independent": vi})
+            Recording(
+                path.stem,
+                vehicle_of(path.stem),
+                attack,
+                np.unique(msgs.can_id[msgs.label == 0]),
+                {"paper": g, "vehicle_independent": vi},
+            )
         )
-        log(f"{path.stem}: {len(msgs)} messages, {g.num_graphs} windows ({int(g.y.sum())} attack), vehicle {out[-1].vehicle}")
+        log(
+            f"{path.stem}: {len(msgs)} messages, {g.num_graphs} windows ({int(g.y.sum())} attack), vehicle {out[-1].vehicle}"
+        )
     return out
 
 
@@ -122,14 +140,21 @@ def scenarios(recs: list[Recording]) -> dict[str, tuple[list[int], list[int]]]:
     idx = range(len(recs))
     out: dict[str, tuple[list[int], list[int]]] = {"known": (list(idx), list(idx))}
     for v in VEHICLES:
-        out[f"lovo-{v}"] = ([i for i in idx if recs[i].vehicle != v], [i for i in idx if recs[i].vehicle == v])
+        out[f"lovo-{v}"] = (
+            [i for i in idx if recs[i].vehicle != v],
+            [i for i in idx if recs[i].vehicle == v],
+        )
     for a, name in ATTACKS.items():
-        out[f"loao-{name}"] = ([i for i in idx if recs[i].attack != a], [i for i in idx if recs[i].attack == a])
+        out[f"loao-{name}"] = (
+            [i for i in idx if recs[i].attack != a],
+            [i for i in idx if recs[i].attack == a],
+        )
     return out
 
 
-def make_store(recs: list[Recording], files: list[int], features: str, calib: int,
-               train_mask_fn: Any, vocab: CanIdVocab) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+def make_store(
+    recs: list[Recording], files: list[int], features: str, calib: int, train_mask_fn: Any, vocab: CanIdVocab
+) -> tuple[dict[str, torch.Tensor], np.ndarray]:
     """Collated graphs of ``files`` normalised as the pipeline does; returns store and file index."""
     parts = [recs[f].graphs[features] for f in files]
     g = WindowGraphs.concat(parts)
@@ -182,25 +207,36 @@ def train_gat(net: GATWithJK, data: GraphSet, order: torch.Tensor, epochs: int, 
         net.train()
         for b in DataLoader(part, batch_size=bs, shuffle=True):  # type: ignore[arg-type]
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(net(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1), weight=weight)
+            loss = torch.nn.functional.cross_entropy(
+                net(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1), weight=weight
+            )
             loss.backward()
             opt.step()
 
 
 def metrics(pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-    tp = int(((pred == 1) & (y == 1)).sum()); fp = int(((pred == 1) & (y == 0)).sum())
-    fn = int(((pred == 0) & (y == 1)).sum()); tn = int(((pred == 0) & (y == 0)).sum())
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    tn = int(((pred == 0) & (y == 0)).sum())
     return {
         "f1": 2 * tp / max(1, 2 * tp + fp + fn),
         "accuracy": (tp + tn) / max(1, len(y)),
         "precision": tp / max(1, tp + fp),
         "recall": tp / max(1, tp + fn),
-        "n": len(y), "attack": int(y.sum()),
+        "n": len(y),
+        "attack": int(y.sum()),
     }
 
 
-def run_one(recs: list[Recording], scen: str, train_f: list[int], test_f: list[int], variant: str,
-            args: argparse.Namespace) -> dict[str, Any]:
+def run_one(
+    recs: list[Recording],
+    scen: str,
+    train_f: list[int],
+    test_f: list[int],
+    variant: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
     features, calib = VARIANTS[variant]
     rng = np.random.default_rng(args.seed)
     files = sorted(set(train_f) | set(test_f))
@@ -211,7 +247,7 @@ def run_one(recs: list[Recording], scen: str, train_f: list[int], test_f: list[i
     if scen == "known":
         perm = rng.permutation(n)
         split[perm[: round(0.2 * n)]] = 2
-        split[perm[round(0.2 * n): round(0.3 * n)]] = 1
+        split[perm[round(0.2 * n) : round(0.3 * n)]] = 1
     else:
         split[np.isin(file_of, test_f)] = 2
         tr = rng.permutation(np.flatnonzero(split == 0))
@@ -219,11 +255,13 @@ def run_one(recs: list[Recording], scen: str, train_f: list[int], test_f: list[i
     train_recs = [recs[f] for f in train_f]
     vocab = CanIdVocab.build([r.benign_ids for r in train_recs])
     store, _ = make_store(recs, files, features, calib, lambda y: (split == 0) & (y == 0), vocab)
+
     def subset(code: int, limit: int | None = None) -> GraphSet:
         idx = np.flatnonzero(split == code)
         if limit and len(idx) > limit:
             idx = np.sort(rng.choice(idx, limit, replace=False))
         return GraphSet(store, torch.from_numpy(idx))
+
     train, val, test = subset(0, args.max_train), subset(1), subset(2)
     cfg = build_config(args.scale)
     torch.manual_seed(args.seed)
@@ -241,7 +279,11 @@ def run_one(recs: list[Recording], scen: str, train_f: list[int], test_f: list[i
     fit_s = time.perf_counter() - t0
     pv, sv = gat_probabilities(gat, val), vgae_scores(vgae, val)
     pt, st = gat_probabilities(gat, test), vgae_scores(vgae, test)
-    out: dict[str, Any] = {"train_windows": len(train), "val_windows": len(val), "fit_seconds": round(fit_s, 1)}
+    out: dict[str, Any] = {
+        "train_windows": len(train),
+        "val_windows": len(val),
+        "fit_seconds": round(fit_s, 1),
+    }
     for mode in SCORING_MODES:
         scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
         out[mode] = {**metrics(scorer.predict(pt, st), test.y.view(-1)), "scorer": scorer.to_json()}
@@ -284,22 +326,36 @@ def main() -> int:
         tr, te = scen[sname]
         results[sname] = {}
         for v in variants:
-            log(f"{sname} / {v}: training on {', '.join(recs[i].name for i in tr) if sname != 'known' else 'all recordings (random windows)'}")
+            log(
+                f"{sname} / {v}: training on {', '.join(recs[i].name for i in tr) if sname != 'known' else 'all recordings (random windows)'}"
+            )
             r = run_one(recs, sname, tr, te, v, args)
             results[sname][v] = r
-            log("  " + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES) + f"  ({r['fit_seconds']}s)")
+            log(
+                "  "
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
+                + f"  ({r['fit_seconds']}s)"
+            )
     print()
-    print(f"| scenario | variant | scoring | F1 | accuracy | precision | recall |")
+    print("| scenario | variant | scoring | F1 | accuracy | precision | recall |")
     print("|---|---|---|---:|---:|---:|---:|")
     for sname in names:
         for v in variants:
             for m in SCORING_MODES:
                 r = results[sname][v][m]
-                print(f"| {sname} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} | {r['precision']:.4f} | {r['recall']:.4f} |")
+                print(
+                    f"| {sname} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} | {r['precision']:.4f} | {r['recall']:.4f} |"
+                )
     doc = {
-        "bench": "real-data", "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__},
-        "seconds": round(time.perf_counter() - started, 1), "results": results,
+        "bench": "real-data",
+        "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
+        "machine": {
+            "cpus": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": results,
     }
     print(json.dumps(doc))
     if args.json:

@@ -80,6 +80,14 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert cache["params"]["window_size"] == 100
     for d in ("gat_large_curriculum", "gat_small_distillation", "gat_small_evaluation"):
         assert metrics(run_root, d)["graph_cache"] == cache, d
+    assert ev["scoring"] == {"mode": "gat", "threshold": 0.5}
+    # evaluation.scoring: the GAT fused with the VGAE's anomaly score, fitted on validation windows
+    args = ("evaluation", "--model", "gat", "--scale", "small", "-O", "evaluation.scoring", "fusion_max")
+    assert kdgat(run_root, *args) == 0
+    fused = metrics(run_root, "gat_small_evaluation")
+    assert fused["scoring"]["mode"] == "fusion_max"
+    assert fused["scoring"]["vgae_model"].endswith("vgae_small_autoencoder/model.pt")
+    assert fused["scores"]["f1"] > 0.5, fused["scores"]
 
 
 def test_missing_input_names_the_stage_to_run_first(

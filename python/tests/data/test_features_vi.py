@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kdgat.data import GraphParams, build_window_graphs, load_graphs, preprocess_dataset, write_synthetic_dataset
+from kdgat.data import (
+    GraphParams,
+    build_window_graphs,
+    load_graphs,
+    preprocess_dataset,
+    write_synthetic_dataset,
+)
 from kdgat.data.calibration import calibrate_rows, robust_moments
 from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
 
@@ -131,7 +137,9 @@ def test_vehicle_independent_features_match_the_reference(
         np.testing.assert_allclose(got.x[a:b], x, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got.edge_attr[c:d, 9:], e, rtol=1e-5, atol=1e-5)
         # the kept positional edge columns are the paper's
-        np.testing.assert_array_equal(got.edge_attr[c:d, :9], g.edge_attr[c:d][:, [0, 1, 2, 3, 4, 7, 8, 9, 10]])
+        np.testing.assert_array_equal(
+            got.edge_attr[c:d, :9], g.edge_attr[c:d][:, [0, 1, 2, 3, 4, 7, 8, 9, 10]]
+        )
 
 
 def test_a_hand_made_dos_window() -> None:

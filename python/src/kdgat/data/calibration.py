@@ -1,7 +1,7 @@
 """Feature normalisation: from benign training windows (default) or per recording from its own
 first windows (``data.calibration_windows = K > 0``, the per-vehicle calibration mode).
 
-Calibration reads the first ``K`` windows (``K × window_size`` messages) of each recording — its
+Calibration reads the first ``K`` windows (``K * window_size`` messages) of each recording — its
 unlabelled traffic only, never a label — and normalises every window of that recording by the
 median (a centre that an attack in the calibration traffic moves little) and the standard
 deviation (1 where a feature is constant there) of those windows' raw feature rows. Training

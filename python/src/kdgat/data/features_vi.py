@@ -93,7 +93,9 @@ def previous_occurrence(key: npt.NDArray[np.uint64] | npt.NDArray[np.uint32]) ->
     return prev
 
 
-def _novelty(distance: npt.NDArray[np.int64], has_prev: npt.NDArray[np.bool_], history: int) -> npt.NDArray[np.float64]:
+def _novelty(
+    distance: npt.NDArray[np.int64], has_prev: npt.NDArray[np.bool_], history: int
+) -> npt.NDArray[np.float64]:
     d = np.maximum(distance, 0).astype(np.float64)
     return np.where(has_prev, np.minimum(1.0, np.log1p(d) / np.log1p(history)), 1.0)
 

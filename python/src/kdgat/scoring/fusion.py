@@ -128,7 +128,9 @@ def _logistic(features: Tensor, y: Tensor, steps: int = 200) -> tuple[float, flo
     return a, b, c
 
 
-def fit_scorer(mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None) -> Scorer:
+def fit_scorer(
+    mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None
+) -> Scorer:
     """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them)."""
     if mode not in SCORING_MODES:
         raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(SCORING_MODES)}")
@@ -142,13 +144,15 @@ def fit_scorer(mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_sc
     centre = float(ref.median())
     scale = float(ref.std()) if len(ref) >= 2 and float(ref.std()) > _EPS else 1.0
     base = Scorer(mode, vgae_centre=centre, vgae_scale=scale)
-    vgae_t = best_f1_threshold(Scorer("vgae", vgae_centre=centre, vgae_scale=scale).score(None, vgae_score), y)
+    vgae_t = best_f1_threshold(
+        Scorer("vgae", vgae_centre=centre, vgae_scale=scale).score(None, vgae_score), y
+    )
     if mode == "vgae":
         return Scorer(**{**base.to_json(), "threshold": vgae_t})
-    if mode == "fusion_max":
-        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
     if gat_prob is None:
         raise ValueError(f"scoring {mode} needs the GAT's probabilities of the validation windows")
+    if mode == "fusion_max":
+        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
     if mode == "fusion_weighted":
         best: tuple[float, float, float] = (-1.0, 1.0, 0.5)
         for a in [i / 10 for i in range(11)]:
@@ -162,7 +166,9 @@ def fit_scorer(mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_sc
     feats = torch.stack([_logit(gat_prob), (vgae_score.double() - centre) / scale], dim=1)
     weights = _logistic(feats, y)
     fitted = Scorer(mode, vgae_centre=centre, vgae_scale=scale, weights=weights)
-    return Scorer(**{**fitted.to_json(), "threshold": best_f1_threshold(fitted.score(gat_prob, vgae_score), y)})
+    return Scorer(
+        **{**fitted.to_json(), "threshold": best_f1_threshold(fitted.score(gat_prob, vgae_score), y)}
+    )
 
 
 def _f1(pred: Tensor, y: Tensor) -> float:
