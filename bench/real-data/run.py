@@ -12,9 +12,9 @@ Scenarios (window graphs of 100 messages, as the pipeline builds them):
 - ``loao-<a>``    leave one attack type out: train + validation on the recordings without attack
                   a, test on every window of the recordings with it (dos, fuzzy)
 
-Variants (feature set × normalisation, each trained once per scenario: a VGAE on benign training
-windows, then the curriculum GAT), every one scored four ways (``kdgat.scoring``): gat, vgae,
-fusion_learned, fusion_weighted. Every threshold and fusion weight is fitted on the validation
+Variants (feature set and normalisation, each trained once per scenario: a VGAE on benign training
+windows, then the curriculum GAT), every one scored five ways (``kdgat.scoring``): gat, vgae,
+fusion_learned, fusion_weighted, fusion_max. Every threshold and fusion weight is fitted on the validation
 windows of the training recordings; test labels are only used to compute the printed scores.
 
 - ``paper``        the published 11 + 11 features with the CAN-ID vocabulary index (the current model)
@@ -130,7 +130,8 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
             )
         )
         log(
-            f"{path.stem}: {len(msgs)} messages, {g.num_graphs} windows ({int(g.y.sum())} attack), vehicle {out[-1].vehicle}"
+            f"{path.stem}: {len(msgs)} messages, {g.num_graphs} windows "
+            f"({int(g.y.sum())} attack), vehicle {out[-1].vehicle}"
         )
     return out
 
@@ -326,9 +327,8 @@ def main() -> int:
         tr, te = scen[sname]
         results[sname] = {}
         for v in variants:
-            log(
-                f"{sname} / {v}: training on {', '.join(recs[i].name for i in tr) if sname != 'known' else 'all recordings (random windows)'}"
-            )
+            on = "all (random windows)" if sname == "known" else ", ".join(recs[i].name for i in tr)
+            log(f"{sname} / {v}: training on {on}")
             r = run_one(recs, sname, tr, te, v, args)
             results[sname][v] = r
             log(
@@ -344,7 +344,8 @@ def main() -> int:
             for m in SCORING_MODES:
                 r = results[sname][v][m]
                 print(
-                    f"| {sname} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} | {r['precision']:.4f} | {r['recall']:.4f} |"
+                    f"| {sname} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} "
+                    f"| {r['precision']:.4f} | {r['recall']:.4f} |"
                 )
     doc = {
         "bench": "real-data",
