@@ -51,7 +51,8 @@ from kdgat.data import CanIdVocab, GraphSet, WindowGraphs, attack_type_of, build
 from kdgat.data.calibration import calibrate_rows, moments
 from kdgat.data.features_vi import vehicle_independent_features
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
-from kdgat.scoring import SCORING_MODES, fit_scorer, gat_probabilities, vgae_scores
+from kdgat.scoring import SCORING_MODES, fit_scorer, gat_probabilities
+from kdgat.stages.scoring import anomaly_scores
 
 _ROOT = Path(__file__).resolve().parents[2]
 #: ../shared/data/can-real from the main checkout (/work/main) or from a worktree (/work/wt/<name>)
@@ -271,15 +272,16 @@ def run_one(
     assert isinstance(vgae, GraphAutoencoderNeighborhood)
     benign = train.subset(torch.nonzero(train.y == 0).view(-1))
     train_vgae(vgae, benign, args.vgae_epochs, args.batch_size)
-    s = vgae_scores(vgae, train)
+    vgae.eval()
+    s = anomaly_scores(vgae, train)
     z = (s - s.median()) / (s.std() + 1e-6)
     order = torch.argsort(torch.where(train.y == 1, -z, z))
     gat = build_model("gat", cfg, vocab_size=vocab.size)
     assert isinstance(gat, GATWithJK)
     train_gat(gat, train, order, args.gat_epochs, args.batch_size)
     fit_s = time.perf_counter() - t0
-    pv, sv = gat_probabilities(gat, val), vgae_scores(vgae, val)
-    pt, st = gat_probabilities(gat, test), vgae_scores(vgae, test)
+    pv, sv = gat_probabilities(gat, val), anomaly_scores(vgae, val)
+    pt, st = gat_probabilities(gat, test), anomaly_scores(vgae, test)
     out: dict[str, Any] = {
         "train_windows": len(train),
         "val_windows": len(val),

@@ -24,7 +24,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     out = (
         evaluate(net, splits.test, splits.attack_types)
         if ctx.cfg.evaluation.scoring == "gat"
-        else evaluate_scored(ctx.cfg, net, splits, run_root=ctx.run_root, dataset=ctx.dataset, scale=ctx.scale)
+        else evaluate_scored(ctx, net, splits)
     )
     write_metrics(
         ctx.run_dir,

@@ -5,32 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgat.config import PipelineConfig
 from kdgat.data import GraphSplits
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 from kdgat.scoring import fit_scorer, gat_probabilities
 from kdgat.stages.common import load_model, require_model
+from kdgat.stages.context import StageContext
 from kdgat.stages.scoring import anomaly_scores, binary_scores, majority_baseline, scores_by_attack
 
 
-def evaluate_scored(
-    cfg: PipelineConfig,
-    net: GATWithJK,
-    splits: GraphSplits,
-    *,
-    run_root: str | None,
-    dataset: str,
-    scale: str,
-) -> dict[str, Any]:
-    """Scores of the test windows under ``cfg.evaluation.scoring``; the scorer (weights,
+def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> dict[str, Any]:
+    """Scores of the test windows under ``ctx.cfg.evaluation.scoring``; the scorer (weights,
     threshold) is fitted on the validation windows and returned under ``scorer``."""
-    mode = cfg.evaluation.scoring
+    mode = ctx.cfg.evaluation.scoring
     pv, pt = gat_probabilities(net, splits.val), gat_probabilities(net, splits.test)
     sv = st = None
     vgae_path = None
     if mode != "gat":
         vgae_path = require_model(
-            run_root, dataset, "vgae", (scale, "large", "small"), "autoencoder", f"evaluation.scoring={mode}"
+            ctx.run_root,
+            ctx.dataset,
+            "vgae",
+            (ctx.scale, "large", "small"),
+            "autoencoder",
+            f"evaluation.scoring={mode}",
         )
         vgae = load_model(vgae_path)
         assert isinstance(vgae, GraphAutoencoderNeighborhood)
