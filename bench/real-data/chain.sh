@@ -3,7 +3,8 @@
 # evaluation) at scale large on the eight real recordings, as a user runs it (the CLI, defaults
 # plus any -O overrides given as arguments). Run it under the shared lock, from the repo root:
 #   flock /tmp/kdgat-heavy.lock bash bench/real-data/chain.sh [-O key value ...]
-# Prints each stage's wall seconds, the training total, and the evaluation's scores.
+# Prints each stage's wall seconds (and CPU seconds: on a shared machine the wall time is inflated
+# by whatever else runs), the training total, and the evaluation's scores.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,10 +26,10 @@ stage() {
   local name=$1; shift
   local t0=$SECONDS
   echo "[$(date +%H:%M:%S)] $name ..." >&2
-  uv run --frozen python -m kdgat "$@" --dataset canreal --scale large "${overrides[@]}" > "$work/$name.log" 2>&1 \
+  /usr/bin/time -f "%e s wall, %U s user, %S s sys" -a -o "$work/times" uv run --frozen python -m kdgat "$@" --dataset canreal --scale large "${overrides[@]}" > "$work/$name.log" 2>&1 \
     || { tail -20 "$work/$name.log" >&2; echo "stage $name failed" >&2; exit 1; }
   local dt=$((SECONDS - t0))
-  echo "$name: ${dt}s" 
+  echo "$name: ${dt}s ($(tail -1 "$work/times"))"
   [[ "$name" == evaluation ]] || total=$((total + dt))
 }
 overrides=("$@")
