@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kdgat.data import GraphParams, preprocess_dataset, write_synthetic_dataset
+from kdgat.config import build_config
+from kdgat.data import preprocess_dataset, write_synthetic_dataset
+from kdgat.stages.common import graph_params
 
 DATASET = "synth"
 
@@ -24,7 +26,8 @@ def pipeline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     write_synthetic_dataset(root / "raw" / DATASET, n_messages=60_000, seed=0)
-    preprocess_dataset(DATASET, GraphParams(), workers=1)
+    # the graph parameters of the pipeline's default config (what every stage then asks for)
+    preprocess_dataset(DATASET, graph_params(build_config("small")), workers=1)
     yield env
     for k, v in saved.items():
         if v is None:

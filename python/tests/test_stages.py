@@ -13,6 +13,7 @@ import pytest
 
 from kdgat.cli import main
 from kdgat.contract import CONTRACT, EPOCH_METRICS
+from kdgat.data import write_synthetic_dataset
 from kdgat.training.fit import extra_callbacks
 
 FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
@@ -80,6 +81,38 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert cache["params"]["window_size"] == 100
     for d in ("gat_large_curriculum", "gat_small_distillation", "gat_small_evaluation"):
         assert metrics(run_root, d)["graph_cache"] == cache, d
+    # the default scoring: the GAT or the VGAE's anomaly score, fitted on validation windows
+    assert ev["scoring"]["mode"] == "fusion_max"
+    assert ev["scoring"]["vgae_model"].endswith("vgae_small_autoencoder/model.pt")
+    assert cache["params"]["features"] == "vehicle_independent"
+    args = ("evaluation", "--model", "gat", "--scale", "small", "-O", "evaluation.scoring", "gat")
+    assert kdgat(run_root, *args) == 0
+    alone = metrics(run_root, "gat_small_evaluation")
+    assert alone["scoring"] == {"mode": "gat", "threshold": 0.5}
+    assert alone["scores"]["f1"] > 0.5, alone["scores"]
+
+
+def test_the_papers_feature_set_still_runs(run_root: Path, pipeline_env: dict[str, str]) -> None:
+    """The published 11 + 11 features (CAN-ID vocabulary index) with the GAT alone: the chain runs
+    on its own cache (its own data set name: one cache per data set)."""
+    write_synthetic_dataset(Path(pipeline_env["KD_GAT_DATA_ROOT"]) / "synthpaper", n_messages=30_000, seed=1)
+    paper = [
+        *("-O", "data.features", "paper", "-O", "data.calibration_windows", "0"),
+        *("-O", "evaluation.scoring", "gat", "-O", "training.max_epochs", "1"),
+    ]
+
+    def run(*args: str) -> int:
+        return main([*args, "--dataset", "synthpaper", "--run-root", str(run_root), *FAST, *paper])
+
+    assert run("preprocess", "--model", "gat", "--scale", "small") == 0
+    assert run("autoencoder", "--model", "vgae", "--scale", "small") == 0
+    assert run("curriculum", "--model", "gat", "--scale", "large") == 0
+    assert run("evaluation", "--model", "gat", "--scale", "large") == 0
+    ev = json.loads((run_root / "synthpaper" / "gat_large_evaluation" / "metrics.json").read_text())
+    assert ev["status"] == "complete" and ev["scoring"]["mode"] == "gat"
+    assert "features" not in ev["graph_cache"]["params"]  # the digest caches had before the option
+    meta = json.loads((Path(pipeline_env["KD_GAT_CACHE_ROOT"]) / "synthpaper" / "meta.json").read_text())
+    assert meta["feature_names"]["node"][0] == "can_id_index"
 
 
 def test_missing_input_names_the_stage_to_run_first(

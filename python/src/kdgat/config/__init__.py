@@ -65,6 +65,29 @@ class DataConfig(_Frozen):
     val_fraction: float = Field(0.1, ge=0, lt=1)
     test_fraction: float = Field(0.2, ge=0, lt=1)
     split_seed: int = Field(0, ge=0)
+    features: Literal["paper", "vehicle_independent"] = Field(
+        "vehicle_independent",
+        description="node/edge features of the window graphs: paper = the published 11 + 11 with the "
+        "CAN-ID vocabulary index; vehicle_independent = rate, period, regularity, payload entropy and "
+        "change, novelty (kdgat.data.features_vi); part of the graph cache key",
+    )
+    novelty_history: int = Field(
+        1000, ge=1, description="vehicle_independent features: novelty horizon in messages"
+    )
+    calibration_windows: int = Field(
+        20,
+        ge=0,
+        description="0: normalise features by benign training windows; K > 0: per-recording "
+        "calibration, each recording normalised by its own first K windows (unlabelled traffic only)",
+    )
+
+
+class EvaluationConfig(_Frozen):
+    scoring: Literal["gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max"] = Field(
+        "fusion_max",
+        description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
+        "fusion fitted on the validation windows (kdgat.scoring); all but gat need the autoencoder stage",
+    )
 
 
 class GATArchitecture(_Frozen):
@@ -98,6 +121,7 @@ class PipelineConfig(_Frozen):
     gat: GATArchitecture = GATArchitecture()
     vgae: VGAEArchitecture = VGAEArchitecture()
     kd: KDConfig = KDConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
 
 
 #: Presets of the published KD-GAT code: large = teacher, small = student (6.32% of the teacher).

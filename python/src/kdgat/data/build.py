@@ -31,8 +31,11 @@ from kdgat.data.cache import (
     sources_digest,
     write_json,
 )
+from kdgat.data.calibration import calibrate_rows
+from kdgat.data.calibration import moments as _moments
 from kdgat.data.errors import DataError
-from kdgat.data.graphs import WindowGraphs, build_window_graphs
+from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
+from kdgat.data.graphs import EDGE_FEATURES, NODE_FEATURES, WindowGraphs, build_window_graphs
 from kdgat.data.params import ATTACK_TYPES, CACHE_FORMAT_VERSION, GraphParams, attack_type_of, split_of
 from kdgat.data.readers import is_can_file, read_can_file
 from kdgat.data.vocab import CanIdVocab
@@ -48,7 +51,14 @@ class _FileResult:
     messages: int
 
 
-def _build_file(path: str, window_size: int, stride: int, max_malformed: float) -> _FileResult:
+def _build_file(
+    path: str,
+    window_size: int,
+    stride: int,
+    max_malformed: float,
+    features: str = "paper",
+    history: int = 1000,
+) -> _FileResult:
     messages, report = read_can_file(path)
     if report.rows and report.malformed > max_malformed * report.rows:
         examples = "; ".join(f"line {n}: {r}: {t!r}" for n, r, t in report.examples[:3])
@@ -58,6 +68,16 @@ def _build_file(path: str, window_size: int, stride: int, max_malformed: float) 
             f"first: {examples}"
         )
     graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
+    if features == "vehicle_independent":
+        graphs = vehicle_independent_features(
+            graphs,
+            timestamp=messages.timestamp,
+            can_id=messages.can_id,
+            dlc=messages.dlc,
+            payload=messages.payload,
+            window_size=window_size,
+            history=history,
+        )
     benign_ids = np.unique(messages.can_id[messages.label == 0])
     return _FileResult(report.to_json(), graphs, benign_ids, len(messages))
 
@@ -144,7 +164,17 @@ def preprocess_dataset(
 
 
 def _run_files(files: list[Path], params: GraphParams, workers: int) -> list[_FileResult]:
-    args = [(str(p), params.window_size, params.stride, params.max_malformed_fraction) for p in files]
+    args = [
+        (
+            str(p),
+            params.window_size,
+            params.stride,
+            params.max_malformed_fraction,
+            params.features,
+            params.novelty_history,
+        )
+        for p in files
+    ]
     if workers == 1 or len(files) == 1:
         return [_build_file(*a) for a in args]
     # fork: the workers only run numpy/pyarrow code, and fork avoids re-importing torch per worker.
@@ -195,7 +225,8 @@ def _build(
     split[train_idx[n_test : n_test + n_val]] = 1
 
     x = graphs.x.copy()
-    x[:, 0] = vocab.index(graphs.node_can_id)
+    if params.features == "paper":
+        x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     nodes_per_graph = np.diff(graphs.node_ptr)
     edges_per_graph = np.diff(graphs.edge_ptr)
     benign_train = (split == 0) & (graphs.y == 0)
@@ -209,8 +240,20 @@ def _build(
     edge_rows = np.repeat(benign_train, edges_per_graph)
     node_mean, node_std = _moments(x[node_rows, 1:])
     edge_mean, edge_std = _moments(graphs.edge_attr[edge_rows])
-    x[:, 1:] = (x[:, 1:] - node_mean) / node_std
-    edge_attr = (graphs.edge_attr - edge_mean) / edge_std
+    if params.calibration_windows:
+        # per-recording calibration: each file by its own first K windows (unlabelled)
+        first_of_file = np.concatenate([[0], np.cumsum(per_file)[:-1]]).astype(np.int64)
+        rank = np.arange(len(file_index), dtype=np.int64) - first_of_file[file_index]
+        k = params.calibration_windows
+        x[:, 1:] = calibrate_rows(
+            x[:, 1:], np.repeat(file_index, nodes_per_graph), np.repeat(rank, nodes_per_graph), k
+        )
+        edge_attr = calibrate_rows(
+            graphs.edge_attr, np.repeat(file_index, edges_per_graph), np.repeat(rank, edges_per_graph), k
+        )
+    else:
+        x[:, 1:] = (x[:, 1:] - node_mean) / node_std
+        edge_attr = (graphs.edge_attr - edge_mean) / edge_std
 
     store = {
         "x": torch.from_numpy(np.ascontiguousarray(x, np.float32)),
@@ -254,13 +297,10 @@ def _build(
         "attack_graphs": {names[c]: int(((split == c) & (graphs.y == 1)).sum()) for c in range(3)},
         "node_features": {"mean": node_mean.tolist(), "std": node_std.tolist()},
         "edge_features": {"mean": edge_mean.tolist(), "std": edge_std.tolist()},
+        "feature_names": {
+            "node": list(NODE_FEATURES if params.features == "paper" else VI_NODE_FEATURES),
+            "edge": list(EDGE_FEATURES if params.features == "paper" else VI_EDGE_FEATURES),
+        },
     }
     write_json(cache / META_FILE, meta)
     return meta
-
-
-def _moments(a: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    a64 = a.astype(np.float64)
-    mean = a64.mean(axis=0)
-    std = a64.std(axis=0)
-    return mean, np.where(std > 1e-12, std, 1.0)

@@ -10,6 +10,9 @@ from pathlib import PurePath
 #: Bump when the cache layout or the meaning of a feature changes: old caches then rebuild.
 CACHE_FORMAT_VERSION = 1
 
+#: Node/edge feature sets a cache can hold (``GraphParams.features``).
+FEATURE_SETS: tuple[str, ...] = ("paper", "vehicle_independent")
+
 #: Index -> name of ``attack_type`` (per window; 0 for benign windows).
 ATTACK_TYPES: tuple[str, ...] = ("benign", "dos", "fuzzy", "gear", "rpm", "other")
 
@@ -34,6 +37,14 @@ class GraphParams:
     - ``split_seed``: seed of those random hold-outs
     - ``max_malformed_fraction``: a file with more malformed rows than this share is refused
       (likely the wrong format) instead of being used with the rows counted
+    - ``features``: ``"paper"`` (the published 11 + 11 features, CAN-ID vocabulary index first,
+      :mod:`kdgat.data.graphs`) or ``"vehicle_independent"`` (:mod:`kdgat.data.features_vi`)
+    - ``novelty_history``: the novelty horizon H in messages (vehicle-independent features only)
+    - ``calibration_windows``: 0 = normalise with benign training windows; K > 0 = normalise each
+      recording by its own first K windows, unlabelled (:mod:`kdgat.data.calibration`)
+
+    The digest of the paper features without calibration is the one caches had before the other
+    feature sets existed (the new fields enter the digest only when they differ from that).
     """
 
     window_size: int = 100
@@ -42,6 +53,9 @@ class GraphParams:
     test_fraction: float = 0.2
     split_seed: int = 0
     max_malformed_fraction: float = 0.05
+    features: str = "paper"
+    novelty_history: int = 1000
+    calibration_windows: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.window_size, int) or self.window_size < 2:
@@ -61,9 +75,24 @@ class GraphParams:
             raise ValueError(
                 f"GraphParams.max_malformed_fraction is {self.max_malformed_fraction!r}; expected 0..1"
             )
+        if self.features not in FEATURE_SETS:
+            raise ValueError(
+                f"GraphParams.features is {self.features!r}; expected one of {', '.join(FEATURE_SETS)}"
+            )
+        if not isinstance(self.novelty_history, int) or self.novelty_history < 1:
+            raise ValueError(f"GraphParams.novelty_history is {self.novelty_history!r}; expected an int >= 1")
+        if not isinstance(self.calibration_windows, int) or self.calibration_windows < 0:
+            raise ValueError(
+                f"GraphParams.calibration_windows is {self.calibration_windows!r}; expected an int >= 0"
+            )
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        doc = asdict(self)
+        if self.features == "paper":
+            del doc["features"], doc["novelty_history"]
+        if self.calibration_windows == 0:
+            del doc["calibration_windows"]
+        return doc
 
     def digest(self) -> str:
         """sha256 of the canonical parameters and the cache format version."""

@@ -36,6 +36,9 @@ def graph_params(cfg: PipelineConfig) -> GraphParams:
         val_fraction=d.val_fraction,
         test_fraction=d.test_fraction,
         split_seed=d.split_seed,
+        features=d.features,
+        novelty_history=d.novelty_history,
+        calibration_windows=d.calibration_windows,
     )
 
 

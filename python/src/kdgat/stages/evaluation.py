@@ -8,6 +8,7 @@ from typing import Any
 from kdgat.models import GATWithJK
 from kdgat.stages.common import graph_cache_record, load_model, load_splits, require_model, write_metrics
 from kdgat.stages.context import StageContext
+from kdgat.stages.fusion import evaluate_scored
 from kdgat.stages.scoring import evaluate
 
 
@@ -19,7 +20,12 @@ def run(ctx: StageContext) -> dict[str, Any]:
     net = load_model(path)
     assert isinstance(net, GATWithJK)
     splits = load_splits(ctx.dataset, ctx.cfg)
-    out = evaluate(net, splits.test, splits.attack_types)
+    # evaluation.scoring (gat, vgae, fusion_*): kdgat.stages.fusion; gat alone is the published path
+    out = (
+        evaluate(net, splits.test, splits.attack_types)
+        if ctx.cfg.evaluation.scoring == "gat"
+        else evaluate_scored(ctx, net, splits)
+    )
     write_metrics(
         ctx.run_dir,
         ctx.identity(),
@@ -27,6 +33,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
         scores=out["overall"],
         scores_by_attack=out["by_attack"],
         baseline_majority=out["baseline"],
+        scoring=out.get("scorer", {"mode": "gat", "threshold": 0.5}),
         evaluated_model=str(path),
         graph_cache=graph_cache_record(splits.meta),
     )

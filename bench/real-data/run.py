@@ -1,0 +1,370 @@
+"""bench/real-data: how well detection carries over to an unseen vehicle and an unseen attack type,
+on the real recordings in ../shared/data/can-real (README there).
+
+Run from the repo root:  cd python && uv run python ../bench/real-data/run.py [--quick]
+
+Scenarios (window graphs of 100 messages, as the pipeline builds them):
+
+- ``known``       every recording (exact duplicates dropped), windows split at random 70/10/20
+                  into train / validation / test (known vehicles, known attacks)
+- ``lovo-<v>``    leave one vehicle out: train + validation (90/10) on the other two vehicles'
+                  recordings, test on every window of vehicle v (kia, sonata, set01)
+- ``loao-<a>``    leave one attack type out: train + validation on the recordings without attack
+                  a, test on every window of the recordings with it (dos, fuzzy)
+
+Variants (feature set and normalisation, each trained once per scenario: a VGAE on benign training
+windows, then the curriculum GAT), every one scored five ways (``kdgat.scoring``): gat, vgae,
+fusion_learned, fusion_weighted, fusion_max. Every threshold and fusion weight is fitted on the validation
+windows of the training recordings; test labels are only used to compute the printed scores.
+
+- ``paper``        the published 11 + 11 features with the CAN-ID vocabulary index (the current model)
+- ``vi``           vehicle-independent features (``data.features=vehicle_independent``)
+- ``vi+calib``     the same, each recording normalised by its own first K unlabelled windows
+                   (``data.calibration_windows=K``)
+
+Training here is a plain loop over the pipeline's models (``GATWithJK``,
+``GraphAutoencoderNeighborhood``, Adam, class-weighted cross-entropy, the curriculum schedule of the
+curriculum stage: the easiest half by VGAE score first, all of it by the last epoch), without
+Lightning's checkpointing, so that a whole table fits in minutes on 2 cores.
+Prints progress, the table, and one JSON line (also written to --json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.loader import DataLoader
+
+from kdgat.config import build_config
+from kdgat.data import CanIdVocab, GraphSet, WindowGraphs, attack_type_of, build_window_graphs, read_can_file
+from kdgat.data.calibration import calibrate_rows, moments
+from kdgat.data.features_vi import vehicle_independent_features
+from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
+from kdgat.scoring import SCORING_MODES, fit_scorer, gat_probabilities
+from kdgat.stages.scoring import anomaly_scores
+
+_ROOT = Path(__file__).resolve().parents[2]
+#: ../shared/data/can-real from the main checkout (/work/main) or from a worktree (/work/wt/<name>)
+DATA = next(
+    (
+        p
+        for p in (_ROOT.parent / "shared/data/can-real", _ROOT.parent.parent / "shared/data/can-real")
+        if p.is_dir()
+    ),
+    _ROOT.parent / "shared/data/can-real",
+)
+VEHICLES = ("kia", "sonata", "set01")
+ATTACKS = {1: "dos", 2: "fuzzy"}
+VARIANTS = {
+    "paper": ("paper", 0),
+    "vi": ("vehicle_independent", 0),
+    "vi+calib": ("vehicle_independent", 20),
+    "paper+calib": ("paper", 20),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+@dataclass
+class Recording:
+    name: str
+    vehicle: str
+    attack: int  # 0 = attack-free recording
+    benign_ids: np.ndarray
+    graphs: dict[str, WindowGraphs]  # by feature set
+
+
+def vehicle_of(name: str) -> str:
+    low = name.lower()
+    for v in ("kia", "sonata"):
+        if v in low:
+            return v
+    if low.startswith("set_01"):
+        return "set01"
+    raise ValueError(f"{name}: vehicle unknown")
+
+
+def load_recordings(data: Path, history: int) -> list[Recording]:
+    seen: set[str] = set()
+    out = []
+    for path in sorted(data.glob("*.parquet")):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        msgs, _ = read_can_file(path)
+        content = hashlib.sha256(
+            msgs.can_id.tobytes() + msgs.payload.tobytes() + msgs.timestamp.tobytes()
+        ).hexdigest()
+        if content in seen:
+            log(f"skip {path.name}: same rows as an earlier recording ({digest[:8]})")
+            continue
+        seen.add(content)
+        g = build_window_graphs(msgs.can_id, msgs.payload, msgs.label, 100, 100)
+        vi = vehicle_independent_features(
+            g,
+            timestamp=msgs.timestamp,
+            can_id=msgs.can_id,
+            dlc=msgs.dlc,
+            payload=msgs.payload,
+            window_size=100,
+            history=history,
+        )
+        attack = attack_type_of(path.name) if msgs.label.any() else 0
+        out.append(
+            Recording(
+                path.stem,
+                vehicle_of(path.stem),
+                attack,
+                np.unique(msgs.can_id[msgs.label == 0]),
+                {"paper": g, "vehicle_independent": vi},
+            )
+        )
+        log(
+            f"{path.stem}: {len(msgs)} messages, {g.num_graphs} windows "
+            f"({int(g.y.sum())} attack), vehicle {out[-1].vehicle}"
+        )
+    return out
+
+
+def scenarios(recs: list[Recording]) -> dict[str, tuple[list[int], list[int]]]:
+    """name -> (training recordings, test recordings); ``known`` splits windows instead."""
+    idx = range(len(recs))
+    out: dict[str, tuple[list[int], list[int]]] = {"known": (list(idx), list(idx))}
+    for v in VEHICLES:
+        out[f"lovo-{v}"] = (
+            [i for i in idx if recs[i].vehicle != v],
+            [i for i in idx if recs[i].vehicle == v],
+        )
+    for a, name in ATTACKS.items():
+        out[f"loao-{name}"] = (
+            [i for i in idx if recs[i].attack != a],
+            [i for i in idx if recs[i].attack == a],
+        )
+    return out
+
+
+def make_store(
+    recs: list[Recording], files: list[int], features: str, calib: int, train_mask_fn: Any, vocab: CanIdVocab
+) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    """Collated graphs of ``files`` normalised as the pipeline does; returns store and file index."""
+    parts = [recs[f].graphs[features] for f in files]
+    g = WindowGraphs.concat(parts)
+    file_index = np.repeat(np.arange(len(files)), [p.num_graphs for p in parts])
+    x = g.x.astype(np.float64).copy()
+    if features == "paper":
+        x[:, 0] = vocab.index(g.node_can_id)
+    npg, epg = np.diff(g.node_ptr), np.diff(g.edge_ptr)
+    if calib:
+        first = np.concatenate([[0], np.cumsum([p.num_graphs for p in parts])[:-1]])
+        rank = np.arange(g.num_graphs) - first[file_index]
+        x[:, 1:] = calibrate_rows(x[:, 1:], np.repeat(file_index, npg), np.repeat(rank, npg), calib)
+        e = calibrate_rows(g.edge_attr, np.repeat(file_index, epg), np.repeat(rank, epg), calib)
+    else:
+        benign_train = train_mask_fn(g.y)
+        nm, ns = moments(x[np.repeat(benign_train, npg), 1:])
+        em, es = moments(g.edge_attr[np.repeat(benign_train, epg)])
+        x[:, 1:] = (x[:, 1:] - nm) / ns
+        e = (g.edge_attr - em) / es
+    store = {
+        "x": torch.from_numpy(x.astype(np.float32)),
+        "edge_index": torch.from_numpy(g.edge_index),
+        "edge_attr": torch.from_numpy(np.asarray(e, np.float32)),
+        "node_ptr": torch.from_numpy(g.node_ptr),
+        "edge_ptr": torch.from_numpy(g.edge_ptr),
+        "y": torch.from_numpy(g.y),
+        "attack_type": torch.from_numpy(g.y * np.array([recs[f].attack for f in files])[file_index]),
+    }
+    return store, file_index
+
+
+def train_vgae(net: GraphAutoencoderNeighborhood, data: GraphSet, epochs: int, bs: int) -> None:
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for _ in range(epochs):
+        net.train()
+        for b in DataLoader(data, batch_size=bs, shuffle=True):  # type: ignore[arg-type]
+            opt.zero_grad()
+            net.loss(b.x, b.edge_index, b.edge_attr, b.batch).backward()
+            opt.step()
+
+
+def train_gat(net: GATWithJK, data: GraphSet, order: torch.Tensor, epochs: int, bs: int) -> None:
+    y = data.y
+    counts = torch.bincount(y.long(), minlength=2).float().clamp(min=1)
+    weight = counts.sum() / (2 * counts)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for epoch in range(epochs):
+        share = min(1.0, 0.5 + 0.5 * epoch / max(1, epochs - 1))
+        part = data.subset(order[: max(1, math.ceil(share * len(order)))])
+        net.train()
+        for b in DataLoader(part, batch_size=bs, shuffle=True):  # type: ignore[arg-type]
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(
+                net(b.x, b.edge_index, b.edge_attr, b.batch), b.y.view(-1), weight=weight
+            )
+            loss.backward()
+            opt.step()
+
+
+def metrics(pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    tn = int(((pred == 0) & (y == 0)).sum())
+    return {
+        "f1": 2 * tp / max(1, 2 * tp + fp + fn),
+        "accuracy": (tp + tn) / max(1, len(y)),
+        "precision": tp / max(1, tp + fp),
+        "recall": tp / max(1, tp + fn),
+        "n": len(y),
+        "attack": int(y.sum()),
+    }
+
+
+def run_one(
+    recs: list[Recording],
+    scen: str,
+    train_f: list[int],
+    test_f: list[int],
+    variant: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    features, calib = VARIANTS[variant]
+    rng = np.random.default_rng(args.seed)
+    files = sorted(set(train_f) | set(test_f))
+    counts = [recs[f].graphs["paper"].num_graphs for f in files]
+    file_of = np.repeat(np.array(files), counts)
+    n = len(file_of)
+    split = np.zeros(n, np.uint8)  # 0 train, 1 val, 2 test
+    if scen == "known":
+        perm = rng.permutation(n)
+        split[perm[: round(0.2 * n)]] = 2
+        split[perm[round(0.2 * n) : round(0.3 * n)]] = 1
+    else:
+        split[np.isin(file_of, test_f)] = 2
+        tr = rng.permutation(np.flatnonzero(split == 0))
+        split[tr[: round(0.1 * len(tr))]] = 1
+    train_recs = [recs[f] for f in train_f]
+    vocab = CanIdVocab.build([r.benign_ids for r in train_recs])
+    store, _ = make_store(recs, files, features, calib, lambda y: (split == 0) & (y == 0), vocab)
+
+    def subset(code: int, limit: int | None = None) -> GraphSet:
+        idx = np.flatnonzero(split == code)
+        if limit and len(idx) > limit:
+            idx = np.sort(rng.choice(idx, limit, replace=False))
+        return GraphSet(store, torch.from_numpy(idx))
+
+    train, val, test = subset(0, args.max_train), subset(1), subset(2)
+    cfg = build_config(args.scale)
+    torch.manual_seed(args.seed)
+    t0 = time.perf_counter()
+    vgae = build_model("vgae", cfg, vocab_size=vocab.size)
+    assert isinstance(vgae, GraphAutoencoderNeighborhood)
+    benign = train.subset(torch.nonzero(train.y == 0).view(-1))
+    train_vgae(vgae, benign, args.vgae_epochs, args.batch_size)
+    vgae.eval()
+    s = anomaly_scores(vgae, train)
+    z = (s - s.median()) / (s.std() + 1e-6)
+    order = torch.argsort(torch.where(train.y == 1, -z, z))
+    gat = build_model("gat", cfg, vocab_size=vocab.size)
+    assert isinstance(gat, GATWithJK)
+    train_gat(gat, train, order, args.gat_epochs, args.batch_size)
+    fit_s = time.perf_counter() - t0
+    pv, sv = gat_probabilities(gat, val), anomaly_scores(vgae, val)
+    pt, st = gat_probabilities(gat, test), anomaly_scores(vgae, test)
+    out: dict[str, Any] = {
+        "train_windows": len(train),
+        "val_windows": len(val),
+        "fit_seconds": round(fit_s, 1),
+    }
+    for mode in SCORING_MODES:
+        scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
+        out[mode] = {**metrics(scorer.predict(pt, st), test.y.view(-1)), "scorer": scorer.to_json()}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--scale", default="large", choices=["small", "large"])
+    ap.add_argument("--vgae-epochs", type=int, default=4)
+    ap.add_argument("--gat-epochs", type=int, default=6)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--max-train", type=int, default=None, help="at most this many training windows")
+    ap.add_argument("--variants", default="paper,vi,vi+calib")
+    ap.add_argument("--scenarios", default="all")
+    ap.add_argument("--history", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="scale small, 2+3 epochs, 2000 training windows")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.scale, args.vgae_epochs, args.gat_epochs, args.max_train = "small", 2, 3, 2000
+    torch.set_num_threads(args.threads)
+    if not args.data.is_dir():
+        print(f"no recordings at {args.data}: pass --data DIR (../shared/data/can-real)", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    recs = load_recordings(args.data, args.history)
+    scen = scenarios(recs)
+    names = list(scen) if args.scenarios == "all" else args.scenarios.split(",")
+    variants = args.variants.split(",")
+    for v in variants:
+        if v not in VARIANTS:
+            print(f"--variants: {v!r} is unknown; expected some of {', '.join(VARIANTS)}", file=sys.stderr)
+            return 2
+    results: dict[str, dict[str, Any]] = {}
+    for sname in names:
+        tr, te = scen[sname]
+        results[sname] = {}
+        for v in variants:
+            on = "all (random windows)" if sname == "known" else ", ".join(recs[i].name for i in tr)
+            log(f"{sname} / {v}: training on {on}")
+            r = run_one(recs, sname, tr, te, v, args)
+            results[sname][v] = r
+            log(
+                "  "
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
+                + f"  ({r['fit_seconds']}s)"
+            )
+    print()
+    print("| scenario | variant | scoring | F1 | accuracy | precision | recall |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for sname in names:
+        for v in variants:
+            for m in SCORING_MODES:
+                r = results[sname][v][m]
+                print(
+                    f"| {sname} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} "
+                    f"| {r['precision']:.4f} | {r['recall']:.4f} |"
+                )
+    doc = {
+        "bench": "real-data",
+        "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
+        "machine": {
+            "cpus": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": results,
+    }
+    print(json.dumps(doc))
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""Vehicle-independent window-graph features (``data.features = "vehicle_independent"``).
+
+The paper's node features (:mod:`kdgat.data.graphs`) start with a CAN-ID vocabulary index learned
+from the training vehicles' benign IDs: on a vehicle never seen in training every ID is "unknown",
+which is what DoS and fuzzing look like in training. The features here describe *how* an ID
+behaves — its rate, period and regularity, its payloads, how new it is in the stream — so they mean
+the same on any vehicle. The graph (nodes, edges, labels, order) is the one of
+:func:`~kdgat.data.graphs.build_window_graphs`; only the feature columns differ, and there are
+again 11 + 11 of them, so the models take either set unchanged.
+
+Definitions. Message ``m`` of the stream has timestamp ``t[m]``, ID ``id[m]``, length ``dlc[m]``
+and payload ``P[m]`` (its first ``dlc`` bytes). ``prev(m)`` is the closest earlier message of the
+stream with the same ID (none for an ID's first message), ``H`` = ``history`` messages, and
+``nov(d) = min(1, log(1 + d) / log(1 + H))`` for a distance ``d`` in messages (1 when there is no
+earlier occurrence). For a node (ID ``v`` in window ``[s, s + W)``) with messages ``M`` (``c`` of
+them) and ``D`` = the gaps ``t[m] - t[prev(m)]`` for ``m`` in ``M`` with a ``prev(m)``:
+
+====  =================  ===================================================================
+col   name               meaning
+====  =================  ===================================================================
+0     no_vocabulary      always 0: the models' CAN-ID embedding slot, unused (one constant row)
+1     rate               c / W
+2     log_period         log10(max(mean(D), 1e-6)) + 6 (0 when D is empty)
+3     period_cv          std(D) / mean(D) (population std; 0 when |D| < 2 or mean(D) = 0)
+4     payload_entropy    Shannon entropy (bits) of the byte values of all payload bytes of M / 8
+5     payload_change     share of m in M with a prev(m) whose (dlc, payload) differs from
+                         prev(m)'s, over the m in M with a prev(m) (0 when there is none)
+6     payload_distinct   number of distinct (dlc, payload) among M / c
+7     zero_payload       share of m in M whose payload bytes are all 0 (dlc 0 counts)
+8     dlc_mean           mean dlc over M / 8
+9     novelty            nov(m0 - prev(m0)) for the node's first message m0 of the window
+10    id_rank            the node's rank among the window's IDs, ascending (0 = lowest = the
+                         highest CAN priority) / max(1, nodes - 1)
+====  =================  ===================================================================
+
+Edges ``a -> b`` with transitions at positions ``p_1 < ... < p_c`` (message ``s + p`` has ID
+``a`` and ``s + p + 1`` has ID ``b``): columns 0-4 and 7-10 of the paper's edge features (count,
+frequency, mean_interval, std_interval, regularity, span, bidirectional, degree_product,
+degree_ratio — positional and degree statistics, the same on any vehicle), then
+
+====  =================  ===================================================================
+9     novelty            nov(q - prevT(q)) for the first transition q = s + p_1, where
+                         prevT(q) is the closest earlier transition of the stream with the
+                         same (a, b) (1 when none)
+10    log_gap_ratio      log10((mean_i |t[s+p_i+1] - t[s+p_i]| + 1e-6) / (T_w + 1e-6)), with
+                         T_w = |t[s + W - 1] - t[s]| / (W - 1) the window's mean message gap
+====  =================  ===================================================================
+
+All of it is computed from the stream only (no labels, no vocabulary), vectorised with numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs
+
+VI_NODE_FEATURES: tuple[str, ...] = (
+    "no_vocabulary",
+    "rate",
+    "log_period",
+    "period_cv",
+    "payload_entropy",
+    "payload_change",
+    "payload_distinct",
+    "zero_payload",
+    "dlc_mean",
+    "novelty",
+    "id_rank",
+)
+#: Paper edge columns kept (count, frequency, mean/std interval, regularity, span, bidirectional,
+#: degree product/ratio): positional and degree statistics.
+_KEPT_EDGE_COLUMNS = (0, 1, 2, 3, 4, 7, 8, 9, 10)
+VI_EDGE_FEATURES: tuple[str, ...] = (
+    *(EDGE_FEATURES[c] for c in _KEPT_EDGE_COLUMNS),
+    "novelty",
+    "log_gap_ratio",
+)
+
+#: Default novelty horizon H (messages).
+DEFAULT_HISTORY = 1000
+
+
+def previous_occurrence(key: npt.NDArray[np.uint64] | npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    """``prev[m]``: the largest ``j < m`` with ``key[j] == key[m]``, else -1."""
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    prev = np.full(len(key), -1, np.int64)
+    if len(key) > 1:
+        same = sk[1:] == sk[:-1]
+        prev[order[1:][same]] = order[:-1][same]
+    return prev
+
+
+def _novelty(
+    distance: npt.NDArray[np.int64], has_prev: npt.NDArray[np.bool_], history: int
+) -> npt.NDArray[np.float64]:
+    d = np.maximum(distance, 0).astype(np.float64)
+    return np.where(has_prev, np.minimum(1.0, np.log1p(d) / np.log1p(history)), 1.0)
+
+
+def vehicle_independent_features(
+    graphs: WindowGraphs,
+    *,
+    timestamp: npt.NDArray[np.float64],
+    can_id: npt.NDArray[np.uint32],
+    dlc: npt.NDArray[np.uint8],
+    payload: npt.NDArray[np.uint8],
+    window_size: int,
+    history: int = DEFAULT_HISTORY,
+) -> WindowGraphs:
+    """``graphs`` (built by ``build_window_graphs`` from this stream) with the node and edge
+    feature columns replaced by the vehicle-independent ones (raw, before normalisation)."""
+    if history < 1:
+        raise ValueError(f"history {history} is invalid: expected >= 1 message")
+    g = graphs.num_graphs
+    if g == 0:
+        return graphs
+    w = window_size
+    starts = graphs.window_start
+    msg = (starts[:, None] + np.arange(w)).ravel()
+    win = np.repeat(np.arange(g, dtype=np.int64), w)
+    num_nodes = len(graphs.node_can_id)
+    node_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.node_ptr))
+
+    # node of every window message: nodes are sorted by (graph, CAN ID)
+    node_key = (node_graph.astype(np.uint64) << np.uint64(32)) | graphs.node_can_id.astype(np.uint64)
+    msg_key = (win.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
+    node = np.searchsorted(node_key, msg_key).astype(np.int64)
+    count = np.bincount(node, minlength=num_nodes).astype(np.float64)
+
+    prev = previous_occurrence(can_id)
+    pm = prev[msg]
+    has = pm >= 0
+    gap = np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], 0.0)
+    n_gap = np.bincount(node, weights=has.astype(np.float64), minlength=num_nodes)
+    s1 = np.bincount(node, weights=gap, minlength=num_nodes)
+    s2 = np.bincount(node, weights=gap * gap, minlength=num_nodes)
+    mean_gap = np.divide(s1, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
+    var_gap = np.divide(s2, n_gap, out=np.zeros(num_nodes), where=n_gap > 0) - mean_gap**2
+    std_gap = np.sqrt(np.maximum(var_gap, 0.0))
+
+    x = np.zeros((num_nodes, len(VI_NODE_FEATURES)), np.float64)
+    x[:, 1] = count / w
+    x[:, 2] = np.where(n_gap > 0, np.log10(np.maximum(mean_gap, 1e-6)) + 6.0, 0.0)
+    x[:, 3] = np.where((n_gap >= 2) & (mean_gap > 0), std_gap / np.where(mean_gap > 0, mean_gap, 1.0), 0.0)
+
+    # payload byte entropy per node
+    d = dlc[msg].astype(np.int64)
+    valid = np.arange(8)[None, :] < d[:, None]
+    byte_node = np.broadcast_to(node[:, None], (len(msg), 8))[valid]
+    byte_val = payload[msg][valid].astype(np.int64)
+    keys, cnt = np.unique(byte_node * 256 + byte_val, return_counts=True)
+    kn = keys // 256
+    tot = np.bincount(kn, weights=cnt, minlength=num_nodes)
+    p = cnt / tot[kn]
+    x[:, 4] = np.bincount(kn, weights=-p * np.log2(p), minlength=num_nodes) / 8.0
+
+    # payload identity: 8 bytes (zero beyond dlc) + dlc
+    p64 = np.ascontiguousarray(payload).view(np.uint64).ravel()
+    changed = (p64[msg] != p64[np.maximum(pm, 0)]) | (dlc[msg] != dlc[np.maximum(pm, 0)])
+    n_changed = np.bincount(node, weights=(changed & has).astype(np.float64), minlength=num_nodes)
+    x[:, 5] = np.divide(n_changed, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
+    lex = np.lexsort((dlc[msg], p64[msg], node))
+    sn, sp, sd = node[lex], p64[msg][lex], dlc[msg][lex]
+    first = np.ones(len(lex), bool)
+    first[1:] = (sn[1:] != sn[:-1]) | (sp[1:] != sp[:-1]) | (sd[1:] != sd[:-1])
+    x[:, 6] = np.bincount(sn[first], minlength=num_nodes) / count
+    zero = p64[msg] == 0
+    x[:, 7] = np.bincount(node, weights=zero.astype(np.float64), minlength=num_nodes) / count
+    x[:, 8] = np.bincount(node, weights=d.astype(np.float64), minlength=num_nodes) / count / 8.0
+
+    # novelty of the node's first message in the window (window messages are in stream order)
+    first_msg = np.full(num_nodes, -1, np.int64)
+    order = np.argsort(node, kind="stable")
+    seg_first = np.ones(len(order), bool)
+    seg_first[1:] = node[order][1:] != node[order][:-1]
+    first_msg[node[order][seg_first]] = msg[order][seg_first]
+    fprev = prev[first_msg]
+    x[:, 9] = _novelty(first_msg - fprev, fprev >= 0, history)
+    local = np.arange(num_nodes) - graphs.node_ptr[node_graph]
+    n_in_graph = np.diff(graphs.node_ptr)[node_graph]
+    x[:, 10] = local / np.maximum(1, n_in_graph - 1)
+
+    # --- edges: the transition (message s+p -> s+p+1) of every window, mapped to its edge
+    e_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.edge_ptr))
+    num_edges = len(e_graph)
+    gsrc = graphs.edge_index[0] + graphs.node_ptr[e_graph]
+    gdst = graphs.edge_index[1] + graphs.node_ptr[e_graph]
+    edge_key = gsrc * num_nodes + gdst
+    node2d = node.reshape(g, w)
+    t_key = (node2d[:, :-1] * num_nodes + node2d[:, 1:]).ravel()
+    edge = np.searchsorted(edge_key, t_key).astype(np.int64)
+    t_msg = (starts[:, None] + np.arange(w - 1)).ravel()
+
+    n = len(can_id)
+    pair = np.zeros(max(n - 1, 0), np.uint64)
+    if n > 1:
+        pair = (can_id[:-1].astype(np.uint64) << np.uint64(32)) | can_id[1:].astype(np.uint64)
+    tprev = previous_occurrence(pair)
+    first_t = np.full(num_edges, -1, np.int64)
+    torder = np.argsort(edge, kind="stable")
+    tfirst = np.ones(len(torder), bool)
+    tfirst[1:] = edge[torder][1:] != edge[torder][:-1]
+    first_t[edge[torder][tfirst]] = t_msg[torder][tfirst]
+    ftp = tprev[first_t]
+
+    dt = np.abs(timestamp[t_msg + 1] - timestamp[t_msg])
+    ecount = np.bincount(edge, minlength=num_edges).astype(np.float64)
+    mean_dt = np.bincount(edge, weights=dt, minlength=num_edges) / ecount
+    win_dt = np.abs(timestamp[starts + w - 1] - timestamp[starts]) / (w - 1)
+
+    e = np.zeros((num_edges, len(VI_EDGE_FEATURES)), np.float64)
+    e[:, :9] = graphs.edge_attr[:, list(_KEPT_EDGE_COLUMNS)]
+    e[:, 9] = _novelty(first_t - ftp, ftp >= 0, history)
+    e[:, 10] = np.log10((mean_dt + 1e-6) / (win_dt[e_graph] + 1e-6))
+    return WindowGraphs(
+        node_can_id=graphs.node_can_id,
+        x=x.astype(np.float32),
+        edge_index=graphs.edge_index,
+        edge_attr=e.astype(np.float32),
+        node_ptr=graphs.node_ptr,
+        edge_ptr=graphs.edge_ptr,
+        y=graphs.y,
+        window_start=graphs.window_start,
+    )

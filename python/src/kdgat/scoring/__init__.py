@@ -1,0 +1,7 @@
+"""How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both
+(``evaluation.scoring``), with every parameter and threshold fitted on validation windows."""
+
+from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring.outputs import gat_probabilities
+
+__all__ = ["SCORING_MODES", "Scorer", "best_f1_threshold", "fit_scorer", "gat_probabilities"]

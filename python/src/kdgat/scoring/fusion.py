@@ -1,0 +1,178 @@
+"""Window scoring modes and their fitting on validation windows of the training recordings.
+
+``gat``              the GAT's attack probability, threshold 0.5 (the published classifier)
+``vgae``             the VGAE's anomaly score, standardised by the benign validation windows
+                     (median, std) and squashed with a sigmoid; threshold = the one with the best
+                     F1 on the validation windows
+``fusion_learned``   logistic regression on [logit(GAT probability), standardised VGAE score]
+                     fitted (class-balanced) on the validation windows; threshold as for ``vgae``
+``fusion_weighted``  a * GAT probability + (1 - a) * sigmoid(standardised VGAE score), the
+                     score-level weighted average of the published KD-GAT code; a from
+                     0, 0.1, ..., 1 and the threshold chosen together by validation F1
+``fusion_max``       attack when either model says so: max of the GAT's decision score (threshold
+                     0.5) and the VGAE's (threshold as for ``vgae``), each mapped so that its
+                     threshold is 0.5 — the classifier for the attacks it was trained on, the
+                     autoencoder for what it never saw
+
+Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
+and returns a frozen :class:`Scorer` that is then applied to any other windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+SCORING_MODES: tuple[str, ...] = ("gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max")
+_EPS = 1e-6
+
+
+def best_f1_threshold(score: Tensor, y: Tensor) -> float:
+    """The threshold ``t`` (predict attack when ``score >= t``) with the highest F1 on (score, y);
+    a midpoint between neighbouring distinct scores. 0.5 when ``y`` has no attack window."""
+    score, y = score.double().flatten(), y.long().flatten()
+    pos = int(y.sum())
+    if pos == 0 or len(y) == 0:
+        return 0.5
+    order = torch.argsort(score, descending=True)
+    s, t = score[order], y[order]
+    tp = torch.cumsum(t, 0).double()
+    k = torch.arange(1, len(t) + 1, dtype=torch.float64)
+    f1 = 2 * tp / (k + pos)
+    # only cut where the next score differs (ties go together)
+    last_of_tie = torch.ones(len(s), dtype=torch.bool)
+    last_of_tie[:-1] = s[1:] != s[:-1]
+    f1 = torch.where(last_of_tie, f1, torch.full_like(f1, -1.0))
+    i = int(torch.argmax(f1))
+    if i + 1 < len(s):
+        return float((s[i] + s[i + 1]) / 2)
+    return float(s[i] - _EPS)
+
+
+def _logit(p: Tensor) -> Tensor:
+    p = p.double().clamp(_EPS, 1 - _EPS)
+    return torch.log(p) - torch.log1p(-p)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A fitted scoring mode: ``score(gat_prob, vgae_score)`` in [0, 1], attack when ``>= threshold``."""
+
+    mode: str
+    threshold: float = 0.5
+    vgae_centre: float = 0.0
+    vgae_scale: float = 1.0
+    alpha: float = 1.0
+    weights: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    vgae_threshold: float = 0.5
+
+    def _z(self, vgae_score: Tensor) -> Tensor:
+        return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
+
+    def score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        if self.mode == "fusion_max":
+            assert gat_prob is not None and vgae_score is not None, "fusion_max needs both models"
+            v = Scorer("vgae", self.vgae_threshold, self.vgae_centre, self.vgae_scale)
+            return torch.maximum(gat_prob.double(), v.decision_score(None, vgae_score).double())
+        if self.mode == "gat":
+            assert gat_prob is not None, "scoring gat needs the GAT's probabilities"
+            return gat_prob.double()
+        assert vgae_score is not None, f"scoring {self.mode} needs the VGAE's anomaly scores"
+        if self.mode == "vgae":
+            return torch.sigmoid(self._z(vgae_score))
+        assert gat_prob is not None, f"scoring {self.mode} needs the GAT's probabilities"
+        if self.mode == "fusion_weighted":
+            return self.alpha * gat_prob.double() + (1 - self.alpha) * torch.sigmoid(self._z(vgae_score))
+        w0, w1, b = self.weights
+        return torch.sigmoid(w0 * _logit(gat_prob) + w1 * self._z(vgae_score) + b)
+
+    def decision_score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        """:meth:`score` mapped monotonically (piecewise linear) so that the threshold lands on 0.5:
+        the same ranking (AUROC), and "attack when >= 0.5" is this scorer's decision."""
+        s, t = self.score(gat_prob, vgae_score), self.threshold
+        lo = 0.5 * s / max(t, _EPS)
+        hi = 0.5 + 0.5 * (s - t) / max(1 - t, _EPS)
+        return torch.where(s < t, lo, hi).clamp(0, 1).float()
+
+    def predict(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        return (self.score(gat_prob, vgae_score) >= self.threshold).long()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _logistic(features: Tensor, y: Tensor, steps: int = 200) -> tuple[float, float, float]:
+    """Class-balanced logistic regression (L2 1e-3) by LBFGS: weights of 2 features and a bias."""
+    y = y.double()
+    pos = y.sum().clamp(min=1)
+    neg = (1 - y).sum().clamp(min=1)
+    sample_w = torch.where(y == 1, 0.5 / pos, 0.5 / neg)
+    w = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
+    f = features.double()
+
+    def closure() -> Tensor:
+        opt.zero_grad()
+        z = f @ w[:2] + w[2]
+        loss = (sample_w * torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none")).sum()
+        loss = loss + 1e-3 * (w[:2] ** 2).sum()
+        loss.backward()  # type: ignore[no-untyped-call]
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)  # type: ignore[no-untyped-call]
+    a, b, c = (float(v) for v in w.detach())
+    return a, b, c
+
+
+def fit_scorer(
+    mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None
+) -> Scorer:
+    """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them)."""
+    if mode not in SCORING_MODES:
+        raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(SCORING_MODES)}")
+    if mode == "gat":
+        return Scorer("gat")
+    if vgae_score is None:
+        raise ValueError(f"scoring {mode} needs the VGAE's anomaly scores of the validation windows")
+    y = y_val.long().flatten()
+    benign = vgae_score.double()[y == 0]
+    ref = benign if len(benign) >= 2 else vgae_score.double()
+    centre = float(ref.median())
+    scale = float(ref.std()) if len(ref) >= 2 and float(ref.std()) > _EPS else 1.0
+    base = Scorer(mode, vgae_centre=centre, vgae_scale=scale)
+    vgae_t = best_f1_threshold(
+        Scorer("vgae", vgae_centre=centre, vgae_scale=scale).score(None, vgae_score), y
+    )
+    if mode == "vgae":
+        return Scorer(**{**base.to_json(), "threshold": vgae_t})
+    if gat_prob is None:
+        raise ValueError(f"scoring {mode} needs the GAT's probabilities of the validation windows")
+    if mode == "fusion_max":
+        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
+    if mode == "fusion_weighted":
+        best: tuple[float, float, float] = (-1.0, 1.0, 0.5)
+        for a in [i / 10 for i in range(11)]:
+            cand = Scorer(mode, vgae_centre=centre, vgae_scale=scale, alpha=a)
+            s = cand.score(gat_prob, vgae_score)
+            t = best_f1_threshold(s, y)
+            f1 = _f1((s >= t).long(), y)
+            if f1 > best[0] + 1e-12:
+                best = (f1, a, t)
+        return Scorer(mode, threshold=best[2], vgae_centre=centre, vgae_scale=scale, alpha=best[1])
+    feats = torch.stack([_logit(gat_prob), (vgae_score.double() - centre) / scale], dim=1)
+    weights = _logistic(feats, y)
+    fitted = Scorer(mode, vgae_centre=centre, vgae_scale=scale, weights=weights)
+    return Scorer(
+        **{**fitted.to_json(), "threshold": best_f1_threshold(fitted.score(gat_prob, vgae_score), y)}
+    )
+
+
+def _f1(pred: Tensor, y: Tensor) -> float:
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    return 2 * tp / max(1, 2 * tp + fp + fn)

@@ -1,0 +1,81 @@
+"""Scoring modes (kdgat.scoring): thresholds and fusions fitted on validation windows only."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+
+
+def _f1(pred: torch.Tensor, y: torch.Tensor) -> float:
+    tp = int(((pred == 1) & (y == 1)).sum())
+    return 2 * tp / max(1, int(pred.sum()) + int(y.sum()))
+
+
+def test_best_f1_threshold_is_the_best_cut_by_brute_force() -> None:
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        n = int(torch.randint(2, 40, (1,), generator=g))
+        score = torch.randint(0, 8, (n,), generator=g).double() / 7  # ties on purpose
+        y = (torch.rand(n, generator=g) < 0.4).long()
+        if int(y.sum()) == 0:
+            continue
+        t = best_f1_threshold(score, y)
+        got = _f1((score >= t).long(), y)
+        best = max(_f1((score >= c).long(), y) for c in [*score.tolist(), 2.0])
+        assert got == pytest.approx(best)
+    assert best_f1_threshold(torch.tensor([0.1, 0.9]), torch.tensor([0, 0])) == 0.5
+
+
+def _val() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    # 200 validation windows: the GAT knows attack type A (first 20 attacks), the VGAE sees all
+    g = torch.Generator().manual_seed(1)
+    y = torch.zeros(200, dtype=torch.long)
+    y[:40] = 1
+    gat = torch.full((200,), 0.05).double()
+    gat[:20] = 0.95
+    vgae = torch.randn(200, generator=g).double()
+    vgae[:40] += 6
+    return y, gat, vgae
+
+
+def test_each_mode_separates_what_its_models_see() -> None:
+    y, gat, vgae = _val()
+    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in SCORING_MODES}
+    assert got["gat"] == Scorer("gat")  # the published decision: probability >= 0.5
+    assert _f1(got["gat"].predict(gat, vgae), y) == pytest.approx(2 * 20 / 60)
+    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max"):
+        assert _f1(got[mode].predict(gat, vgae), y) == pytest.approx(1.0), mode
+    # the VGAE is standardised by the benign windows: centre = their median
+    assert got["vgae"].vgae_centre == pytest.approx(float(vgae[40:].median()))
+
+
+def test_fusion_max_flags_what_either_model_flags() -> None:
+    y, gat, vgae = _val()
+    s = fit_scorer("fusion_max", y, gat_prob=gat, vgae_score=vgae)
+    v = fit_scorer("vgae", y, gat_prob=gat, vgae_score=vgae)
+    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.9]).double()
+    new_vgae = torch.tensor([-5.0, 20.0, -5.0, 20.0]).double()
+    assert s.predict(new_gat, new_vgae).tolist() == [1, 1, 0, 1]
+    assert v.predict(None, new_vgae).tolist() == [0, 1, 0, 1]
+
+
+def test_decision_score_puts_the_threshold_at_one_half_and_keeps_the_order() -> None:
+    s = Scorer("vgae", threshold=0.8, vgae_centre=0.0, vgae_scale=1.0)
+    raw = torch.linspace(-6, 6, 50).double()
+    d = s.decision_score(None, raw)
+    assert torch.equal((d >= 0.5).long(), s.predict(None, raw))
+    assert bool((d[1:] >= d[:-1]).all()) and float(d.min()) >= 0 and float(d.max()) <= 1
+
+
+def test_fitting_needs_the_models_the_mode_names() -> None:
+    y, gat, _ = _val()
+    with pytest.raises(ValueError, match="scoring mode 'best' is unknown"):
+        fit_scorer("best", y, gat_prob=gat)
+    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max"):
+        with pytest.raises(ValueError, match="VGAE's anomaly scores"):
+            fit_scorer(mode, y, gat_prob=gat)
+    for mode in ("fusion_learned", "fusion_weighted", "fusion_max"):
+        with pytest.raises(ValueError, match="GAT's probabilities"):
+            fit_scorer(mode, y, vgae_score=torch.zeros(200).double())
