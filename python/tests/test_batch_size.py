@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from kdgat.config import build_config
 from kdgat.data import load_graphs
 from kdgat.models import build_model
+from kdgat.stages.common import graph_params
 from kdgat.training.batch_size import binsearch, trial_batch_size
 
 
@@ -37,7 +38,7 @@ def _loss(m: torch.nn.Module, b: object) -> torch.Tensor:
 def test_trial_on_cpu_searches_real_passes_against_the_budget(
     pipeline_env: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    splits = load_graphs("synth")
+    splits = load_graphs("synth", graph_params(build_config("small")))
     samples = [splits.train[i] for i in range(32)]
     model = build_model("gat", build_config("small"), vocab_size=splits.vocab_size)
     with caplog.at_level(logging.INFO, logger="kdgat.training"):
@@ -53,7 +54,7 @@ def test_trial_on_cpu_searches_real_passes_against_the_budget(
 
 
 def test_trial_fails_clearly_when_nothing_fits(pipeline_env: dict[str, str]) -> None:
-    splits = load_graphs("synth")
+    splits = load_graphs("synth", graph_params(build_config("small")))
     model = build_model("gat", build_config("large"), vocab_size=splits.vocab_size)
     with pytest.raises(RuntimeError, match=r"raise training\.memory_budget_mb"):
         trial_batch_size(model, [splits.train[0]], _loss, device=torch.device("cpu"), budget_mb=1)

@@ -22,6 +22,7 @@ from kdgat.config import build_config
 from kdgat.data import load_graphs
 from kdgat.models import GATWithJK, build_model, layers
 from kdgat.models.layers import EdgeFeatureCuGraphGATConv
+from kdgat.stages.common import graph_params
 from kdgat.training import faults
 from kdgat.training.batch_size import BatchSizeChoice
 from kdgat.training.fit import fit, precision_for
@@ -148,7 +149,7 @@ def _metrics(run_root: Path, name: str) -> dict:
 
 
 def test_oom_backs_off_resumes_from_the_checkpoint_and_records_every_attempt(run_root: Path) -> None:
-    benign = int((load_graphs("synth").train.y == 0).sum())
+    benign = int((load_graphs("synth", graph_params(build_config("small"))).train.y == 0).sum())
     steps_per_epoch = math.ceil(benign / 32)
     # Batches of 32 fit through epoch 0 (its checkpoint is saved), then "run out of memory" in epoch 1.
     with faults.simulate_oom(above=16, after=steps_per_epoch + 1):
@@ -209,7 +210,7 @@ def test_16_mixed_without_cuda_is_an_explicit_choice(caplog: pytest.LogCaptureFi
 def test_bf16_mixed_trains_on_cpu_and_memory_snapshot_says_nothing_to_record(
     pipeline_env: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    splits = load_graphs("synth")
+    splits = load_graphs("synth", graph_params(build_config("small")))
     cfg = build_config(
         "small",
         {
@@ -241,7 +242,7 @@ def test_bf16_mixed_trains_on_cpu_and_memory_snapshot_says_nothing_to_record(
 
 @pytest.mark.gpu
 def test_memory_snapshot_is_written_on_a_gpu(pipeline_env: dict[str, str], tmp_path: Path) -> None:
-    splits = load_graphs("synth")
+    splits = load_graphs("synth", graph_params(build_config("small")))
     cfg = build_config(
         "small", {"training.max_epochs": 1, "training.memory_snapshot": True, "data.num_workers": 0}
     )
