@@ -1,5 +1,9 @@
 """bench/real-data: how well detection carries over to an unseen vehicle and an unseen attack type,
-on the real recordings in ../shared/data/can-real (README there).
+on eight real CAN recordings, converted to Parquet (timestamp, id, data_field, label, source_file):
+the public HCRL "Survival Analysis" CAN data set (Kia Soul, Hyundai Sonata; train_01/train_02, as
+repackaged by the can-train-and-test collection) and can-train-and-test set_01 (a third vehicle).
+They are not in this repository: `--data DIR` names their folder; the development
+machines keep them in ../shared/data/can-real. The hcrl_sa test recordings are never used.
 
 Run from the repo root:  cd python && uv run python ../bench/real-data/run.py [--quick]
 
