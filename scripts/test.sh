@@ -19,16 +19,28 @@ fi
 stop_slurm() { if ((started_slurm)); then bash scripts/slurm-local.sh down; fi; }
 trap stop_slurm EXIT
 
-passed=() failed=()
+# Each suite's output is also kept, so that the summary can name the failing tests of a failed
+# suite: on CI only the tail of the output may be visible.
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kdgat-test.XXXXXX")
+passed=() failed=() failures=()
 suite() {
-  local name=$1 t0=$SECONDS
+  local name=$1 t0=$SECONDS log
   shift
+  log="$LOGS/${#passed[@]}-${#failed[@]}.log"
   printf '\n=== %s\n' "$name"
-  if scripts/with-toolchain.sh "$@"; then
+  if scripts/with-toolchain.sh "$@" 2>&1 | tee "$log"; then
     passed+=("$name ($((SECONDS - t0))s)")
   else
     failed+=("$name ($((SECONDS - t0))s)")
+    failures+=("$(failure_lines "$log")")
   fi
+}
+# The lines of a suite's log that name a failing test or its error (vitest, node --test, pytest),
+# without colour codes; at most 40.
+failure_lines() {
+  sed -e 's/\x1b\[[0-9;]*m//g' "$1" |
+    grep -E '(✖|×|FAIL |FAILED|Error:|AssertionError|timed out|not ok )' |
+    grep -vE '^\s*(ℹ|#) ' | head -n 40
 }
 
 suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
@@ -42,6 +54,10 @@ suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, loc
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done
-for s in "${failed[@]}"; do printf 'FAIL  %s\n' "$s"; done
+for i in "${!failed[@]}"; do
+  printf 'FAIL  %s\n' "${failed[$i]}"
+  if [[ -n ${failures[$i]} ]]; then printf '%s\n' "${failures[$i]}" | sed 's/^/      /'; fi
+done
+rm -rf "$LOGS"
 printf 'suites: %d passed, %d failed\n' "${#passed[@]}" "${#failed[@]}"
 ((${#failed[@]} == 0))
