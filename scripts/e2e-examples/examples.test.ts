@@ -196,6 +196,12 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
         /precision 16-mixed needs a GPU: training in 32-bit on CPU/,
         `examples/${e.file}: no precision fallback in the logs`,
       );
+    // Two 1-core jobs share the node: each pipeline runs one compute thread, not one per core.
+    assert.match(
+      logs,
+      /compute threads: 1 \(SLURM_CPUS_PER_TASK/,
+      `examples/${e.file}: the pipeline did not match its threads to its 1-core allocation`,
+    );
   }
   console.log(
     `examples suite: ${examples.length} examples in ${Math.round((Date.now() - t0) / 1000)} s (${timings.join(', ')})`,

@@ -90,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{model:5s} {scale:6s} ours {ours:>9,d}  published {published:>9,d}  ratio {ratio:.2f}"
                 )
             return 0
+        if args.command in STAGES or args.command == "tune":
+            from kdgat.training.threads import match_threads_to_allocation
+
+            match_threads_to_allocation()
         if args.command == "tune":
             from kdgat.tune.worker import Worker
 

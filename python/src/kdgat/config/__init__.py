@@ -194,11 +194,16 @@ def build_config(scale: str, overrides: dict[str, Any] | None = None) -> Pipelin
         raise ConfigError(f"invalid config: {problems}") from None
 
 
+def slurm_cpus() -> int | None:
+    """The cores SLURM allocated to this task (``SLURM_CPUS_PER_TASK``; the local scheduler sets it
+    too), or None outside an allocation that names them."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    return int(slurm) if slurm.isdigit() and int(slurm) > 0 else None
+
+
 def default_num_workers() -> int:
     """DataLoader workers: one core stays with the training process."""
-    slurm = os.environ.get("SLURM_CPUS_PER_TASK")
-    cores = int(slurm) if slurm and slurm.isdigit() else (os.cpu_count() or 1)
-    return max(0, cores - 1)
+    return max(0, (slurm_cpus() or os.cpu_count() or 1) - 1)
 
 
 def json_schema() -> dict[str, Any]:

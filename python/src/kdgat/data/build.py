@@ -103,7 +103,7 @@ def list_sources(raw: Path) -> list[Path]:
 
 def preprocess_dataset(
     dataset: str,
-    params: GraphParams | None = None,
+    params: GraphParams,
     *,
     workers: int = 1,
     raw: Path | None = None,
@@ -117,8 +117,8 @@ def preprocess_dataset(
     ``cache`` (default ``paths.cache_dir(dataset)``). When the cache already matches the parameters
     and the files, nothing is rebuilt (``CacheInfo.hit``). Raises :class:`DataError` for a missing
     directory, a file with too many malformed rows, or a data set without benign training windows.
+    ``params`` has no default on purpose: the pipeline's are ``stages.common.graph_params(config)``.
     """
-    params = params or GraphParams()
     if workers < 1:
         raise ValueError(f"workers is {workers}; expected >= 1")
     raw = Path(raw) if raw is not None else paths.raw_dir(dataset)

@@ -119,7 +119,7 @@ def _open_store(path: Path) -> dict[str, torch.Tensor]:
 
 def load_graphs(
     dataset: str,
-    params: GraphParams | None = None,
+    params: GraphParams,
     *,
     cache: Path | None = None,
     mmap: bool = True,
@@ -128,11 +128,11 @@ def load_graphs(
 
     Raises :class:`DataError` naming the preprocess command when there is no cache or when it was
     built with other parameters than ``params``. The raw files are not needed (a cache staged to
-    node-local disk loads on its own)."""
-    params = params or GraphParams()
+    node-local disk loads on its own). ``params`` has no default on purpose: the pipeline's are
+    ``kdgat.stages.common.graph_params(config)``, which differ from ``GraphParams()`` (the paper's)."""
     cache = Path(cache) if cache is not None else paths.cache_dir(dataset)
     meta = read_meta(cache)
-    hint = f"run `python -m kdgat preprocess --dataset {dataset}` first"
+    hint = f"run `python -m kdgat preprocess --dataset {dataset}` with the same data.* settings first"
     if meta is None or not (cache / GRAPHS_FILE).is_file():
         raise DataError(f"no graph cache for data set {dataset} at {cache}: {hint}")
     if meta.get("params_digest") != params.digest():
