@@ -112,12 +112,15 @@ else
   done_step "installed"
 fi
 step "python env (uv sync --frozen)"
-uv_hash=$(cat python/uv.lock python/pyproject.toml | sha256sum | cut -d' ' -f1)
+# Bytecode is compiled once, here: with PYTHONDONTWRITEBYTECODE set (as on these machines) Python
+# never writes it itself, and every job, worker and test would compile torch, Lightning and PyG from
+# source again on each start (about twice the import time).
+uv_hash=$({ cat python/uv.lock python/pyproject.toml; echo compile-bytecode; } | sha256sum | cut -d' ' -f1)
 if [[ -x python/.venv/bin/python ]] && stamp_ok python/.venv/.kdgat-lock "$uv_hash"; then
   done_step "up to date"
 else
   # torch comes from uv's cache after the first download on this machine.
-  quiet uv sync --frozen --directory python
+  quiet uv sync --frozen --compile-bytecode --directory python
   echo "$uv_hash" >python/.venv/.kdgat-lock
   done_step "synced"
 fi
