@@ -12,7 +12,7 @@ from kdgat.config import build_config
 from kdgat.data import preprocess_dataset, write_synthetic_dataset
 from kdgat.stages.common import graph_params
 
-DATASET = "synth"
+from helpers import DATASET
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ and the trial search's OOM branch by fault injection, precision choices, the mem
 Tests that need a real GPU are marked ``gpu`` (skipped here, with the reason; scripts/gpu-check.sh)."""
 
 import inspect
-import json
 import logging
 import math
 from pathlib import Path
@@ -11,13 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 from torch_geometric.nn import CuGraphGATConv, GATConv
 from torch_geometric.nn.conv.cugraph import base as cugraph_base
 from torch_geometric.nn.conv.cugraph import gat_conv as cugraph_gat_conv
 from torch_geometric.utils import scatter, softmax
 
-from kdgat.cli import main
 from kdgat.config import build_config
 from kdgat.data import load_graphs
 from kdgat.models import GATWithJK, build_model, layers
@@ -28,19 +26,7 @@ from kdgat.training.batch_size import BatchSizeChoice
 from kdgat.training.fit import fit, precision_for
 from kdgat.training.modules import VGAEModule
 
-FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
-
-
-def _graph(n: int = 7, e: int = 20, seed: int = 0) -> Data:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 11, generator=g)
-    x[:, 0] = torch.randint(0, 5, (n,), generator=g).float()
-    return Data(
-        x=x,
-        edge_index=torch.randint(0, n, (2, e), generator=g),
-        edge_attr=torch.randn(e, 11, generator=g),
-        y=torch.tensor([1]),
-    )
+from helpers import AUTOENCODER, DATASET, graph, kdgat, metrics
 
 
 @pytest.fixture
@@ -77,7 +63,7 @@ def test_model_calls_bind_to_the_installed_cugraph_gat_conv(
     model = build_model("gat", cfg, vocab_size=8)
     assert isinstance(model, GATWithJK)
     assert all(isinstance(c, EdgeFeatureCuGraphGATConv) for c in model.convs)
-    b = Batch.from_data_list([_graph(), _graph(seed=1)])
+    b = Batch.from_data_list([graph(7, 20), graph(7, 20, seed=1)])
     model(b.x, b.edge_index, b.edge_attr, b.batch)
     assert len(calls) == cfg.gat.layers
     for bound, conv in zip(calls, model.convs, strict=True):
@@ -119,7 +105,7 @@ def test_fused_layer_matches_gat_conv_with_edge_dim_on_a_reference_kernel(
         fused.lin_edge.weight.copy_(ref.lin_edge.weight)
         fused.att.copy_(torch.cat([ref.att_src.flatten(), ref.att_dst.flatten(), ref.att_edge.flatten()]))
         fused.bias.copy_(ref.bias)
-    g = _graph(n=9, e=30)
+    g = graph(9, 30)
     g.x = torch.randn(9, 9)
     expected = ref(g.x, g.edge_index, edge_attr=g.edge_attr)
     assert torch.allclose(fused(g.x, g.edge_index, g.edge_attr), expected, atol=1e-5)
@@ -140,27 +126,18 @@ def test_use_cugraph_falls_back_once_saying_why(caplog: pytest.LogCaptureFixture
     assert "pylibcugraphops is not installed" in msg and "GATConv(edge_dim=11)" in msg
 
 
-def _kdgat(run_root: Path, *args: str) -> int:
-    return main([*args, "--dataset", "synth", "--run-root", str(run_root), *FAST])
-
-
-def _metrics(run_root: Path, name: str) -> dict:
-    return json.loads((run_root / "synth" / name / "metrics.json").read_text())
-
-
 def test_oom_backs_off_resumes_from_the_checkpoint_and_records_every_attempt(run_root: Path) -> None:
-    benign = int((load_graphs("synth", graph_params(build_config("small"))).train.y == 0).sum())
+    benign = int((load_graphs(DATASET, graph_params(build_config("small"))).train.y == 0).sum())
     steps_per_epoch = math.ceil(benign / 32)
     # Batches of 32 fit through epoch 0 (its checkpoint is saved), then "run out of memory" in epoch 1.
     with faults.simulate_oom(above=16, after=steps_per_epoch + 1):
-        rc = _kdgat(
+        rc = kdgat(
             run_root,
-            "autoencoder",
-            *("--model", "vgae", "--scale", "small"),
+            *AUTOENCODER,
             *("-O", "training.max_epochs", "3", "-O", "training.batch_size", "32"),
         )
     assert rc == 0
-    m = _metrics(run_root, "vgae_small_autoencoder")
+    m = metrics(run_root, "vgae_small_autoencoder")
     assert m["batch_size"] == 16 and m["epochs"] == 3 and m["oom_backoffs"] == 1
     first, second = m["fit_attempts"]
     assert first["batch_size"] == 32 and first["epoch"] == 1 and first["outcome"] == "oom"
@@ -174,24 +151,23 @@ def test_oom_backs_off_resumes_from_the_checkpoint_and_records_every_attempt(run
 
 def test_oom_that_persists_fails_after_the_configured_retries(run_root: Path) -> None:
     with faults.simulate_oom(above=1), pytest.raises(torch.OutOfMemoryError):
-        _kdgat(
+        kdgat(
             run_root,
-            "autoencoder",
-            *("--model", "vgae", "--scale", "small"),
+            *AUTOENCODER,
             *("-O", "training.max_epochs", "1", "-O", "training.max_oom_retries", "1"),
         )
 
 
 def test_trial_search_finds_the_oom_boundary_on_its_gpu_branch(run_root: Path) -> None:
     with faults.simulate_oom(above=40):
-        rc = _kdgat(
+        rc = kdgat(
             run_root,
-            "autoencoder",
-            *("--model", "vgae", "--scale", "small", "-O", "training.max_epochs", "1"),
+            *AUTOENCODER,
+            *("-O", "training.max_epochs", "1"),
             *("-O", "training.memory_estimation", "trial"),
         )
     assert rc == 0
-    m = _metrics(run_root, "vgae_small_autoencoder")
+    m = metrics(run_root, "vgae_small_autoencoder")
     assert m["batch_size_trial"]["max_fit"] == 40 and m["batch_size"] == 34  # 0.85 safety
     assert m["oom_backoffs"] == 0
 
@@ -210,7 +186,7 @@ def test_16_mixed_without_cuda_is_an_explicit_choice(caplog: pytest.LogCaptureFi
 def test_bf16_mixed_trains_on_cpu_and_memory_snapshot_says_nothing_to_record(
     pipeline_env: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    splits = load_graphs("synth", graph_params(build_config("small")))
+    splits = load_graphs(DATASET, graph_params(build_config("small")))
     cfg = build_config(
         "small",
         {
@@ -242,7 +218,7 @@ def test_bf16_mixed_trains_on_cpu_and_memory_snapshot_says_nothing_to_record(
 
 @pytest.mark.gpu
 def test_memory_snapshot_is_written_on_a_gpu(pipeline_env: dict[str, str], tmp_path: Path) -> None:
-    splits = load_graphs("synth", graph_params(build_config("small")))
+    splits = load_graphs(DATASET, graph_params(build_config("small")))
     cfg = build_config(
         "small", {"training.max_epochs": 1, "training.memory_snapshot": True, "data.num_workers": 0}
     )
@@ -272,6 +248,6 @@ def test_fused_layer_matches_gat_conv_on_the_gpu() -> None:
         fused.lin_edge.weight.copy_(ref.lin_edge.weight)
         fused.att.copy_(torch.cat([ref.att_src.flatten(), ref.att_dst.flatten(), ref.att_edge.flatten()]))
         fused.bias.copy_(ref.bias)
-    g = _graph(n=9, e=30).cuda()
+    g = graph(9, 30).cuda()
     x = torch.randn(9, 9, device="cuda")
     assert torch.allclose(fused(x, g.edge_index, g.edge_attr), ref(x, g.edge_index, g.edge_attr), atol=1e-3)

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch
 
 from kdgat.config import build_config
 from kdgat.models import (
@@ -10,23 +10,13 @@ from kdgat.models import (
     parameter_count,
 )
 
-
-def _graph(n: int = 6, e: int = 12, seed: int = 0) -> Data:
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 11, generator=g)
-    x[:, 0] = torch.randint(0, 5, (n,), generator=g).float()
-    return Data(
-        x=x,
-        edge_index=torch.randint(0, n, (2, e), generator=g),
-        edge_attr=torch.randn(e, 11, generator=g),
-        y=torch.tensor([1]),
-    )
+from helpers import graph
 
 
 def test_gat_uses_edge_features() -> None:
     torch.manual_seed(0)
     model = build_model("gat", build_config("small"), vocab_size=8).eval()
-    b = Batch.from_data_list([_graph()])
+    b = Batch.from_data_list([graph(6, 12)])
     out = model(b.x, b.edge_index, b.edge_attr, b.batch)
     changed = model(b.x, b.edge_index, b.edge_attr + 1.0, b.batch)
     assert out.shape == (1, 2)
@@ -36,14 +26,14 @@ def test_gat_uses_edge_features() -> None:
 def test_attention_weights_per_layer() -> None:
     model = build_model("gat", build_config("small"), vocab_size=8).eval()
     assert isinstance(model, GATWithJK)
-    g = _graph()
+    g = graph(6, 12)
     att = model.attention_weights(g.x, g.edge_index, g.edge_attr)
     assert att is not None and len(att) == 2 and att[0][1].shape[1] == 4
 
 
 def test_vgae_scores_each_graph() -> None:
     model = build_model("vgae", build_config("small"), vocab_size=8).eval()
-    b = Batch.from_data_list([_graph(seed=1), _graph(seed=2), _graph(seed=3)])
+    b = Batch.from_data_list([graph(6, 12, seed=1), graph(6, 12, seed=2), graph(6, 12, seed=3)])
     assert model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch).shape == (3,)  # type: ignore[operator]
 
 
@@ -56,7 +46,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     ckpt.load_state_dict(plain.state_dict())
     plain.eval(), ckpt.eval()
     ckpt.training = True  # checkpointing is active in training mode; dropout stays off via eval() of children
-    b = Batch.from_data_list([_graph()])
+    b = Batch.from_data_list([graph(6, 12)])
     for m in (plain, ckpt):
         m(b.x, b.edge_index, b.edge_attr, b.batch).sum().backward()
     for p, q in zip(plain.parameters(), ckpt.parameters(), strict=True):

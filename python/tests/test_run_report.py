@@ -4,26 +4,18 @@ import csv
 import json
 from pathlib import Path
 
-from kdgat.cli import main
 from kdgat.report.run_report import point_metric, write_run_report
+
+from helpers import AUTOENCODER, DATASET, kdgat, metrics
 
 
 def test_training_appends_one_history_row_per_epoch_and_resume_continues_it(run_root: Path) -> None:
-    args = [
-        "autoencoder",
-        "--model",
-        "vgae",
-        "--scale",
-        "small",
-        "--dataset",
-        "synth",
-        "--run-root",
-        str(run_root),
-    ]
-    fast = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
-    assert main([*args, *fast, "-O", "training.max_epochs", "2"]) == 0
-    assert main([*args, *fast, "-O", "training.max_epochs", "3"]) == 0
-    with (run_root / "synth" / "vgae_small_autoencoder" / "history.csv").open() as f:
+    # (Also the stages' resume test: a second run of the same stage continues the epoch count.)
+    assert kdgat(run_root, *AUTOENCODER, "-O", "training.max_epochs", "2") == 0
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 2
+    assert kdgat(run_root, *AUTOENCODER, "-O", "training.max_epochs", "3") == 0
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 3
+    with (run_root / DATASET / "vgae_small_autoencoder" / "history.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
     for r in rows:

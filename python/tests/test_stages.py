@@ -11,20 +11,11 @@ from pathlib import Path
 import lightning as L
 import pytest
 
-from kdgat.cli import main
 from kdgat.contract import CONTRACT, EPOCH_METRICS
 from kdgat.data import write_synthetic_dataset
 from kdgat.training.fit import extra_callbacks
 
-FAST = ["-O", "data.num_workers", "0", "-O", "training.patience", "0"]
-
-
-def kdgat(run_root: Path, *args: str) -> int:
-    return main([*args, "--dataset", "synth", "--run-root", str(run_root), *FAST])
-
-
-def metrics(run_root: Path, name: str) -> dict:
-    return json.loads((run_root / "synth" / name / "metrics.json").read_text())
+from helpers import AUTOENCODER, DATASET, cli_args, kdgat, metrics
 
 
 class EpochMetrics(L.Callback):
@@ -102,13 +93,13 @@ def test_the_papers_feature_set_still_runs(run_root: Path, pipeline_env: dict[st
     ]
 
     def run(*args: str) -> int:
-        return main([*args, "--dataset", "synthpaper", "--run-root", str(run_root), *FAST, *paper])
+        return kdgat(run_root, *args, *paper, dataset="synthpaper")
 
     assert run("preprocess", "--model", "gat", "--scale", "small") == 0
     assert run("autoencoder", "--model", "vgae", "--scale", "small") == 0
     assert run("curriculum", "--model", "gat", "--scale", "large") == 0
     assert run("evaluation", "--model", "gat", "--scale", "large") == 0
-    ev = json.loads((run_root / "synthpaper" / "gat_large_evaluation" / "metrics.json").read_text())
+    ev = metrics(run_root, "gat_large_evaluation", dataset="synthpaper")
     assert ev["status"] == "complete" and ev["scoring"]["mode"] == "gat"
     assert "features" not in ev["graph_cache"]["params"]  # the digest caches had before the option
     meta = json.loads((Path(pipeline_env["KD_GAT_CACHE_ROOT"]) / "synthpaper" / "meta.json").read_text())
@@ -125,20 +116,7 @@ def test_missing_input_names_the_stage_to_run_first(
 
 
 def test_unknown_override_is_a_user_error(run_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        kdgat(
-            run_root,
-            "autoencoder",
-            "--model",
-            "vgae",
-            "--scale",
-            "small",
-            "-O",
-            "training.epochs",
-            "2",
-        )
-        == 2
-    )
+    assert kdgat(run_root, *AUTOENCODER, "-O", "training.epochs", "2") == 2
     assert "did you mean 'training.max_epochs'" in capsys.readouterr().err
 
 
@@ -157,8 +135,8 @@ def test_profiler_writes_a_trace_and_a_table(run_root: Path) -> None:
         "training.batch_size",
         "16",
     ]
-    assert kdgat(run_root, "autoencoder", "--model", "vgae", "--scale", "small", *args) == 0
-    traces = run_root / "synth" / "vgae_small_autoencoder" / "profiler_traces"
+    assert kdgat(run_root, *AUTOENCODER, *args) == 0
+    traces = run_root / DATASET / "vgae_small_autoencoder" / "profiler_traces"
     assert list(traces.glob("trace_step*.json"))
     assert "Name" in (traces / "top_ops.txt").read_text()
 
@@ -175,68 +153,16 @@ def test_trial_batch_size_is_recorded(run_root: Path) -> None:
         "training.memory_budget_mb",
         "64",
     ]
-    assert kdgat(run_root, "autoencoder", "--model", "vgae", "--scale", "small", *args) == 0
+    assert kdgat(run_root, *AUTOENCODER, *args) == 0
     m = metrics(run_root, "vgae_small_autoencoder")
     assert m["batch_size_mode"] == "trial" and m["batch_size"] == int(m["batch_size_trial"]["max_fit"] * 0.85)
-
-
-def test_resume_continues_the_epoch_count(run_root: Path) -> None:
-    assert (
-        kdgat(
-            run_root,
-            "autoencoder",
-            "--model",
-            "vgae",
-            "--scale",
-            "small",
-            "-O",
-            "training.max_epochs",
-            "2",
-        )
-        == 0
-    )
-    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 2
-    assert (
-        kdgat(
-            run_root,
-            "autoencoder",
-            "--model",
-            "vgae",
-            "--scale",
-            "small",
-            "-O",
-            "training.max_epochs",
-            "3",
-        )
-        == 0
-    )
-    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 3
 
 
 def test_requeue_signal_checkpoints_acknowledges_and_resumes(
     run_root: Path, pipeline_env: dict[str, str]
 ) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "kdgat",
-        "autoencoder",
-        "--model",
-        "vgae",
-        "--scale",
-        "small",
-        "--dataset",
-        "synth",
-        "--run-root",
-        str(run_root),
-        *FAST,
-        "-O",
-        "training.max_epochs",
-        "400",
-        "-O",
-        "training.batch_size",
-        "8",
-    ]
+    overrides = ("-O", "training.max_epochs", "400", "-O", "training.batch_size", "8")
+    cmd = [sys.executable, "-m", "kdgat", *cli_args(run_root, *AUTOENCODER, *overrides)]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, **pipeline_env})
     assert proc.stderr is not None
     deadline = time.time() + 120
@@ -247,7 +173,7 @@ def test_requeue_signal_checkpoints_acknowledges_and_resumes(
     proc.send_signal(signal.SIGUSR1)
     proc.stderr.read()
     assert proc.wait(timeout=120) == CONTRACT.requeue.exit_status == 75
-    run_dir = run_root / "synth" / "vgae_small_autoencoder"
+    run_dir = run_root / DATASET / "vgae_small_autoencoder"
     ack = json.loads((run_dir / "requeue_ack.json").read_text())
     assert tuple(ack) == CONTRACT.requeue.ack_fields.stage
     assert Path(ack["checkpoint"]).exists() and ack["checkpoint"].endswith("last.ckpt")
@@ -255,18 +181,5 @@ def test_requeue_signal_checkpoints_acknowledges_and_resumes(
     first_epoch = ack["epoch"]
     # The requeued job: same run dir, resumes from last.ckpt and completes the configured epochs.
     total = first_epoch + 2
-    assert (
-        kdgat(
-            run_root,
-            "autoencoder",
-            "--model",
-            "vgae",
-            "--scale",
-            "small",
-            "-O",
-            "training.max_epochs",
-            str(total),
-        )
-        == 0
-    )
+    assert kdgat(run_root, *AUTOENCODER, "-O", "training.max_epochs", str(total)) == 0
     assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == total

@@ -64,6 +64,11 @@ export const SCRIPT_VALUES = {
   },
   /** Job ids in `--dependency`. */
   jobId: { pattern: /^\d+(_\d+)?$/, expected: 'a SLURM job id such as 12345 or 12345_6' },
+  /**
+   * The unit a site bills in (a cluster profile's `charging.unit` and `balance.unit`). It reaches no
+   * job script, but is printed beside every cost, budget and balance, so it follows the same rule.
+   */
+  billingUnit: { pattern: /^[A-Za-z][A-Za-z0-9_-]{0,15}$/, expected: 'a unit name such as USD or SU' },
 } as const satisfies Record<string, ValueRule>;
 
 export type ScriptValueKind = keyof typeof SCRIPT_VALUES;

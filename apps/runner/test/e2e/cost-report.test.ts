@@ -2,7 +2,6 @@
 // a second plan of the same spec sizes its requests from them, `train --right-size` applies them, a
 // plan over its budget is refused with the figures, the balance comes from a site command on PATH,
 // and `report` draws a run and a 12-point sweep into a page Chromium opens without errors.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -11,9 +10,8 @@ import { parseJobRecords, tasksOfRun } from '@kdgat/usage';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readManifest } from '@kdgat/run-record';
 import { checkPage } from './browser.ts';
-import { REPO, RUNNER, makeSite, squeueIds, type Site } from './harness.ts';
+import { REPO, makeSite, runDirOf, squeueIds, type Site } from './harness.ts';
 
-const BIN = join(RUNNER, 'bin', 'kdgat-runner.js');
 // `report` draws with the real pipeline's environment, not the stand-in on PYTHONPATH.
 const PIPELINE_PYTHON = join(REPO, 'python', '.venv', 'bin', 'python');
 
@@ -36,32 +34,9 @@ function spec(name: string, extra: string[] = [], stage: string[] = []): string 
   ].join('\n');
 }
 
-function runDirOf(out: string): string {
-  const m = /^run dir: (.+)$/m.exec(out);
-  if (!m) throw new Error(`no run dir in output:\n${out}`);
-  return m[1]!;
-}
-
-function cli(site: Site, args: string[], env: NodeJS.ProcessEnv = site.env): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env, cwd: REPO });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += String(d)));
-    child.stderr.on('data', (d) => (err += String(d)));
-    const timer = setTimeout(() => child.kill('SIGTERM'), 200_000);
-    child.on('error', rej);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      res({ code: code ?? 1, out, err });
-    });
-  });
-}
-
 describe('cost, job records, sizes from history and the run report on SLURM', () => {
   let site: Site;
   let reportEnv: NodeJS.ProcessEnv;
-  const args = (file: string) => ['--spec', file, '--stack', 'local', '--stack-outputs', site.stackFile, '--scheduler', 'slurm'];
 
   beforeAll(() => {
     site = makeSite();
@@ -92,7 +67,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
 
   it('a run leaves job records; a second plan sizes the requests from them; --right-size applies them', async () => {
     const file = site.spec('hist', spec('e2e-hist'));
-    const first = await cli(site, ['plan', ...args(file)]);
+    const first = await site.cli(['plan', ...site.specArgs(file)]);
     expect(first.code, first.err).toBe(0);
     expect(first.out).toMatch(/cost \(local; local test cluster/);
     // 2 cpus + 4 GB on a node of 64 cores / 256 GB: 2 billed cores, 1 GPU, 30 minutes.
@@ -100,7 +75,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     expect(first.out).toContain('ae: no history for this stage: the spec is kept');
     expect(first.out).toMatch(/balance: unknown \(cluster local names no balance command\)/);
 
-    const run = await cli(site, ['train', ...args(file), '--wait']);
+    const run = await site.cli(['train', ...site.specArgs(file), '--wait']);
     expect(run.code, `${run.out}\n${run.err}`).toBe(0);
     const runDir = runDirOf(run.out);
     const m = readManifest(runDir);
@@ -128,7 +103,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     const samples = readFileSync(join(task!.dir, 'gpu_samples.csv'), 'utf8');
     expect(samples).toMatch(/^\d{4}\/\d\d\/\d\d \d\d:\d\d:\d\d\.\d+, \d+ %/m);
 
-    const second = await cli(site, ['plan', ...args(file)]);
+    const second = await site.cli(['plan', ...site.specArgs(file)]);
     expect(second.code, second.err).toBe(0);
     expect(second.out).toMatch(/ae: from 1 finished task\(s\) of 1 run\(s\) \(apply with train --right-size\)/);
     expect(second.out).toMatch(/memGB: 4 -> 1 +\(peak RSS p95/);
@@ -142,7 +117,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
         `estimate before it: worst 0.5 GPU-h / 6 SU; second plan: worst ${estimate[1]} GPU-h / ${estimate[3]} SU, expected ${estimate[4]} GPU-h / ${estimate[6]} SU`,
     );
 
-    const sized = await cli(site, ['train', ...args(file), '--right-size', '--wait', '--force']);
+    const sized = await site.cli(['train', ...site.specArgs(file), '--right-size', '--wait', '--force']);
     expect(sized.code, `${sized.out}\n${sized.err}`).toBe(0);
     expect(sized.out).toContain('(applied: --right-size)');
     const m2 = readManifest(runDirOf(sized.out));
@@ -152,7 +127,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     expect(script).toMatch(/^#SBATCH --time=00:10:00$/m);
 
     // The run report of the first run, drawn by the pipeline's environment.
-    const report = await cli(site, ['report', runDir], reportEnv);
+    const report = await site.cli(['report', runDir], { env: reportEnv });
     expect(report.code, `${report.out}\n${report.err}`).toBe(0);
     expect(report.out).toMatch(/MEMORY_OVER_REQUESTED: ae: peak memory/);
     const dir = join(runDir, 'report');
@@ -171,14 +146,14 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
   it('refuses a plan over its budget with the figures, before anything is rendered or queued', async () => {
     const file = site.spec('budget', spec('e2e-budget', ['budget: { maxBillingUnits: 1 }']));
     const before = squeueIds();
-    const r = await cli(site, ['train', ...args(file)]);
+    const r = await site.cli(['train', ...site.specArgs(file)]);
     expect(r.code).toBe(3);
     expect(r.err).toMatch(/the plan's worst case, 6\.00 SU, is over budget\.maxBillingUnits = 1 SU; nothing was queued/);
     expect(r.err).toMatch(/ae: 1 task\(s\) x 2 billed core\(s\)/);
     expect(r.err).toMatch(/to fit: shorter resources\.time/);
     expect(squeueIds()).toEqual(before);
     expect(existsSync(join(site.runsDir, 'e2e-budget'))).toBe(false);
-    const ok = await cli(site, ['plan', ...args(site.spec('budget-ok', spec('e2e-budget-ok', ['budget: { maxBillingUnits: 10 }'])))]);
+    const ok = await site.cli(['plan', ...site.specArgs(site.spec('budget-ok', spec('e2e-budget-ok', ['budget: { maxBillingUnits: 10 }'])))]);
     expect(ok.code, ok.err).toBe(0);
     expect(ok.out).toContain('budget: worst case 6.00 SU is within 10 SU');
   });
@@ -187,7 +162,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     const profile = { ...clusterPresets.local, balance: { argv: ['OSCusage', '-P', 'PAS1266'], pattern: clusterPresets['osc-pitzer'].balance!.pattern, unit: 'SU' } };
     writeFileSync(join(site.root, 'cluster-with-balance.yaml'), JSON.stringify(profile));
     const file = site.spec('balance', spec('e2e-balance').replace('cluster: local', `cluster: ${join(site.root, 'cluster-with-balance.yaml')}`));
-    const r = await cli(site, ['plan', ...args(file)]);
+    const r = await site.cli(['plan', ...site.specArgs(file)]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain('balance: 1234.5 SU (from `OSCusage -P PAS1266`)');
   });
@@ -200,11 +175,11 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
         'resources: { cpus: 1,',
       ),
     );
-    const r = await cli(site, ['train', ...args(file), '--wait']);
+    const r = await site.cli(['train', ...site.specArgs(file), '--wait']);
     expect(r.code, `${r.out}\n${r.err}`).toBe(0);
     const runDir = runDirOf(r.out);
     const t0 = performance.now();
-    const report = await cli(site, ['report', runDir], reportEnv);
+    const report = await site.cli(['report', runDir], { env: reportEnv });
     const seconds = (performance.now() - t0) / 1000;
     expect(report.code, `${report.out}\n${report.err}`).toBe(0);
     console.log(`[figures] report on a 12-point sweep: ${seconds.toFixed(1)} s (${report.out.split('\n')[0]})`);

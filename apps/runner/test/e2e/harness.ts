@@ -14,6 +14,15 @@ export const REPO = resolve(RUNNER, '../..');
 const BIN = join(RUNNER, 'bin', 'kdgat-runner.js');
 const STANDIN = join(RUNNER, 'test', 'fixtures', 'standin');
 
+/** How long one `kdgat-runner` call may take before it is killed (a deadline, not a speed check). */
+export const CLI_TIMEOUT_MS = 300_000;
+
+export interface CliResult {
+  code: number;
+  out: string;
+  err: string;
+}
+
 export interface Site {
   root: string;
   runsDir: string;
@@ -21,7 +30,20 @@ export interface Site {
   env: NodeJS.ProcessEnv;
   /** Writes a spec into the site and refreshes the stack outputs' environment hash for it. */
   spec(name: string, yaml: string): string;
-  cli(args: string[], timeoutMs?: number): Promise<{ code: number; out: string; err: string }>;
+  /** `--spec FILE --stack local --stack-outputs <the site's> --scheduler SCHEDULER`. */
+  specArgs(spec: string, scheduler?: 'slurm' | 'local'): string[];
+  /**
+   * Runs `kdgat-runner ARGS` in the repository with the site's environment (or `opts.env`). A run
+   * past `opts.timeoutMs` (default CLI_TIMEOUT_MS) is killed, and says so at the end of `err`.
+   */
+  cli(args: string[], opts?: { timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<CliResult>;
+}
+
+/** The run directory `train` / `plan` print (`run dir: …`). */
+export function runDirOf(out: string): string {
+  const m = /^run dir: (.+)$/m.exec(out);
+  if (!m) throw new Error(`no "run dir:" line in the output:\n${out}`);
+  return m[1]!;
 }
 
 let venv: string | undefined;
@@ -87,17 +109,26 @@ export function makeSite(): Site {
       writeFileSync(stackFile, JSON.stringify(outputs, null, 2));
       return file;
     },
-    cli(args, timeoutMs = 180_000) {
+    specArgs(spec, scheduler = 'slurm') {
+      return ['--spec', spec, '--stack', 'local', '--stack-outputs', stackFile, '--scheduler', scheduler];
+    },
+    cli(args, { timeoutMs = CLI_TIMEOUT_MS, env: childEnv = env } = {}) {
       return new Promise((res, rej) => {
-        const child = spawn(process.execPath, [BIN, ...args], { env, cwd: REPO });
+        const child = spawn(process.execPath, [BIN, ...args], { env: childEnv, cwd: REPO });
         let out = '';
         let err = '';
+        let killed = false;
         child.stdout.on('data', (d) => (out += String(d)));
         child.stderr.on('data', (d) => (err += String(d)));
-        const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
+        const timer = setTimeout(() => {
+          killed = true;
+          child.kill('SIGTERM');
+        }, timeoutMs);
         child.on('error', rej);
         child.on('close', (code) => {
           clearTimeout(timer);
+          if (killed)
+            err += `\n[e2e] kdgat-runner ${args.join(' ')}: still running after ${timeoutMs / 1000} s; killed (SIGTERM)\n`;
           res({ code: code ?? 1, out, err });
         });
       });
@@ -115,4 +146,24 @@ export function squeueIds(): string[] {
     .filter((l) => / kdgat-e2e-/.test(l))
     .map((l) => l.split(' ')[0]!)
     .sort();
+}
+
+/** `scontrol show job -o ID`: one line per task (empty once SLURM has forgotten the job). */
+export function scontrolJob(id: string): string {
+  return spawnSync('scontrol', ['show', 'job', '-o', id], { encoding: 'utf8' }).stdout.trim();
+}
+
+/** Where each task of an `scontrolJob` answer stands (state, reason, restarts, run time), for errors. */
+export function jobStanding(scontrol: string): string {
+  if (!scontrol) return '(scontrol knows no such job)';
+  const fields = ['JobId', 'JobState', 'Reason', 'Restarts', 'RunTime'];
+  return scontrol
+    .split('\n')
+    .map((line) =>
+      fields
+        .map((f) => new RegExp(`\\b${f}=\\S+`).exec(line)?.[0])
+        .filter(Boolean)
+        .join(' '),
+    )
+    .join('; ');
 }

@@ -3,21 +3,8 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LocalScheduler, isActive, type Scheduler, type TaskStatus } from '@kdgat/schedulers';
-
-async function waitDone(s: Scheduler, ids: string[], timeoutMs = 30_000): Promise<Map<string, TaskStatus[]>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const states = await s.query(ids);
-    if (
-      ids.every((id) => (states.get(id) ?? []).length > 0 && states.get(id)!.every((t) => !isActive(t.state)))
-    )
-      return states;
-    if (Date.now() > deadline)
-      throw new Error(`jobs ${ids.join(',')} not done: ${JSON.stringify([...states])}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+import { LocalScheduler } from '@kdgat/schedulers';
+import { describeStates, waitFor, waitForJobs } from './helpers.ts';
 
 function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'runner-local-'));
@@ -52,7 +39,7 @@ describe('local scheduler', () => {
       cpusPerTask: 1,
       output: join(dir, 'logs/%x-%A_%a.out'),
     });
-    const states = await waitDone(scheduler, [a, b]);
+    const states = await waitForJobs(scheduler, [a, b]);
     expect(states.get(a)!.map((t) => t.state)).toEqual(['COMPLETED']);
     expect(states.get(b)!.map((t) => [t.arrayIndex, t.state])).toEqual([
       [0, 'COMPLETED'],
@@ -89,7 +76,7 @@ describe('local scheduler', () => {
       array: { size: 3, concurrency: 3 },
       cpusPerTask: 1,
     });
-    const states = await waitDone(scheduler, [a, b]);
+    const states = await waitForJobs(scheduler, [a, b]);
     expect(states.get(a)!.map((t) => t.state)).toEqual(['COMPLETED', 'FAILED', 'COMPLETED']);
     const next = states.get(b)!;
     expect(next.map((t) => t.state)).toEqual(['COMPLETED', 'CANCELLED', 'COMPLETED']);
@@ -111,7 +98,7 @@ describe('local scheduler', () => {
       cwd: dir,
       dependsOn: [a],
     });
-    const states = await waitDone(scheduler, [a, b]);
+    const states = await waitForJobs(scheduler, [a, b]);
     expect(states.get(a)![0]).toMatchObject({ state: 'FAILED', exitCode: '3:0' });
     expect(states.get(b)![0]).toMatchObject({ state: 'CANCELLED' });
     expect(states.get(b)![0]!.reason).toMatch(/DependencyNeverSatisfied/);
@@ -131,11 +118,12 @@ describe('local scheduler', () => {
       cwd: dir,
       dependsOn: [a],
     });
-    const deadline = Date.now() + 10_000;
-    while ((await scheduler.query([a])).get(a)![0]!.state !== 'RUNNING') {
-      if (Date.now() > deadline) throw new Error('never started');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(
+      `job ${a} to start`,
+      () => scheduler.query([a]),
+      (states) => states.get(a)?.[0]?.state === 'RUNNING',
+      { intervalMs: 50, describe: (states) => describeStates([a], states) },
+    );
     await scheduler.cancel([a, b]);
     const states = await scheduler.query([a, b]);
     expect(states.get(a)![0]!.state).toBe('CANCELLED');
@@ -153,7 +141,7 @@ describe('local scheduler', () => {
       signal: 'B:USR1@1',
       output: join(dir, 'slow.out'),
     });
-    const states = await waitDone(scheduler, [a]);
+    const states = await waitForJobs(scheduler, [a]);
     expect(states.get(a)![0]!.state).toBe('TIMEOUT');
     expect(readFileSync(join(dir, 'slow.out'), 'utf8')).toContain('got USR1');
   });

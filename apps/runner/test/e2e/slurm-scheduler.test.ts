@@ -54,7 +54,7 @@ describe('slurm scheduler', () => {
       dependsOn: [a],
       array: { size: 3, concurrency: 1 },
     });
-    const states = await waitForJobs(slurm, [a, b], 120_000, { [b]: 3 });
+    const states = await waitForJobs(slurm, [a, b], { expectedTasks: { [b]: 3 } });
     expect(states.get(a)!.map((t) => t.state)).toEqual(['COMPLETED']);
     const tasks = [...states.get(b)!].sort((x, y) => x.arrayIndex! - y.arrayIndex!);
     expect(tasks.map((t) => [t.arrayIndex, t.state, t.exitCode])).toEqual([

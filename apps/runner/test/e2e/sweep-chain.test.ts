@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readManifest } from '@kdgat/run-record';
-import { makeSite, type Site } from './harness.ts';
+import { makeSite, runDirOf, type Site } from './harness.ts';
 import { startOwnSlurm, type OwnSlurm } from './own-slurm.ts';
 import { specYaml } from './specs.ts';
 
@@ -40,19 +40,9 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
         arrayConcurrency: 3,
       }),
     );
-    const args = [
-      '--spec',
-      spec,
-      '--stack',
-      'local',
-      '--stack-outputs',
-      site.stackFile,
-      '--scheduler',
-      'slurm',
-    ];
-    const r = await site.cli(['train', ...args, '--wait'], 400_000);
+    const r = await site.cli(['train', ...site.specArgs(spec), '--wait'], { timeoutMs: 400_000 });
     expect(r.code, `${r.out}\n${r.err}`).not.toBe(0); // one point failed
-    const runDir = /^run dir: (.+)$/m.exec(r.out)![1]!;
+    const runDir = runDirOf(r.out);
     const m = readManifest(runDir);
     expect(m.jobs.map((j) => j.key)).toEqual([
       'a.chunk0',

@@ -4,7 +4,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readManifest, sha256 } from '@kdgat/run-record';
-import { makeSite, type Site } from './harness.ts';
+import { makeSite, runDirOf, type Site } from './harness.ts';
 import { specYaml } from './specs.ts';
 
 describe('train with the local scheduler', () => {
@@ -29,7 +29,7 @@ describe('train with the local scheduler', () => {
     const r = await site.cli(['train', ...args(spec), '--wait']);
     expect(r.code, r.err + r.out).toBe(0);
     expect(r.out).toMatch(/curriculum\[1\]\s+\d+\s+COMPLETED\s+0:0\s+\S+\s+epochs=2 f1=0\.8900/);
-    const runDir = /^run dir: (.+)$/m.exec(r.out)![1]!;
+    const runDir = runDirOf(r.out);
     const m = readManifest(runDir);
     expect(m.scheduler).toBe('local');
     const cur = m.jobs.find((j) => j.key === 'curriculum')!;
@@ -79,7 +79,7 @@ describe('train with the local scheduler', () => {
     const lockV1 = 'numpy==2.3.1\ntorch==2.8.0\n';
     const first = await site.cli(['train', '--spec', spec, '--stack-outputs', withLock('lock-v1.json', lockV1), '--scheduler', 'local', '--wait']);
     expect(first.code, first.err + first.out).toBe(0);
-    const runDir = /^run dir: (.+)$/m.exec(first.out)![1]!;
+    const runDir = runDirOf(first.out);
     expect(readManifest(runDir).environment).toMatchObject({ lockHash: sha256(lockV1), lockFile: 'environment.lock.txt' });
     expect(readFileSync(join(runDir, 'environment.lock.txt'), 'utf8')).toBe(lockV1);
 
@@ -96,7 +96,7 @@ describe('train with the local scheduler', () => {
     const allowed = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', v2, '--scheduler', 'local', '--allow-env-change', '--wait']);
     expect(allowed.code, allowed.err + allowed.out).toBe(0);
     expect(allowed.out).toContain('~ torch 2.8.0 -> 2.8.1');
-    const again = readManifest(/^run dir: (.+)$/m.exec(allowed.out)![1]!);
+    const again = readManifest(runDirOf(allowed.out));
     expect(again.environment.changedFrom).toEqual({
       lockHash: sha256(lockV1),
       differences: ['~ torch 2.8.0 -> 2.8.1', '+ optuna 4.1.0'],

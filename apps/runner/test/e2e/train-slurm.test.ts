@@ -5,38 +5,9 @@ import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readManifest, type Manifest } from '@kdgat/run-record';
-import { makeSite, squeueIds, type Site } from './harness.ts';
+import { jobStanding, makeSite, runDirOf, scontrolJob, squeueIds, type Site } from './harness.ts';
+import { WAIT_MS, waitFor } from './helpers.ts';
 import { specYaml } from './specs.ts';
-
-const base = (site: Site, spec: string) => [
-  '--spec',
-  spec,
-  '--stack',
-  'local',
-  '--stack-outputs',
-  site.stackFile,
-  '--scheduler',
-  'slurm',
-];
-
-function runDirOf(out: string): string {
-  const m = /^run dir: (.+)$/m.exec(out);
-  if (!m) throw new Error(`no run dir in output:\n${out}`);
-  return m[1]!;
-}
-
-function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((res, rej) => {
-    const tick = () => {
-      const v = probe();
-      if (v !== undefined) return res(v);
-      if (Date.now() > deadline) return rej(new Error(`timed out waiting for ${what}`));
-      setTimeout(tick, 200);
-    };
-    tick();
-  });
-}
 
 describe('train on SLURM', () => {
   let site: Site;
@@ -60,7 +31,7 @@ describe('train on SLURM', () => {
         ],
       }),
     );
-    const r = await site.cli(['train', ...base(site, spec), '--wait']);
+    const r = await site.cli(['train', ...site.specArgs(spec), '--wait']);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     const runDir = runDirOf(r.out);
@@ -71,7 +42,7 @@ describe('train on SLURM', () => {
     const aeMetrics = join(ae!.runRoot, 'synth', 'vgae_small_autoencoder', 'metrics.json');
     const curMetrics = join(cur!.runRoot, 'synth', 'gat_small_curriculum', 'metrics.json');
     expect(JSON.parse(readFileSync(curMetrics, 'utf8')).epochs).toBe(3);
-    const scontrol = spawnSync('scontrol', ['show', 'job', '-o', cur!.jobId!], { encoding: 'utf8' }).stdout;
+    const scontrol = scontrolJob(cur!.jobId!);
     expect(scontrol).toMatch(/JobState=COMPLETED/);
     const { mtimeMs: a } = await import('node:fs').then((fs) => fs.statSync(aeMetrics));
     const { mtimeMs: b } = await import('node:fs').then((fs) => fs.statSync(curMetrics));
@@ -92,7 +63,7 @@ describe('train on SLURM', () => {
         sweep: { 'training.lr': [0.1, 0.01, 0.001] },
       }),
     );
-    const r = await site.cli(['train', ...base(site, spec), '--wait']);
+    const r = await site.cli(['train', ...site.specArgs(spec), '--wait']);
     expect(r.code, r.err).toBe(0);
     const m = readManifest(runDirOf(r.out));
     expect(m.jobs).toHaveLength(1);
@@ -103,9 +74,7 @@ describe('train on SLURM', () => {
       '1': { 'training.lr': 0.01 },
       '2': { 'training.lr': 0.001 },
     });
-    const states = spawnSync('scontrol', ['show', 'job', '-o', job.jobId!], { encoding: 'utf8' })
-      .stdout.trim()
-      .split('\n');
+    const states = scontrolJob(job.jobId!).split('\n');
     expect(states).toHaveLength(3);
     for (const line of states) expect(line).toMatch(/JobState=COMPLETED/);
     for (const [i, lr] of [0.1, 0.01, 0.001].entries()) {
@@ -136,7 +105,7 @@ describe('train on SLURM', () => {
         ],
       }),
     );
-    const r = await site.cli(['train', ...base(site, spec)]);
+    const r = await site.cli(['train', ...site.specArgs(spec)]);
     expect(r.code, r.err).toBe(0);
     const runDir = runDirOf(r.out);
     const ids = readManifest(runDir).jobs.map((j) => j.jobId!);
@@ -144,8 +113,11 @@ describe('train on SLURM', () => {
     const c = await site.cli(['cancel', runDir]);
     expect(c.code, c.err).toBe(0);
     expect(c.out).toContain(`cancelled ${ids.join(', ')}`);
-    await waitFor('squeue to drop the run', () =>
-      ids.some((id) => squeueIds().includes(id)) ? undefined : true,
+    await waitFor(
+      `squeue to drop the cancelled jobs ${ids.join(', ')}`,
+      () => squeueIds().filter((id) => ids.includes(id)),
+      (left) => left.length === 0,
+      { describe: (left) => `still in squeue: ${left.join(', ')}` },
     );
     const s = await site.cli(['status', runDir]);
     expect(s.out).toMatch(/slow \[\d+\] CANCELLED/);
@@ -187,7 +159,7 @@ describe('train on SLURM', () => {
       // Within the local profile's ceiling (64 cores), beyond this machine's node: only SLURM knows.
       specYaml({ name: 'e2e-big', stages: [{ id: 'x', stage: 'curriculum', cpus: 48 }] }),
     );
-    const r = await site.cli(['train', ...base(site, spec)]);
+    const r = await site.cli(['train', ...site.specArgs(spec)]);
     expect(r.code).toBe(3);
     expect(r.err).toMatch(/preflight refused 1 of 1 job\(s\); nothing was submitted/);
     expect(r.err).toMatch(/Requested node configuration is not available/);
@@ -210,8 +182,8 @@ describe('train on SLURM', () => {
       }),
     );
     const [a, b] = await Promise.all([
-      site.cli(['train', ...base(site, spec)]),
-      site.cli(['train', ...base(site, spec)]),
+      site.cli(['train', ...site.specArgs(spec)]),
+      site.cli(['train', ...site.specArgs(spec)]),
     ]);
     const ok = [a, b].filter((r) => r.code === 0);
     const refused = [a, b].filter((r) => r.code === 3);
@@ -221,66 +193,75 @@ describe('train on SLURM', () => {
     const id = readManifest(runDir).jobs[0]!.jobId!;
     expect(refused[0]!.err).toMatch(/already queued or running; not submitting again \(use --force/);
     expect(refused[0]!.err).toContain(`job ids ${id}`);
-    const forced = await site.cli(['train', ...base(site, spec), '--force']);
+    const forced = await site.cli(['train', ...site.specArgs(spec), '--force']);
     expect(forced.code, forced.err).toBe(0);
     await site.cli(['cancel', runDir]);
     await site.cli(['cancel', runDirOf(forced.out)]);
   });
 
-  it('preemption: signalled job checkpoints, acknowledges, is requeued, resumes and completes all epochs', async () => {
-    const spec = site.spec(
-      'preempt',
-      specYaml({
-        name: 'e2e-preempt',
-        stages: [
-          {
-            id: 'train',
-            stage: 'curriculum',
-            overrides: { 'training.max_epochs': 6 },
-          },
-        ],
-        requeue: { leadSeconds: 60, maxRestarts: 2 },
-      }),
-    );
-    const r = await site.cli(['train', ...base(site, spec)]);
-    expect(r.code, r.err).toBe(0);
-    const runDir = runDirOf(r.out);
-    const m: Manifest = readManifest(runDir);
-    const job = m.jobs[0]!;
-    const runLeaf = join(job.runRoot, 'synth', 'gat_small_curriculum');
-    // Signal once the pipeline has trained an epoch.
-    await waitFor('first epoch checkpoint', () =>
-      existsSync(join(runLeaf, 'checkpoints', 'last.ckpt')) ? true : undefined,
-    );
-    const sig = spawnSync('scancel', ['--signal=USR1', '--batch', job.jobId!], { encoding: 'utf8' });
-    expect(sig.status, sig.stderr).toBe(0);
-    // SLURM holds a requeued batch job for ~2 minutes (BeginTime); as the cluster admin, release
-    // it now so the test does not wait. The requeue itself is the job script's doing.
-    await waitFor('the requeue', () => {
-      const out = spawnSync('scontrol', ['show', 'job', '-o', job.jobId!], { encoding: 'utf8' }).stdout;
-      return /Restarts=1/.test(out) && /JobState=PENDING/.test(out) ? out : undefined;
-    });
-    expect(spawnSync('scontrol', ['update', `JobId=${job.jobId}`, 'StartTime=now']).status).toBe(0);
-    const done = await waitFor(
-      'the requeued job to complete',
-      () => {
-        const out = spawnSync('scontrol', ['show', 'job', '-o', job.jobId!], { encoding: 'utf8' }).stdout;
-        return /JobState=COMPLETED/.test(out) ? out : undefined;
-      },
-      200_000, // a loaded 2-core runner has taken over 150 s here; a quiet one about 10 s
-    );
-    expect(done).toMatch(/Restarts=1/);
-    const ack = JSON.parse(readFileSync(join(runLeaf, 'requeue_ack.json'), 'utf8'));
-    expect(ack.epoch).toBeGreaterThanOrEqual(1);
-    expect(JSON.parse(readFileSync(join(runLeaf, 'metrics.json'), 'utf8')).epochs).toBe(6);
-    const logs = readdirSync(join(runDir, 'logs'))
-      .map((f) => readFileSync(join(runDir, 'logs', f), 'utf8'))
-      .join('\n');
-    expect(logs).toMatch(/checkpoint acknowledged; requeueing job/);
-    expect(logs).toMatch(/resuming from .*last\.ckpt at epoch/);
-    const s = await site.cli(['status', runDir]);
-    expect(s.out).toMatch(/PREEMPTED_REQUEUED: .*requeued 1 time\(s\)/);
-  });
+  it(
+    'preemption: signalled job checkpoints, acknowledges, is requeued, resumes and completes all epochs',
+    async () => {
+      const spec = site.spec(
+        'preempt',
+        specYaml({
+          name: 'e2e-preempt',
+          stages: [
+            {
+              id: 'train',
+              stage: 'curriculum',
+              overrides: { 'training.max_epochs': 6 },
+            },
+          ],
+          requeue: { leadSeconds: 60, maxRestarts: 2 },
+        }),
+      );
+      const r = await site.cli(['train', ...site.specArgs(spec)]);
+      expect(r.code, r.err).toBe(0);
+      const runDir = runDirOf(r.out);
+      const m: Manifest = readManifest(runDir);
+      const job = m.jobs[0]!;
+      const runLeaf = join(job.runRoot, 'synth', 'gat_small_curriculum');
+      // Signal once the pipeline has trained an epoch.
+      const checkpoint = join(runLeaf, 'checkpoints', 'last.ckpt');
+      await waitFor(
+        `the first epoch's checkpoint ${checkpoint}`,
+        () => ({ written: existsSync(checkpoint), job: scontrolJob(job.jobId!) }),
+        (seen) => seen.written,
+        { describe: (seen) => `not written yet; ${jobStanding(seen.job)}` },
+      );
+      const sig = spawnSync('scancel', ['--signal=USR1', '--batch', job.jobId!], { encoding: 'utf8' });
+      expect(sig.status, sig.stderr).toBe(0);
+      // SLURM holds a requeued batch job for ~2 minutes (BeginTime); as the cluster admin, release
+      // it now so the test does not wait. The requeue itself is the job script's doing.
+      await waitFor(
+        `job ${job.jobId} to be requeued (Restarts=1, PENDING)`,
+        () => scontrolJob(job.jobId!),
+        (out) => /Restarts=1/.test(out) && /JobState=PENDING/.test(out),
+        { describe: jobStanding },
+      );
+      expect(spawnSync('scontrol', ['update', `JobId=${job.jobId}`, 'StartTime=now']).status).toBe(0);
+      const done = await waitFor(
+        `requeued job ${job.jobId} to complete`,
+        () => scontrolJob(job.jobId!),
+        (out) => /JobState=COMPLETED/.test(out),
+        // A loaded 2-core runner has taken over 150 s here; a quiet one about 10 s.
+        { describe: jobStanding, timeoutMs: 2 * WAIT_MS },
+      );
+      expect(done).toMatch(/Restarts=1/);
+      const ack = JSON.parse(readFileSync(join(runLeaf, 'requeue_ack.json'), 'utf8'));
+      expect(ack.epoch).toBeGreaterThanOrEqual(1);
+      expect(JSON.parse(readFileSync(join(runLeaf, 'metrics.json'), 'utf8')).epochs).toBe(6);
+      const logs = readdirSync(join(runDir, 'logs'))
+        .map((f) => readFileSync(join(runDir, 'logs', f), 'utf8'))
+        .join('\n');
+      expect(logs).toMatch(/checkpoint acknowledged; requeueing job/);
+      expect(logs).toMatch(/resuming from .*last\.ckpt at epoch/);
+      const s = await site.cli(['status', runDir]);
+      expect(s.out).toMatch(/PREEMPTED_REQUEUED: .*requeued 1 time\(s\)/);
+    },
+    5 * WAIT_MS,
+  ); // four waits in a row, each with its own deadline and message: this is only the backstop
 
   it('--from-manifest re-renders byte-identical scripts', async () => {
     const spec = site.spec(
@@ -294,7 +275,7 @@ describe('train on SLURM', () => {
         sweep: { 'training.lr': [0.1, 0.2] },
       }),
     );
-    const first = await site.cli(['train', ...base(site, spec), '--wait']);
+    const first = await site.cli(['train', ...site.specArgs(spec), '--wait']);
     expect(first.code, first.err).toBe(0);
     const runDir = runDirOf(first.out);
     const again = await site.cli(['plan', '--from-manifest', runDir, '--stack-outputs', site.stackFile]);

@@ -3,6 +3,7 @@ import { clusterPresets } from '../cluster/presets.ts';
 import { ClusterProfileSchema } from '../cluster/schema.ts';
 import { loadExperimentSpec } from '../load/load.ts';
 import { SpecValidationError } from '../errors.ts';
+import { SCRIPT_VALUES } from '../script-values.ts';
 
 const spec = (extra: string, cluster = 'local') =>
   [
@@ -29,6 +30,17 @@ describe('charging rules and budgets', () => {
     const r = ClusterProfileSchema.safeParse(bad);
     expect(r.success).toBe(false);
     expect(r.error!.issues[0]!.path).toEqual(['charging', 'partitions', 'nope']);
+  });
+
+  it('refuses a billing unit that is not a unit name, in the words of its rule', () => {
+    const charging = { ...clusterPresets.local.charging!, unit: '$(id)' };
+    const balance = { argv: ['OSCusage', '-P', '{account}'], pattern: '([0-9.]+)', unit: 'US dollars' };
+    const r = ClusterProfileSchema.safeParse({ ...clusterPresets.local, charging, balance });
+    expect(r.success).toBe(false);
+    expect(r.error!.issues.map((i) => [i.path, i.message])).toEqual([
+      [['charging', 'unit'], SCRIPT_VALUES.billingUnit.expected],
+      [['balance', 'unit'], SCRIPT_VALUES.billingUnit.expected],
+    ]);
   });
 
   it('refuses a balance pattern without a capture group', () => {

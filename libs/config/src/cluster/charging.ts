@@ -1,6 +1,18 @@
 // What a site charges for a job, and where an account's balance can be read: profile fields, never
 // constants, because rates change by fiscal year and client category (docs: DOMAIN.md, Charging).
 import { z } from 'zod';
+import { SCRIPT_VALUES, ruleString, type ValueRule } from '../script-values.ts';
+
+const BillingUnit = ruleString(SCRIPT_VALUES.billingUnit);
+
+/**
+ * A word of the balance command's argv. Run without a shell, so no quoting is involved; unlike a
+ * script value it may start with `-` (an option such as `-P`). `{account}` stands for the account.
+ */
+const BALANCE_ARG: ValueRule = {
+  pattern: /^[A-Za-z0-9_{}./=:@+-]+$/,
+  expected: 'a word of letters, digits and _ { } . / = : @ + -',
+};
 
 /** Billing units per core-hour (effective cores) and per GPU-hour on one partition. */
 export const ChargeRatesSchema = z
@@ -19,7 +31,7 @@ export type ChargeRates = z.infer<typeof ChargeRatesSchema>;
 export const ChargingSchema = z
   .object({
     /** The unit a budget is written in, e.g. `USD` or `SU`. */
-    unit: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,15}$/, 'a unit name such as USD or SU'),
+    unit: BillingUnit,
     /** Where the rules and rates come from (a URL and a date), shown with every estimate. */
     source: z.string().min(1),
     wholeNodesWhenMultiNode: z.boolean().default(true),
@@ -36,9 +48,7 @@ export type Charging = z.infer<typeof ChargingSchema>;
  */
 export const BalanceCommandSchema = z
   .object({
-    argv: z
-      .array(z.string().regex(/^[A-Za-z0-9_{}./=:@+-]+$/, 'a word of letters, digits and _ { } . / = : @ + -'))
-      .min(1),
+    argv: z.array(ruleString(BALANCE_ARG)).min(1),
     pattern: z.string().refine(
       (p) => {
         try {
@@ -49,7 +59,7 @@ export const BalanceCommandSchema = z
       },
       { message: 'a regular expression with one capture group (the amount)' },
     ),
-    unit: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]{0,15}$/, 'a unit name such as USD or SU'),
+    unit: BillingUnit,
   })
   .strict();
 export type BalanceCommand = z.infer<typeof BalanceCommandSchema>;
