@@ -66,6 +66,7 @@ kdgat_activate() {
 
 # kdgat_environment: what a job script runs before staging: the profile's CUDA module, then the
 # activation.
+# shellcheck disable=SC2317 # called by job scripts only (the other texts call their own function)
 kdgat_environment() {
   if [[ -n $kdgat_cuda_module ]]; then
     kdgat_module_command
@@ -78,6 +79,7 @@ kdgat_environment() {
 
 # kdgat_load_login_modules: the profile's modules for a command on a login node, in one
 # `module load`; a missing one ends the shell after the module system's own message.
+# shellcheck disable=SC2317 # called by the login-node script only
 kdgat_load_login_modules() {
   kdgat_module_command
   if ! module load "${kdgat_login_modules[@]}"; then
