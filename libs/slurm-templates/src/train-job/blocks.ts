@@ -98,7 +98,9 @@ export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string
 /** The profile's CUDA module a job loads ('' for profiles without one, such as local). */
 function cudaModuleValue(profile: ProfileView): string {
   const cuda = profile.modules.cuda;
-  return cuda === undefined || cuda === '' ? '' : requireMatch('profile.modules.cuda', cuda, RULES.moduleName);
+  return cuda === undefined || cuda === ''
+    ? ''
+    : requireMatch('profile.modules.cuda', cuda, RULES.moduleName);
 }
 
 /** Lmod's usual system-wide init, for profiles that do not name their site's. */
