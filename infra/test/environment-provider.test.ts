@@ -126,7 +126,9 @@ describe('commands with the profile modules', () => {
       ['conda', 'env', 'create', '--prefix', "/fs/ess/it's here"],
     );
     expect(argv.slice(0, 3)).toEqual(['bash', '-l', '-c']);
-    expect(argv[3]).toContain('module load miniconda3/24.1.2-py310 cuda/12.4.1');
+    // The profile's modules as values for environment.sh, loaded by one call before the command.
+    expect(argv[3]).toContain('kdgat_login_modules=(\n  miniconda3/24.1.2-py310 cuda/12.4.1\n)\n');
+    expect(argv[3]).toMatch(/^kdgat_load_login_modules\nexec "\$@"\n$/m);
     expect(argv.slice(4)).toEqual([
       'kdgat-modules',
       'conda',

@@ -39,7 +39,7 @@ describe('golden job scripts', () => {
         ? ['stageData']
         : name.endsWith('job_epilog.sh')
           ? ['epilog']
-          : ['jobStart', 'jobRun'];
+          : ['jobStart', 'environment', 'jobRun'];
     for (const [name, text] of Object.entries(files).filter(([n]) => n.endsWith('.sh'))) {
       for (const file of madeOf(name)) expect(text, name).toContain(shellFileLines(file).join('\n'));
       const sourced = text.split('\n').filter((l) => /^\s*(source|\.)\s/.test(l));

@@ -70,7 +70,7 @@ test('runner plan of the osc-pitzer spec before the site is provisioned', () => 
     assert.ok(!before.has(planDir.split('/').pop()!));
     const script = readFileSync(join(planDir, 'scripts/autoencoder.sbatch'), 'utf8');
     assert.match(script, /^#SBATCH --account=PAS1266$/m);
-    assert.match(script, /module load cuda\/12\.4\.1/);
+    assert.match(script, /^kdgat_cuda_module=cuda\/12\.4\.1$/m);
     assert.match(script, /^kdgat_stage_datasets=\(\n {2}hcrl_sa \/fs\/scratch\/PAS1266\/kd-gat\/cache\/hcrl_sa\n\)$/m);
     const manifest = JSON.parse(readFileSync(join(planDir, 'manifest.json'), 'utf8'));
     assert.equal(manifest.stack.source, 'declared stack configuration (not provisioned)');

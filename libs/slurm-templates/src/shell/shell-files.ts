@@ -12,6 +12,7 @@ export const SHELL_FILES = {
   stageData: 'stage-data.sh',
   epilog: 'epilog.sh',
   jobStart: 'job-start.sh',
+  environment: 'environment.sh',
   jobRun: 'job-run.sh',
 } as const;
 export type ShellFile = keyof typeof SHELL_FILES;

@@ -1,17 +1,16 @@
 /**
  * Script sections shared by the per-run job script and the hand-use site scripts: the `#SBATCH`
  * lines, the values every job script assigns before the static shell (src/shell/job-start.sh and
- * job-run.sh), and the activation of the environment (also the stack output `environment.activate`
- * and, for login nodes, `renderModuleShell`). Every interpolated value goes through `shq` or has
- * been checked against its rule. Shell variables are prefixed `kdgat_` because the staging script
- * is sourced into the same shell.
+ * job-run.sh), and the values of the environment for src/shell/environment.sh (also carried by the
+ * stack output `environment.activate` and, for login nodes, `renderModuleShell`). Every
+ * interpolated value goes through `shq` (`assign`) or has been checked against its rule. Shell
+ * variables are prefixed `kdgat_` because the staging script is sourced into the same shell.
  */
 import { RUN_CONTRACT } from '@kdgat/config';
 import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { shq } from '../quote/shq.ts';
 import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
-import { assign, shellFileLines } from '../shell/shell-files.ts';
+import { assign, assignArray, shellFileLines } from '../shell/shell-files.ts';
 
 /** Exit status of the pipeline after it checkpointed on the requeue signal (EX_TEMPFAIL). */
 export const REQUEUE_EXIT_STATUS = RUN_CONTRACT.requeue.exitStatus;
@@ -74,53 +73,41 @@ function requeueValueLines(policy: RequeuePolicy): string[] {
 
 /**
  * Everything after a job script's values: the static start (strict mode, task, traps), the
- * activation of the environment, the static run (staging, sampler, pipeline, requeue decision).
+ * environment (its values, src/shell/environment.sh, `kdgat_environment`), the static run
+ * (staging, sampler, pipeline, requeue decision).
  */
 export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string[] {
-  const modules = moduleLines(profile);
+  const cuda = cudaModuleValue(profile);
+  const lmodInit = cuda !== '' ? lmodInitValue(profile) : '';
+  const activation = activationValues(env, profile);
   return [
     ...shellFileLines('jobStart'),
     '',
-    "# ---- the environment: the profile's modules and the environment's activation (rendered) ----",
-    ...modules,
-    ...(modules.length > 0 ? [''] : []),
-    ...activationLines(env, profile),
+    "# ---- the environment: the profile's CUDA module, then the environment's activation ----",
+    // The init is validated where it is needed: for the CUDA module, else for the conda module.
+    assign('kdgat_lmod_init', lmodInit || activation.lmodInit),
+    assign('kdgat_cuda_module', cuda),
+    ...activation.lines,
+    ...shellFileLines('environment'),
+    'kdgat_environment',
     '',
     ...shellFileLines('jobRun'),
   ];
 }
 
-/** `module load` of the profile's CUDA module; none for profiles without modules (local). */
-export function moduleLines(profile: ProfileView): string[] {
-  const modules = [profile.modules.cuda].filter((m): m is string => m !== undefined && m !== '');
-  if (modules.length === 0) return [];
-  for (const m of modules) requireMatch('profile.modules.cuda', m, RULES.moduleName);
-  return [
-    '# Lmod defines `module` as a shell function that a batch shell may not have inherited.',
-    ...moduleCommandLines(profile),
-    'set +u # Lmod reads unset variables',
-    ...modules.map((m) => `module load ${shq(m)}`),
-    'set -u',
-  ];
+/** The profile's CUDA module a job loads ('' for profiles without one, such as local). */
+function cudaModuleValue(profile: ProfileView): string {
+  const cuda = profile.modules.cuda;
+  return cuda === undefined || cuda === ''
+    ? ''
+    : requireMatch('profile.modules.cuda', cuda, RULES.moduleName);
 }
 
 /** Lmod's usual system-wide init, for profiles that do not name their site's. */
 export const DEFAULT_LMOD_INIT = '/etc/profile.d/lmod.sh';
 
-function moduleCommandLines(profile: Pick<ProfileView, 'modules'>): string[] {
-  const init = shq(
-    requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit),
-  );
-  return [
-    `if ! type module >/dev/null 2>&1 && [[ -r ${init} ]]; then`,
-    '  # shellcheck source=/dev/null',
-    `  source ${init}`,
-    'fi',
-    'if ! type module >/dev/null 2>&1; then',
-    `  echo "kdgat: cluster profile $kdgat_profile loads modules, but there is no module command on $(hostname)" >&2`,
-    `  exit ${UNAVAILABLE_EXIT_STATUS}`,
-    'fi',
-  ];
+function lmodInitValue(profile: Pick<ProfileView, 'modules'>): string {
+  return requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit);
 }
 
 /** The profile's modules a login node loads to build environments: the conda frontend's, then CUDA's. */
@@ -133,36 +120,50 @@ export function loginModules(profile: Pick<ProfileView, 'modules'>): string[] {
 }
 
 /**
- * A `bash -c` script for commands on a login node (infra's environment builds over SSH): makes
- * `module` available (the profile's Lmod init where the login did not define it), loads the
- * profile's conda and CUDA modules, then runs its arguments (`exec "$@"`). A missing module system or
- * module ends it with status 69 after the module system's own message. Null without modules.
+ * A `bash -c` script for commands on a login node (infra's environment builds over SSH): the
+ * profile's values, src/shell/environment.sh, `kdgat_load_login_modules` (makes `module` available
+ * from the profile's Lmod init where the login did not define it, loads the profile's conda and
+ * CUDA modules), then runs its arguments (`exec "$@"`). A missing module system or module ends it
+ * with status 69 after the module system's own message. Null without modules.
  */
 export function renderModuleShell(profile: Pick<ProfileView, 'name' | 'modules'>): string | null {
   const modules = loginModules(profile);
   if (modules.length === 0) return null;
-  const words = modules.map((m) => shq(m)).join(' ');
   return [
-    `kdgat_profile=${shq(profile.name)}`,
-    ...moduleCommandLines(profile),
-    `if ! module load ${words}; then`,
-    `  printf 'kdgat: cluster profile %s: module load %s failed on %s (the module system says why above)\\n' "$kdgat_profile" ${shq(modules.join(' '))} "$(hostname)" >&2`,
-    `  exit ${UNAVAILABLE_EXIT_STATUS}`,
-    'fi',
+    assign('kdgat_profile', profile.name),
+    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('kdgat_lmod_init', lmodInitValue(profile)),
+    ...assignArray('kdgat_login_modules', [modules]),
+    ...shellFileLines('environment'),
+    'kdgat_load_login_modules',
     'exec "$@"',
     '',
   ].join('\n');
 }
 
 /**
- * Activation of the environment that works in a non-interactive batch shell: conda's hook has to be
- * evaluated because `conda activate` is a shell function that .bashrc would normally define.
+ * The stack output `environment.activate`: a snippet a user can source (bash) that activates the
+ * environment as a job does (the conda module first where conda is not on PATH): the values,
+ * src/shell/environment.sh, `kdgat_activate`.
  */
 export function activationSnippet(env: EnvironmentView, profile: ProfileView): string {
-  return activationLines(env, profile).join('\n') + '\n';
+  const activation = activationValues(env, profile);
+  return [
+    assign('kdgat_profile', profile.name),
+    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('kdgat_lmod_init', activation.lmodInit),
+    ...activation.lines,
+    ...shellFileLines('environment'),
+    'kdgat_activate',
+    '',
+  ].join('\n');
 }
 
-export function activationLines(env: EnvironmentView, profile: ProfileView): string[] {
+/**
+ * The values of the activation (kdgat_conda_module, kdgat_env_backend, kdgat_env_target), and the
+ * Lmod init it needs ('' unless conda comes from a module).
+ */
+function activationValues(env: EnvironmentView, profile: ProfileView): { lines: string[]; lmodInit: string } {
   if (env.backend === 'venv') {
     if (env.prefix === undefined) {
       throw new TemplateInputError(
@@ -172,12 +173,14 @@ export function activationLines(env: EnvironmentView, profile: ProfileView): str
       );
     }
     const activate = `${requireAbsolutePath('environment.prefix', env.prefix).replace(/\/+$/, '')}/bin/activate`;
-    return [
-      'set +u # activate scripts read unset variables',
-      '# shellcheck source=/dev/null',
-      `source ${shq(activate)}`,
-      'set -u',
-    ];
+    return {
+      lines: [
+        assign('kdgat_conda_module', ''),
+        assign('kdgat_env_backend', 'venv'),
+        assign('kdgat_env_target', activate),
+      ],
+      lmodInit: '',
+    };
   }
   if (env.backend !== 'conda') {
     throw new TemplateInputError('environment.backend', env.backend, "'conda' or 'venv'");
@@ -186,26 +189,19 @@ export function activationLines(env: EnvironmentView, profile: ProfileView): str
   if (target === '')
     throw new TemplateInputError('environment.name', target, 'a conda environment name or prefix');
   const conda = profile.modules.conda;
-  const loadConda =
-    conda === undefined || conda === ''
-      ? []
-      : [
-          'if ! command -v conda >/dev/null 2>&1; then',
-          ...moduleCommandLines(profile).map((l) => `  ${l}`),
-          `  module load ${shq(requireMatch('profile.modules.conda', conda, RULES.moduleName))}`,
-          'fi',
-        ];
-  return [
-    'set +u # conda activation scripts read unset variables',
-    ...loadConda,
-    'if ! command -v conda >/dev/null 2>&1; then',
-    `  printf 'kdgat: conda is not on PATH, so environment %s cannot be activated\\n' ${shq(target)} >&2`,
-    `  exit ${UNAVAILABLE_EXIT_STATUS}`,
-    'fi',
-    'eval "$(conda shell.bash hook)"',
-    `conda activate ${shq(target)}`,
-    'set -u',
-  ];
+  const fromModule = conda !== undefined && conda !== '';
+  const lmodInit = fromModule ? lmodInitValue(profile) : '';
+  return {
+    lines: [
+      assign(
+        'kdgat_conda_module',
+        fromModule ? requireMatch('profile.modules.conda', conda, RULES.moduleName) : '',
+      ),
+      assign('kdgat_env_backend', 'conda'),
+      assign('kdgat_env_target', target),
+    ],
+    lmodInit,
+  };
 }
 
 export function checkRequeuePolicy(policy: RequeuePolicy): void {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -35,11 +35,12 @@ describe('renderModuleShell (commands on a login node after the profile modules)
 
   it('loads the conda frontend and CUDA modules, then runs its arguments as given', () => {
     const script = renderModuleShell(pitzer)!;
-    expect(script).toContain('module load miniconda3/24.1.2-py310 cuda/12.4.1');
     const fake = fakeModuleCommand();
     const r = run(script, ['printf', '%s|', "it's", '$HOME', 'a b'], `${fake.bin}:/usr/bin:/bin`);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
+    // One `module load` of both, the conda frontend's first.
+    expect(readFileSync(fake.log, 'utf8')).toBe('load miniconda3/24.1.2-py310 cuda/12.4.1\n');
     expect(r.stdout).toBe("it's|$HOME|a b|");
   });
 
