@@ -43,14 +43,35 @@ while (($#)); do
   esac
 done
 
+# The directory of a file backend (PULUMI_BACKEND_URL=file://DIR), or nothing for other backends.
+file_backend_root() {
+  local url=${PULUMI_BACKEND_URL:-}
+  [[ $url == file://* ]] || return 1
+  url=${url#file://}
+  printf '%s\n' "${url%%\?*}"
+}
+
+# A file backend keeps each blob's attributes in a sidecar `<blob>.attrs`, written by truncating it
+# and then writing it (gocloud.dev fileblob `setAttrs`), before the blob itself is renamed into
+# place. An update killed between the two leaves the sidecar empty, and every later command fails
+# with "failed to load checkpoint: EOF" while the checkpoint itself is whole. A missing sidecar is
+# valid (default attributes), so an empty one is removed.
+remove_empty_attrs() {
+  local root file
+  root=$(file_backend_root) || return 0
+  [[ -d $root/.pulumi ]] || return 0
+  while IFS= read -r -d '' file; do
+    echo "pulumi-stack.sh: ${file#"$root"/} is empty (an update was killed while writing it); removing it" >&2
+    rm -f -- "$file"
+  done < <(find "$root/.pulumi" -type f -name '*.attrs' -size 0 -print0)
+}
+
 # An update killed mid-way (SIGKILL, a lost terminal) leaves its lock in a file backend, and
 # every later command refuses to run. When the lock was taken on this host by a process that
 # no longer exists, nobody holds it: clear it (`pulumi cancel`) so the next `up` can converge.
 clear_stale_lock() {
-  local url=${PULUMI_BACKEND_URL:-}
-  [[ $url == file://* ]] || return 0
-  local root=${url#file://}
-  root=${root%%\?*}
+  local root
+  root=$(file_backend_root) || return 0
   local project
   project=$(sed -n 's/^name:[[:space:]]*//p' Pulumi.yaml | head -n 1)
   local dir=$root/.pulumi/locks/organization/$project/$stack
@@ -72,6 +93,7 @@ clear_stale_lock() {
 }
 
 cd "$infra"
+remove_empty_attrs
 pulumi stack select --create "$stack" --non-interactive >/dev/null
 clear_stale_lock
 # Without a terminal there is nobody to answer the confirmation prompt.

@@ -36,9 +36,16 @@ describe('local stack with the Pulumi CLI', () => {
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
     process.kill(-run.pid, 'SIGKILL');
     await run.done;
-    // the next up (what `nx run infra:up` runs; --summary, as the quickstart runs it) clears the
-    // dead update's lock and builds again
+    // A kill can also land between the file backend truncating a checkpoint's `.attrs` sidecar and
+    // writing it (every later command then fails "failed to load checkpoint: EOF"): made certain here.
+    const attrs = join(s.backend, '.pulumi', 'stacks', 'kdgat-hpc', 'e2e-local.json.attrs');
+    expect(existsSync(attrs)).toBe(true);
+    writeFileSync(attrs, '');
+    expect(s.cli(['stack', 'output', '--stack', 'e2e-local']).output).toContain('failed to load checkpoint: EOF');
+    // the next up (what `nx run infra:up` runs; --summary, as the quickstart runs it) removes the
+    // empty sidecar, clears the dead update's lock and builds again
     const r = s.script('up', ['--summary']);
+    expect(r.output).toContain('.pulumi/stacks/kdgat-hpc/e2e-local.json.attrs is empty (an update was killed while writing it); removing it');
     expect(r.output).toContain('was interrupted');
     ok(r);
     // the summary: outputs and resource counts; resource by resource only in the log it names
