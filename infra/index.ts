@@ -8,6 +8,7 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const site = new ClusterSite('site', readSiteConfig(new pulumi.Config(), repoRoot));
 
 export const profile = site.outputs.profile;
+export const connection = site.outputs.connection;
 export const environment = site.outputs.environment;
 export const scratch = site.outputs.scratch;
 export const scripts = site.outputs.scripts;

@@ -1,6 +1,7 @@
 import * as pulumi from '@pulumi/pulumi';
 import {
   cudaOf,
+  publicConnection,
   environmentSpecHash,
   renderEnvironmentYml,
   scratchLayoutFor,
@@ -10,7 +11,7 @@ import {
   type EnvironmentSpec,
 } from '@kdgat/config';
 import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
-import type { Connection } from '../providers/executor.ts';
+import type { Connection } from '@kdgat/transport';
 import { CondaEnvironment } from './conda-environment.ts';
 import { ScratchCacheLayout } from './scratch-cache-layout.ts';
 import { SlurmTemplates } from './slurm-templates.ts';
@@ -32,6 +33,8 @@ export interface ClusterSiteArgs {
 /** Stack outputs, the contract with the runner (docs/CONTRACTS.md "Stack outputs"). */
 export interface SiteOutputs {
   profile: string;
+  /** How the runner reaches the site: the profile's connection without the secret key. */
+  connection: Connection;
   environment: {
     name: string;
     backend: string;
@@ -97,6 +100,7 @@ export class ClusterSite extends pulumi.ComponentResource {
 
     this.outputs = {
       profile: profile.name,
+      connection: publicConnection(profile.connection),
       environment: {
         name: env.name,
         backend: env.backend,

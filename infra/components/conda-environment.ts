@@ -3,7 +3,7 @@ import { environmentFilesIn, type EnvironmentFrontend, type EnvironmentSpec } fr
 import { Environment } from '../providers/environment.ts';
 import { ymlForDisplay } from '../providers/environment-spec.ts';
 import { frontendFor } from '../providers/frontends/index.ts';
-import type { Connection } from '../providers/executor.ts';
+import type { Connection } from '@kdgat/transport';
 import type { SiteModules } from '../providers/module-shell.ts';
 
 /** The fields of @kdgat/config's EnvironmentSpec this component reads (a full spec is accepted as is). */

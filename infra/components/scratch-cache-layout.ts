@@ -1,6 +1,6 @@
 import * as pulumi from '@pulumi/pulumi';
 import type { ScratchLayout } from '@kdgat/config';
-import type { Connection } from '../providers/executor.ts';
+import type { Connection } from '@kdgat/transport';
 import { TargetDirectory } from '../providers/target-directory.ts';
 
 export interface ScratchCacheLayoutArgs {

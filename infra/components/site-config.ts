@@ -3,7 +3,7 @@
 // declaration before the site is provisioned; this file adds what only Pulumi has (the secret key).
 import * as pulumi from '@pulumi/pulumi';
 import { presetOrObject, siteFromStackConfig, type RawSiteConfig } from '@kdgat/config';
-import type { Connection } from '../providers/executor.ts';
+import type { Connection } from '@kdgat/transport';
 import type { ClusterSiteArgs } from './cluster-site.ts';
 
 export { deepMerge } from '@kdgat/config';

@@ -1,5 +1,5 @@
 import * as pulumi from '@pulumi/pulumi';
-import type { Connection } from '../providers/executor.ts';
+import type { Connection } from '@kdgat/transport';
 import { TargetFile } from '../providers/target-file.ts';
 
 export interface SlurmTemplatesArgs {

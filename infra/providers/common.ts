@@ -1,6 +1,6 @@
 // Pieces shared by the provider implementations.
 import { createHash } from 'node:crypto';
-import type { Connection } from './executor.ts';
+import type { Connection } from '@kdgat/transport';
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');

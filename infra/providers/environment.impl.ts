@@ -16,7 +16,7 @@ import type * as pulumi from '@pulumi/pulumi';
 import type { EnvironmentFrontend } from '@kdgat/config';
 import { changedKeys, sha256, targetKey } from './common.ts';
 import { packageText, ymlFromDisplay } from './environment-spec.ts';
-import { executorFor, runChecked, type Connection, type Executor } from './executor.ts';
+import { executorFor, runChecked, type Connection, type Executor } from '@kdgat/transport';
 import { frontendFiles, frontendFor, type FrontendTarget } from './frontends/index.ts';
 import { checkFrontend, withModules, type SiteModules } from './module-shell.ts';
 import { pathExists, readFile, removeFile, removeTree, writeFile } from './target-fs.ts';

@@ -5,7 +5,7 @@
 // it is quoted word by word like any other argv.
 import type { ClusterProfile } from '@kdgat/config';
 import { DEFAULT_LMOD_INIT, loginModules, renderModuleShell } from '@kdgat/slurm-templates';
-import type { Executor } from './executor.ts';
+import type { Executor } from '@kdgat/transport';
 
 export type SiteModules = ClusterProfile['modules'];
 

@@ -3,7 +3,7 @@
 // created with retainOnDelete, so the CLI shows "[retain]").
 import type * as pulumi from '@pulumi/pulumi';
 import { changedKeys, targetKey } from './common.ts';
-import { executorFor, type Connection } from './executor.ts';
+import { executorFor, type Connection } from '@kdgat/transport';
 import { ensureDirectory, readFile, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetDirectoryInputs {

@@ -1,7 +1,7 @@
 // A text file on the target: written atomically with a mode; read back for drift; removed on delete.
 import type * as pulumi from '@pulumi/pulumi';
 import { changedKeys, sha256, targetKey } from './common.ts';
-import { executorFor, type Connection } from './executor.ts';
+import { executorFor, type Connection } from '@kdgat/transport';
 import { readFile, removeFile, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetFileInputs {

@@ -1,6 +1,6 @@
 import * as pulumi from '@pulumi/pulumi';
 import { lazyProvider } from './dynamic.ts';
-import type { Connection } from './executor.ts';
+import type { Connection } from '@kdgat/transport';
 
 const provider = lazyProvider(new URL('./target-file.impl.ts', import.meta.url).href);
 

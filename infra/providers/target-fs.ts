@@ -1,6 +1,6 @@
 // File operations on the target (this machine or a login node), each one a fixed `sh -c` script
 // whose values arrive as positional arguments, so paths never meet shell parsing.
-import { runChecked, type Executor } from './executor.ts';
+import { runChecked, type Executor } from '@kdgat/transport';
 
 const QUICK = { timeoutSeconds: 120 };
 

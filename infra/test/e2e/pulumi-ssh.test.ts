@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as environment from '../../providers/environment.impl.ts';
 import { ymlForDisplay } from '../../providers/environment-spec.ts';
-import { runChecked, sshExecutor, type Connection } from '../../providers/executor.ts';
+import { runChecked, sshExecutor, type Connection } from '@kdgat/transport';
 import { withModules } from '../../providers/module-shell.ts';
 import { makeModuleTree, type ModuleTree } from './modules.ts';
 import { TempStack, ok, type SiteStackOutputs } from './pulumi-harness.ts';

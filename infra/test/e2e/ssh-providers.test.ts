@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, statSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runChecked, sshExecutor, type Connection } from '../../providers/executor.ts';
+import { runChecked, sshExecutor, type Connection } from '@kdgat/transport';
 import * as dir from '../../providers/target-directory.impl.ts';
 import * as file from '../../providers/target-file.impl.ts';
 import { startSshd, strayHostKey, type LoopbackSshd } from './sshd.ts';

@@ -11,6 +11,7 @@ const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
 
 const stack: StackOutputs = {
   profile: {},
+  connection: { kind: 'local' },
   environment: {
     name: 'e',
     backend: 'venv',
@@ -105,7 +106,13 @@ describe('examples/', () => {
   });
 
   it('profile, trial-batch, cugraph, sweep-lr and tune-pitzer start from the VGAE of a kdgat-pitzer run', () => {
-    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml', 'sweep-lr.yaml', 'tune-pitzer.yaml']) {
+    for (const f of [
+      'profile.yaml',
+      'trial-batch.yaml',
+      'cugraph.yaml',
+      'sweep-lr.yaml',
+      'tune-pitzer.yaml',
+    ]) {
       const { plan, resolved } = planOf(f);
       expect(plan.jobs).toHaveLength(1);
       expect(resolved.stages[0]!.inputs).toEqual([{ run: 'kdgat-hcrl-sa', stage: 'autoencoder' }]);

@@ -47,6 +47,8 @@ export function renderPlan(
   stack: StackOutputs,
   runDir: string,
   schedulerKind: 'slurm' | 'local',
+  /** The run's code snapshot on the site (a site over SSH); absent: the environment's pipeline. */
+  code?: string,
 ): RenderedJob[] {
   const { requeue, staging } = policiesOf(resolved);
   const logsDir = join(runDir, 'logs');
@@ -66,6 +68,7 @@ export function renderPlan(
         name: stack.environment.name,
         backend: stack.environment.backend as 'conda' | 'venv',
         prefix: stack.environment.prefix,
+        ...(code !== undefined ? { code } : {}),
       },
       layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
       runRoot,

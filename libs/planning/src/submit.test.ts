@@ -14,6 +14,7 @@ const RUN_DIR = '/scratch/runs/x/run';
 
 const stack: StackOutputs = {
   profile: {},
+  connection: { kind: 'local' },
   environment: {
     name: 'e',
     backend: 'venv',

@@ -4,6 +4,7 @@ import type { StackOutputs } from './stack/outputs.ts';
 
 export const sampleOutputs: StackOutputs = {
   profile: { name: 'local' },
+  connection: { kind: 'local' },
   environment: {
     name: 'cpu-local',
     backend: 'venv',

@@ -41,7 +41,11 @@ export class ActiveRunCheckError extends Error {
 
 /** The scheduler a recorded run was submitted to. */
 export function schedulerForManifest(manifest: Manifest): Scheduler {
-  return schedulerFor(manifest.scheduler, manifest.stack.outputs.scratch.runsDir);
+  return schedulerFor(
+    manifest.scheduler,
+    manifest.stack.outputs.scratch.runsDir,
+    manifest.stack.outputs.connection ?? { kind: 'local' },
+  );
 }
 
 /** Submitted runs of the same experiment and spec hash under the runs root. */

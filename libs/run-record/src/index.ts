@@ -50,3 +50,23 @@ export {
   type ReportResult,
   type StageSummary,
 } from './report.ts';
+export {
+  COPY_EXCLUDES,
+  SITE_COPY_FILE,
+  connectionOf,
+  copyLine,
+  isRemote,
+  localView,
+  refreshCopy,
+  siteFilesOf,
+  type CopyState,
+} from './site/site-copy.ts';
+export {
+  CODE_DIFF_FILE,
+  CODE_PATH,
+  DirtyTreeError,
+  codeSnapshot,
+  snapshotDir,
+  uploadSnapshot,
+  type CodeSnapshot,
+} from './code/snapshot.ts';

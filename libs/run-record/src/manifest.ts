@@ -39,6 +39,11 @@ export interface Manifest {
   resolved: unknown;
   warnings: string[];
   git: { commit: string | null; dirty: boolean | null };
+  /**
+   * The code the jobs import, on a site reached over SSH: the snapshot of python/ (its git tree),
+   * its directory on the site, and for a dirty tree (--allow-dirty) the diff kept in the run dir.
+   */
+  code?: { tree: string; commit: string; dir: string; dirty: boolean; diffFile?: string };
   environment: {
     name: string;
     specHash: string;

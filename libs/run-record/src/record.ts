@@ -11,13 +11,32 @@ import { MANIFEST_FILE, MANIFEST_VERSION, readManifest, sha256, type Manifest } 
 import { rememberStates, type JobProgress } from './track/track.ts';
 
 export class RunRecord {
-  /** The directory manifest.json is in (a plan of an unprovisioned site: not `manifest.runDir`). */
+  /**
+   * The directory manifest.json is in: the run dir, or its local copy (a site over SSH, a plan of an
+   * unprovisioned site), in which case `manifest.runDir` is the site's.
+   */
   readonly dir: string;
   readonly manifest: Manifest;
+  /** Replaces the site's manifest after each local write, once the run dir is on the site. */
+  #publish: ((text: string) => Promise<void>) | undefined;
+  #published: Promise<void> = Promise.resolve();
 
   private constructor(dir: string, manifest: Manifest) {
     this.dir = dir;
     this.manifest = manifest;
+  }
+
+  /**
+   * From now on every change is also written to the site (in order, each replacing the whole
+   * file there); `published()` waits for those writes and reports the first that failed.
+   */
+  publishTo(write: (text: string) => Promise<void>): void {
+    this.#publish = write;
+  }
+
+  /** Waits for the writes to the site so far; throws the first failure. */
+  async published(): Promise<void> {
+    await this.#published;
   }
 
   /** Writes a new run's manifest into `dir`. */
@@ -68,9 +87,12 @@ export class RunRecord {
   }
 
   #save(): void {
+    const text = JSON.stringify(this.manifest, null, 2) + '\n';
     const tmp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify(this.manifest, null, 2) + '\n');
+    writeFileSync(tmp, text);
     renameSync(tmp, this.path);
+    const publish = this.#publish;
+    if (publish) this.#published = this.#published.then(() => publish(text));
   }
 }
 
@@ -104,6 +126,7 @@ export interface NewRun {
   stack: { name: string; source: string; outputs: StackOutputs };
   scheduler: 'slurm' | 'local';
   git: Manifest['git'];
+  code?: Manifest['code'];
   /** The environment lock copied into the run dir, if the stack carried one. */
   lockFile?: string;
   /** `--from-manifest`: the run reproduced, and how its environment changed since. */
@@ -134,6 +157,7 @@ export function newManifest(run: NewRun): Manifest {
     resolved,
     warnings: run.spec.warnings.map((w) => (typeof w === 'string' ? w : JSON.stringify(w))),
     git: run.git,
+    ...(run.code ? { code: run.code } : {}),
     environment: {
       name: environment.name,
       specHash: environment.specHash,

@@ -1,6 +1,7 @@
 // @kdgat/schedulers: one small interface (core.ts) and one folder per scheduler that implements
 // it — `slurm/` through SLURM's own commands, `local/` with bash on this machine.
 import { join } from 'node:path';
+import { sessionFor, type Connection } from '@kdgat/transport';
 import type { Scheduler } from './core.ts';
 import { LocalScheduler } from './local/index.ts';
 import { SlurmScheduler } from './slurm/index.ts';
@@ -28,7 +29,22 @@ export { pidAlive } from './local/records.ts';
 /** Where the local scheduler keeps its job records: beside the runs it ran. */
 export const LOCAL_SCHEDULER_DIR = '.local-scheduler';
 
-/** The scheduler of a kind; the local one keeps its state under the runs root. */
-export function schedulerFor(kind: 'slurm' | 'local', runsRoot: string): Scheduler {
-  return kind === 'slurm' ? new SlurmScheduler() : new LocalScheduler(join(runsRoot, LOCAL_SCHEDULER_DIR));
+/**
+ * The scheduler of a kind on a site: SLURM's commands run where the connection leads (this machine,
+ * or the login node over this process's one SSH master); the local one keeps its state under the
+ * runs root and runs jobs on this machine only.
+ */
+export function schedulerFor(
+  kind: 'slurm' | 'local',
+  runsRoot: string,
+  connection: Connection = { kind: 'local' },
+): Scheduler {
+  if (kind === 'slurm')
+    return new SlurmScheduler(connection.kind === 'local' ? {} : { executor: sessionFor(connection) });
+  if (connection.kind !== 'local')
+    throw new Error(
+      `the local scheduler runs jobs on this machine, but the site is reached over ssh (${connection.user}@${connection.host}): ` +
+        'use --scheduler slurm, or a stack with a local connection',
+    );
+  return new LocalScheduler(join(runsRoot, LOCAL_SCHEDULER_DIR));
 }

@@ -253,8 +253,9 @@ kdgat_env_target=/work/main/.hpc/envs/cpu-local/bin/activate
 #   kdgat_env_backend         conda or venv
 #   kdgat_env_target          conda: the environment's prefix or name; venv: its bin/activate
 #   kdgat_login_modules       (login node) the modules to load: the conda frontend's, then CUDA's
+#   kdgat_code                (job, optional) the run's code snapshot: its src/ comes first on PYTHONPATH
 declare -g kdgat_profile kdgat_unavailable_status kdgat_lmod_init kdgat_cuda_module kdgat_conda_module
-declare -g kdgat_env_backend kdgat_env_target
+declare -g kdgat_env_backend kdgat_env_target kdgat_code
 declare -ga kdgat_login_modules
 
 # kdgat_module_command: Lmod defines `module` as a shell function that a batch shell (or a login
@@ -312,6 +313,14 @@ kdgat_environment() {
     set -u
   fi
   kdgat_activate
+  if [[ -n ${kdgat_code:-} ]]; then
+    if [[ ! -d $kdgat_code/src ]]; then
+      echo "kdgat: the run's code snapshot $kdgat_code/src is missing on $(hostname)" >&2
+      exit "$kdgat_unavailable_status"
+    fi
+    export PYTHONPATH="$kdgat_code/src${PYTHONPATH:+:$PYTHONPATH}"
+    echo "kdgat: code from snapshot $kdgat_code"
+  fi
 }
 
 # kdgat_load_login_modules: the profile's modules for a command on a login node, in one

@@ -34,6 +34,11 @@ export interface EnvironmentView {
   /** 'conda': `conda activate <prefix ?? name>`; 'venv': `source <prefix>/bin/activate`. */
   backend: 'conda' | 'venv';
   prefix?: string;
+  /**
+   * A job only: the run's code snapshot on the site (a directory holding `src/`), imported before
+   * the environment's own packages. Absent: the environment's installed pipeline.
+   */
+  code?: string;
 }
 
 export interface ResourcesView {

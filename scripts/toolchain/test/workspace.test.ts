@@ -9,7 +9,7 @@ import { test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
 
-test('nx graph shows the nine projects with exactly the architecture edges', () => {
+test('nx graph shows the ten projects with exactly the architecture edges', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-graph-'));
   try {
     const file = join(dir, 'graph.json');
@@ -25,11 +25,12 @@ test('nx graph shows the nine projects with exactly the architecture edges', () 
       config: [],
       'slurm-templates': ['config'],
       usage: ['config'],
-      schedulers: [],
+      transport: ['config', 'slurm-templates'],
+      schedulers: ['transport'],
       planning: ['config', 'schedulers', 'slurm-templates', 'usage'],
-      'run-record': ['config', 'planning', 'schedulers', 'usage'],
-      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'usage'],
-      infra: ['config', 'slurm-templates'],
+      'run-record': ['config', 'planning', 'schedulers', 'transport', 'usage'],
+      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'transport', 'usage'],
+      infra: ['config', 'slurm-templates', 'transport'],
       python: [],
     });
   } finally {
@@ -40,7 +41,11 @@ test('nx graph shows the nine projects with exactly the architecture edges', () 
 function lint(file: string, text: string): { code: number; out: string } {
   writeFileSync(file, text);
   try {
-    const r = spawnSync('eslint', ['--no-warn-ignored', file], { cwd: repo, encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync('eslint', ['--no-warn-ignored', file], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
   } finally {
     rmSync(file, { force: true });

@@ -8,8 +8,16 @@ import {
   PulumiStackOutputs,
   type StackOutputsSource,
 } from '@kdgat/planning';
-import { RunRecord } from '@kdgat/run-record';
-import type { Output } from '@kdgat/run-record';
+import {
+  MANIFEST_FILE,
+  RunRecord,
+  copyLine,
+  isRemote,
+  localView,
+  refreshCopy,
+  siteFilesOf,
+} from '@kdgat/run-record';
+import type { Manifest, Output } from '@kdgat/run-record';
 import type { RunOptions } from '../commands/steps.ts';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -18,7 +26,7 @@ export const USAGE = `kdgat-runner — turn an experiment spec into SLURM jobs (
 queueing, follow them, and record a manifest.
 
 usage:
-  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force] [--right-size]
+  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force] [--right-size] [--allow-dirty]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
   kdgat-runner plan   --spec FILE.yaml [--stack NAME]        render + preflight, submit nothing
@@ -47,6 +55,12 @@ options:
   --study NAME|DIR       a study: its name (tune.study) or its directory
   --dry-run              tune: render + preflight, submit nothing
   --right-size           train: request the cpus, memGB and time that plan suggests from earlier runs
+  --allow-dirty          a site over ssh: send python/ with uncommitted changes (the diff is kept in
+                         the run dir and named in the manifest); without it such a tree is refused
+
+A stack whose connection is ssh is reached over one SSH master per command: scripts, the code
+snapshot and the manifest are written on the site; status, logs and report bring back a local copy
+of the run (.hpc/sites/STACK/runs/…) and say how fresh it is.
   -h, --help             this text
 
 exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid spec ·
@@ -71,6 +85,7 @@ export const OPTIONS = {
   study: { type: 'string' },
   'dry-run': { type: 'boolean' },
   'right-size': { type: 'boolean' },
+  'allow-dirty': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -147,10 +162,31 @@ export function runOptions(ctx: CommandContext): RunOptions {
   };
 }
 
-/** The run a command names: its directory or manifest.json. */
-export function openRun(ctx: CommandContext): RunRecord {
+/** A run as a command reads it: its record, and its manifest with paths where its files are here. */
+export interface OpenedRun {
+  record: RunRecord;
+  /** The manifest with every path under the run dir pointing into the local copy (a site over SSH). */
+  view: Manifest;
+}
+
+/**
+ * The run a command names: its directory or manifest.json. A run on a site over SSH is its local
+ * copy: brought back from the site first (`refresh`; logs, records, metrics), with one line on
+ * stderr saying how fresh it is, and its manifest's changes written to the site as well.
+ */
+export async function openRun(
+  ctx: CommandContext,
+  opts: { refresh: boolean } = { refresh: true },
+): Promise<OpenedRun> {
   const arg = ctx.values.run ?? ctx.positionals[1];
   if (!arg) throw ctx.usage('name the run: a run directory or its manifest.json');
   if (!existsSync(resolve(arg))) throw ctx.usage(`run ${arg}: no such directory or file`);
-  return RunRecord.open(arg);
+  const record = RunRecord.open(arg);
+  const { manifest } = record;
+  if (!isRemote(manifest)) return { record, view: manifest };
+  const files = siteFilesOf(manifest);
+  record.publishTo((text) => files.putFile(`${manifest.runDir}/${MANIFEST_FILE}`, text));
+  if (opts.refresh)
+    ctx.io.err.write(`${copyLine(manifest, record.dir, await refreshCopy(manifest, record.dir))}\n`);
+  return { record, view: localView(manifest, record.dir) };
 }

@@ -11,9 +11,11 @@ import {
 import {
   ActiveRunCheckError,
   AlreadyQueuedError,
+  DirtyTreeError,
   EnvironmentChangedError,
   StageInputError,
 } from '@kdgat/run-record';
+import { closeSessions } from '@kdgat/transport';
 import { cancelCommand } from '../commands/cancel.ts';
 import { logsCommand } from '../commands/logs.ts';
 import { planCommand } from '../commands/plan.ts';
@@ -55,6 +57,7 @@ const REFUSALS = [
   StudyExistsError,
   EnvironmentChangedError,
   BudgetExceededError,
+  DirtyTreeError,
 ];
 
 /** The message and exit status of what a command threw. */
@@ -113,5 +116,8 @@ export async function main(
     return await run(ctx);
   } catch (e) {
     return failure(e, io);
+  } finally {
+    // The command's SSH master (a site over ssh) ends with it.
+    closeSessions();
   }
 }

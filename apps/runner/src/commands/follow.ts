@@ -1,24 +1,82 @@
 // `--wait`: follow a submitted run to the end (states recorded as they are seen), then the
 // summary table, the verdict and where the report is; exit 1 when any task did not complete.
-import { isFailure } from '@kdgat/schedulers';
+// On a site over SSH a poll is one remote call (and the manifest's update there); a connection
+// that drops is retried a few times, and if it stays down the jobs are left as they are.
+import { isFailure, type Scheduler } from '@kdgat/schedulers';
 import {
+  copyLine,
   formatTable,
+  isRemote,
+  localView,
+  refreshCopy,
   schedulerForManifest,
   summaryRows,
   verdictLines,
   watchRun,
   type RunRecord,
 } from '@kdgat/run-record';
+import { ConnectionError } from '@kdgat/transport';
 import type { Io } from '../cli/args.ts';
 
+/** Polls of a remote site: at most one every 5 s (login nodes ask users not to hammer squeue). */
+const REMOTE_MIN_INTERVAL_MS = 5000;
+/** Consecutive failed connections before --wait gives up (the jobs are not touched). */
+const CONNECTION_RETRIES = 3;
+
+/** The scheduler, with a dropped connection retried CONNECTION_RETRIES times before it counts. */
+function retrying(scheduler: Scheduler, io: Io, pauseMs: number): Scheduler {
+  const query: Scheduler['query'] = async (ids) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await scheduler.query(ids);
+      } catch (e) {
+        if (!(e instanceof ConnectionError) || attempt > CONNECTION_RETRIES) throw e;
+        io.err.write(
+          `connection to the site lost (${e.message.split('\n')[0]}); retry ${attempt}/${CONNECTION_RETRIES}\n`,
+        );
+        await new Promise((r) => setTimeout(r, pauseMs * attempt));
+      }
+    }
+  };
+  return {
+    kind: scheduler.kind,
+    get submitCalls() {
+      return scheduler.submitCalls;
+    },
+    limits: () => scheduler.limits(),
+    preflight: (request) => scheduler.preflight(request),
+    submit: (request) => scheduler.submit(request),
+    cancel: (ids) => scheduler.cancel(ids),
+    query,
+  };
+}
+
 export async function follow(record: RunRecord, io: Io): Promise<number> {
-  const progress = await watchRun({
-    scheduler: schedulerForManifest(record.manifest),
-    manifest: record.manifest,
-    out: io.out,
-    onPoll: (p) => record.seen(p),
-  });
-  const rows = summaryRows(record.manifest, progress);
+  const remote = isRemote(record.manifest);
+  let progress;
+  try {
+    progress = await watchRun({
+      scheduler: retrying(schedulerForManifest(record.manifest), io, remote ? REMOTE_MIN_INTERVAL_MS : 1000),
+      manifest: record.manifest,
+      out: io.out,
+      onPoll: (p) => record.seen(p),
+      ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS } : {}),
+    });
+  } catch (e) {
+    if (!(e instanceof ConnectionError)) throw e;
+    throw new ConnectionError(
+      e.target,
+      `${e.message}\nthe jobs were not touched: \`nx run runner:status ${record.dir}\` follows them again once the site answers`,
+    );
+  }
+  await record.published();
+  // What the summary and the verdict read (job records, metrics) is on the site: bring it back.
+  let manifest = record.manifest;
+  if (remote) {
+    io.err.write(`${copyLine(manifest, record.dir, await refreshCopy(manifest, record.dir))}\n`);
+    manifest = localView(manifest, record.dir);
+  }
+  const rows = summaryRows(manifest, progress);
   io.out.write(`\n${formatTable(rows)}\n`);
   const failed = rows.filter((r) => isFailure(r.state));
   io.out.write(
@@ -26,8 +84,8 @@ export async function follow(record: RunRecord, io: Io): Promise<number> {
       ? `\n${failed.length} task(s) did not complete.\n`
       : `\nall ${rows.length} task(s) completed; manifest: ${record.path}\n`,
   );
-  const verdict = verdictLines(record.manifest);
+  const verdict = verdictLines(manifest);
   if (verdict.length > 0) io.out.write(`\n${verdict.join('\n')}\n`);
-  io.out.write(`report: nx run runner:report ${record.manifest.runDir}\n`);
+  io.out.write(`report: nx run runner:report ${record.dir}\n`);
   return failed.length > 0 ? 1 : 0;
 }

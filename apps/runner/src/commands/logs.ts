@@ -5,7 +5,7 @@ import { openRun, type Command } from '../cli/args.ts';
 
 export const logsCommand: Command = async (ctx) => {
   const { values, say } = ctx;
-  const { manifest } = openRun(ctx);
+  const { view: manifest } = await openRun(ctx);
   const job = values.job ? manifest.jobs.find((j) => j.key === values.job) : manifest.jobs[0];
   if (!job)
     throw ctx.usage(`--job ${values.job}: expected one of ${manifest.jobs.map((j) => j.key).join(', ')}`);

@@ -16,7 +16,9 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
     );
     say(`run dir on the site (in the scripts): ${manifest.runDir}`);
     say(`plan written to: ${result.runDir}`);
-  } else say(`run dir: ${result.runDir}`);
+  } else if (result.runDir !== manifest.runDir)
+    say(`run dir: ${manifest.runDir} on the site; local copy: ${result.runDir}`);
+  else say(`run dir: ${result.runDir}`);
   for (const job of result.plan.jobs) {
     const pre = result.preflight.find((r) => r.job.key === job.key);
     const what = job.tune

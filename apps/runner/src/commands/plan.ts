@@ -1,21 +1,18 @@
 // `runner plan`: train's steps up to the preflight — load spec → check stack → plan → render →
 // record → preflight — and nothing submitted. A stack not provisioned yet is planned from its
 // declared configuration (written under .hpc/plans/, sbatch --test-only skipped, saying why).
-import { newRunDir } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { printRun } from './output.ts';
 import {
   checkSpec,
   checkStack,
   loadSpec,
+  newRun,
   planRun,
   preflight,
-  recordRun,
-  render,
   reproduce,
   resultOf,
   schedulerOf,
-  writeRun,
   type RunOptions,
   type RunResult,
 } from './steps.ts';
@@ -30,11 +27,8 @@ export async function plan(opts: RunOptions): Promise<RunResult> {
   const scheduler = schedulerOf(spec, site, opts);
   const planned = await planRun(spec, site, scheduler, { rightSize: opts.rightSize === true }, log);
   const reproduction = reproduce(spec, site, planned, scheduler);
-  const runDir = newRunDir(site.runsRoot, spec.resolved.spec.name, spec.resolved.specHash);
-  const rendered = render(spec, site, planned, scheduler, runDir);
-  const written = writeRun(site, runDir, rendered, opts.repoRoot, log);
-  const record = await recordRun(spec, site, planned, written, { runDir, rendered, scheduler }, opts);
-  const reports = await preflight(record, rendered, scheduler);
+  const { record, rendered } = await newRun(spec, site, planned, scheduler, opts, log);
+  const reports = await preflight(record, rendered, scheduler, site);
   return resultOf(record, planned, reports, scheduler, { reproduction });
 }
 
@@ -44,6 +38,7 @@ export const planCommand: Command = async (ctx) => {
     ...runOptions(ctx),
     force: values.force === true,
     rightSize: values['right-size'] === true,
+    allowDirty: values['allow-dirty'] === true,
   });
   printRun(result, { dryRun: true }, ctx.say);
   return 0;

@@ -4,7 +4,7 @@ import { openRun, type Command } from '../cli/args.ts';
 
 export const reportCommand: Command = async (ctx) => {
   const { say } = ctx;
-  const r = await writeReport(openRun(ctx).manifest, say);
+  const r = await writeReport((await openRun(ctx)).view, say);
   say(`report: ${r.html} (${r.plots.length} plot(s), ${r.seconds.toFixed(1)} s)`);
   for (const [stage, b] of Object.entries(r.best)) {
     const point = Object.entries(b.point).map(([k, v]) => `${k}=${String(v)}`);

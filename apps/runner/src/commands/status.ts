@@ -11,11 +11,11 @@ import { openRun, type Command } from '../cli/args.ts';
 
 export const statusCommand: Command = async (ctx) => {
   const { say } = ctx;
-  const record = openRun(ctx);
-  const { manifest } = record;
+  const { record, view: manifest } = await openRun(ctx);
   const states = await schedulerForManifest(manifest).query(jobIdsOf(manifest));
   const progress = progressOf(manifest, states);
   record.seen(progress);
+  await record.published();
   if (ctx.values.json) {
     const jobs = progress.map((p) => ({
       key: p.job.key,

@@ -1,9 +1,11 @@
 // The steps `train`, `plan` and `tune` are made of, in the order they run: load spec → check
 // stack → plan → render → guard → record → preflight → submit. Each is wiring over the libraries
 // (@kdgat/config, planning, run-record, schedulers) plus the lines it prints.
-import { basename, dirname, join, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import {
   checkSpecAgainstSite,
+  type Connection,
   environmentSpecHash,
   loadExperimentSpec,
   type LoadedSpec,
@@ -35,13 +37,19 @@ import {
   type StackOutputsSource,
 } from '@kdgat/planning';
 import {
+  CODE_DIFF_FILE,
+  MANIFEST_FILE,
   RunRecord,
+  codeSnapshot,
   compareRecordedLock,
+  snapshotDir,
+  uploadSnapshot,
   reproductionOf,
   copyLockIntoRun,
   gitInfo,
   linkStageInputs,
   newManifest,
+  newRunDir,
   readManifest,
   resolveStageInputs,
   type Manifest,
@@ -49,6 +57,7 @@ import {
 } from '@kdgat/run-record';
 import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
 import { jobNameFor } from '@kdgat/slurm-templates';
+import { SiteFiles, sessionFor } from '@kdgat/transport';
 
 /** What `train`, `plan` and `tune` are asked (the CLI's flags, or a test's). */
 export interface RunOptions {
@@ -68,6 +77,8 @@ export interface RunOptions {
   force?: boolean;
   /** Apply the requests sized from history (`train --right-size`); recorded in the manifest. */
   rightSize?: boolean;
+  /** A site over SSH: send python/ with uncommitted changes (the diff is kept with the run). */
+  allowDirty?: boolean;
   repoRoot: string;
   log?: (line: string) => void;
 }
@@ -136,7 +147,12 @@ export interface Site {
   name: string;
   outputs: StackOutputs;
   source: StackOutputsSource;
+  /** How the site is reached (the stack's `connection` output). */
+  connection: Connection;
+  /** Where this machine keeps runs: the site's runs dir, or its local copy for a site over SSH. */
   runsRoot: string;
+  /** The site's files over SSH (undefined when the runs dir is on this machine). */
+  files?: SiteFiles;
   envChange?: { changed: boolean; differences: string[] };
   inputs: ResolvedInput[];
 }
@@ -175,13 +191,66 @@ export async function checkStack(
     for (const d of envChange.differences) log(`  ${d}`);
   }
   const inputs = stageInputs(spec, name, outputs, log);
+  const connection = outputs.connection;
+  // A provisioned site over SSH: runs are written here first, then put on the site.
+  const remote = connection.kind === 'ssh' && !isDeclaredOnly(outputs);
+  if (remote && inputs.length > 0)
+    throw new Error(
+      `stage inputs from earlier runs are not supported yet on a site reached over ssh (stack ${name}); ` +
+        'run the chain in one spec instead',
+    );
   return {
     name,
     outputs,
     source: from,
-    runsRoot: outputs.scratch.runsDir,
+    connection,
+    runsRoot: remote ? localRunsRoot(opts.repoRoot, name) : outputs.scratch.runsDir,
+    ...(remote ? { files: new SiteFiles(sessionFor(connection)) } : {}),
     inputs,
     ...(envChange ? { envChange } : {}),
+  };
+}
+
+/** Where this machine keeps its copies of a remote site's runs. */
+export function localRunsRoot(repoRoot: string, stack: string): string {
+  return join(repoRoot, '.hpc', 'sites', stack, 'runs');
+}
+
+/** The site's path of a run whose local directory is `localRunDir`. */
+export function siteRunDirOf(site: Site, localRunDir: string): string {
+  return site.files
+    ? `${site.outputs.scratch.runsDir.replace(/\/+$/, '')}/${relative(site.runsRoot, localRunDir)}`
+    : localRunDir;
+}
+
+/** Where the code snapshots of a site are kept: beside its runs, on its scratch. */
+function codeRootOf(outputs: StackOutputs): string {
+  return `${outputs.scratch.root.replace(/\/+$/, '')}/code`;
+}
+
+/**
+ * A site over SSH: the snapshot of python/ the jobs import, put on the site unless it is there
+ * already. Refuses a dirty tree unless --allow-dirty. A local site runs the environment's pipeline.
+ */
+export async function shipCode(
+  site: Site,
+  opts: RunOptions,
+  log: (line: string) => void,
+): Promise<(NonNullable<Manifest['code']> & { diff?: string }) | undefined> {
+  if (!site.files) return undefined;
+  const snapshot = await codeSnapshot(opts.repoRoot, { allowDirty: opts.allowDirty === true });
+  const dir = snapshotDir(codeRootOf(site.outputs), snapshot);
+  const uploaded = await uploadSnapshot(opts.repoRoot, snapshot, site.files, codeRootOf(site.outputs));
+  log(
+    `code: python/ at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
+      `tree ${snapshot.tree.slice(0, 12)} ${uploaded ? 'uploaded to' : 'already on the site at'} ${dir}`,
+  );
+  return {
+    tree: snapshot.tree,
+    commit: snapshot.commit,
+    dir,
+    dirty: snapshot.dirty,
+    ...(snapshot.diff !== undefined ? { diffFile: CODE_DIFF_FILE, diff: snapshot.diff } : {}),
   };
 }
 
@@ -219,7 +288,7 @@ export function schedulerOf(spec: Spec, site: Site, opts: RunOptions): Scheduler
   const kind = opts.scheduler ?? spec.source?.scheduler ?? spec.resolved.cluster.scheduler;
   return isDeclaredOnly(site.outputs) && kind === 'slurm'
     ? new UnprovisionedSlurm(site.name)
-    : schedulerFor(kind, site.runsRoot);
+    : schedulerFor(kind, site.runsRoot, site.files ? site.connection : { kind: 'local' });
 }
 
 export interface Planned {
@@ -266,8 +335,9 @@ export function render(
   planned: Planned,
   scheduler: Scheduler,
   runDir: string,
+  code?: string,
 ): RenderedJob[] {
-  return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind);
+  return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind, code);
 }
 
 /** `--from-manifest`: rendered for the recorded run dir, the scripts must be the recorded bytes. */
@@ -278,7 +348,9 @@ export function reproduce(
   scheduler: Scheduler,
 ): RunResult['reproduction'] {
   const source = spec.source;
-  return source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir));
+  return (
+    source && reproductionOf(source, render(spec, site, planned, scheduler, source.runDir, source.code?.dir))
+  );
 }
 
 /**
@@ -292,11 +364,15 @@ export function writeRun(
   rendered: readonly RenderedJob[],
   repoRoot: string,
   log: (line: string) => void,
+  code?: { diff?: string },
 ): { outDir: string; lockFile?: string } {
   const outDir = isDeclaredOnly(site.outputs)
     ? join(repoRoot, '.hpc', 'plans', site.name, basename(dirname(runDir)), basename(runDir))
-    : runDir;
+    : site.files
+      ? join(site.runsRoot, relative(site.outputs.scratch.runsDir, runDir))
+      : runDir;
   writeRendered(outDir, rendered);
+  if (code?.diff !== undefined) writeFileSync(join(outDir, CODE_DIFF_FILE), code.diff);
   linkStageInputs(outDir, site.inputs);
   const lockCopy = copyLockIntoRun(outDir, site.outputs);
   if (lockCopy.note && !isDeclaredOnly(site.outputs)) log(`note: ${lockCopy.note}`);
@@ -314,6 +390,7 @@ export async function recordRun(
     rendered: readonly RenderedJob[];
     scheduler: Scheduler;
     study?: { name: string; dir: string };
+    code?: Manifest['code'];
   },
   opts: RunOptions,
 ): Promise<RunRecord> {
@@ -326,6 +403,7 @@ export async function recordRun(
     stack: { name: site.name, source: site.source.description, outputs: site.outputs },
     scheduler: run.scheduler.kind,
     git: await gitInfo(opts.repoRoot),
+    ...(run.code ? { code: run.code } : {}),
     ...(written.lockFile ? { lockFile: written.lockFile } : {}),
     ...(spec.source ? { source: spec.source } : {}),
     ...(site.envChange ? { envChange: site.envChange } : {}),
@@ -340,13 +418,30 @@ export async function recordRun(
   return RunRecord.create(written.outDir, manifest);
 }
 
+/**
+ * A site over SSH: the run dir goes onto the site whole (scripts, sweep tables, the lock, the
+ * manifest), and from then on every change to the manifest is written there too.
+ */
+export async function publishRun(site: Site, record: RunRecord, log: (line: string) => void): Promise<void> {
+  if (!site.files) return;
+  const files = site.files;
+  const runDir = record.manifest.runDir;
+  if (!(await files.putTree(record.dir, runDir)))
+    throw new Error(`run directory ${runDir} exists on the site already; nothing was submitted`);
+  record.publishTo((text) => files.putFile(join(runDir, MANIFEST_FILE), text));
+  log(`run directory on the site: ${files.session.target}:${runDir}`);
+}
+
 /** 7. Preflight: `sbatch --test-only` (local: `bash -n`, CPUs) of every script; a refusal is recorded. */
 export async function preflight(
   record: RunRecord,
   rendered: readonly RenderedJob[],
   scheduler: Scheduler,
+  site?: Site,
 ): Promise<PreflightReport[]> {
-  const reports = await preflightPlan(rendered, record.dir, scheduler);
+  // The scripts are read where the scheduler runs: on the site, or in the local directory.
+  const dir = site?.files ? record.manifest.runDir : record.dir;
+  const reports = await preflightPlan(rendered, dir, scheduler);
   if (reports.some((r) => !r.ok)) {
     const err = new PreflightError(reports);
     record.refused(err.message);
@@ -365,14 +460,49 @@ export async function submit(
   const submitted = await submitPlan(rendered, runDir, scheduler);
   if (!submitted.error) {
     record.submitted(submitted.jobIds);
+    await record.published();
     return;
   }
   const cancelled = submitted.cancelledAfterFailure ?? [];
   record.submitted(submitted.jobIds, { error: submitted.error, cancelled });
+  await record.published();
   throw new SubmissionFailedError(
     `${submitted.error}\n  already queued parts cancelled: ${cancelled.join(', ') || 'none'}; see ${record.path}`,
     runDir,
   );
+}
+
+/**
+ * 4–6 for a new run: its directory (a local copy for a site over SSH), the code it imports there,
+ * its scripts rendered and written, `extra` (tune: the study file) and the record; on a site over
+ * SSH the run dir is then put on the site whole. Nothing is queued.
+ */
+export async function newRun(
+  spec: Spec,
+  site: Site,
+  planned: Planned,
+  scheduler: Scheduler,
+  opts: RunOptions,
+  log: (line: string) => void,
+  extra?: (outDir: string, runDir: string) => { study?: { name: string; dir: string } },
+): Promise<{ record: RunRecord; rendered: RenderedJob[]; study?: { name: string; dir: string } }> {
+  const { name: experiment } = spec.resolved.spec;
+  const runDir = siteRunDirOf(site, newRunDir(site.runsRoot, experiment, spec.resolved.specHash));
+  const code = await shipCode(site, opts, log);
+  const rendered = render(spec, site, planned, scheduler, runDir, code?.dir);
+  const written = writeRun(site, runDir, rendered, opts.repoRoot, log, code);
+  const { study } = extra?.(written.outDir, runDir) ?? {};
+  const { diff: _diff, ...recordedCode } = code ?? {};
+  const run = {
+    runDir,
+    rendered,
+    scheduler,
+    ...(study ? { study } : {}),
+    ...(code ? { code: recordedCode as NonNullable<Manifest['code']> } : {}),
+  };
+  const record = await recordRun(spec, site, planned, written, run, opts);
+  await publishRun(site, record, log);
+  return { record, rendered, ...(study ? { study } : {}) };
 }
 
 /** What train, plan and tune made: the run, its plan and preflight verdicts, and what they printed. */

@@ -1,7 +1,7 @@
 // `runner train`: load spec → check stack → plan → render → guard → record → preflight → submit,
 // then follow the run with --wait. `plan` (plan.ts) and `tune` (tune.ts) reuse these steps.
 import { join } from 'node:path';
-import { acquireLock, newRunDir, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
+import { acquireLock, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
@@ -10,15 +10,13 @@ import {
   checkSpec,
   checkStack,
   loadSpec,
+  newRun,
   planRun,
   preflight,
-  recordRun,
-  render,
   reproduce,
   resultOf,
   schedulerOf,
   submit,
-  writeRun,
   type RunOptions,
   type RunResult,
 } from './steps.ts';
@@ -37,11 +35,8 @@ export async function train(opts: RunOptions): Promise<RunResult> {
   try {
     const { name: experiment } = spec.resolved.spec;
     if (!opts.force) await refuseActiveRuns(site.runsRoot, experiment, spec.resolved.specHash);
-    const runDir = newRunDir(site.runsRoot, experiment, spec.resolved.specHash);
-    const rendered = render(spec, site, planned, scheduler, runDir);
-    const written = writeRun(site, runDir, rendered, opts.repoRoot, log);
-    const record = await recordRun(spec, site, planned, written, { runDir, rendered, scheduler }, opts);
-    const reports = await preflight(record, rendered, scheduler);
+    const { record, rendered } = await newRun(spec, site, planned, scheduler, opts, log);
+    const reports = await preflight(record, rendered, scheduler, site);
     await submit(record, rendered, scheduler);
     return resultOf(record, planned, reports, scheduler, { reproduction });
   } finally {
@@ -56,6 +51,7 @@ export const trainCommand: Command = async (ctx) => {
     ...(values['from-study'] ? { fromStudy: values['from-study'] } : {}),
     force: values.force === true,
     rightSize: values['right-size'] === true,
+    allowDirty: values['allow-dirty'] === true,
   };
   // `train --dry-run` is `plan` (with train's options, e.g. --from-study).
   if (values['dry-run']) {

@@ -16,6 +16,7 @@ function setup() {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-tune-unit-'));
   const stack: StackOutputs = {
     profile: 'local',
+    connection: { kind: 'local' },
     environment: {
       name: 'cpu-local',
       backend: 'venv',

@@ -3,7 +3,7 @@
 // submit the name links to the run's study dir. `--dry-run` stops after the preflight.
 import { join } from 'node:path';
 import { linkStudy, refuseTakenStudy, runTuneReport, studyDirOf, writeStudyFile } from '@kdgat/planning';
-import { acquireLock, newRunDir, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
+import { acquireLock, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
@@ -11,15 +11,13 @@ import {
   checkSpec,
   checkStack,
   loadSpec,
+  newRun,
   planRun,
   preflight,
-  recordRun,
-  render,
   reproduce,
   resultOf,
   schedulerOf,
   submit,
-  writeRun,
   type RunOptions,
   type RunResult,
 } from './steps.ts';
@@ -44,14 +42,12 @@ export async function tune(opts: RunOptions & { dryRun?: boolean }): Promise<Run
     refuseTakenStudy(site.runsRoot, tuning.study);
     if (!opts.dryRun && !opts.force)
       await refuseActiveRuns(site.runsRoot, experiment, spec.resolved.specHash);
-    const runDir = newRunDir(site.runsRoot, experiment, spec.resolved.specHash);
-    const rendered = render(spec, site, planned, scheduler, runDir);
-    const written = writeRun(site, runDir, rendered, opts.repoRoot, log);
-    writeStudyFile(written.outDir, spec.resolved, tuning, runDir);
-    const study = { name: tuning.study, dir: studyDirOf(runDir) };
-    const run = { runDir, rendered, scheduler, study };
-    const record = await recordRun(spec, site, planned, written, run, opts);
-    const reports = await preflight(record, rendered, scheduler);
+    const { record, rendered } = await newRun(spec, site, planned, scheduler, opts, log, (outDir, runDir) => {
+      writeStudyFile(outDir, spec.resolved, tuning, runDir);
+      return { study: { name: tuning.study, dir: studyDirOf(runDir) } };
+    });
+    const study = { name: tuning.study, dir: studyDirOf(record.manifest.runDir) };
+    const reports = await preflight(record, rendered, scheduler, site);
     if (!opts.dryRun) {
       await submit(record, rendered, scheduler);
       linkStudy(site.runsRoot, study.name, study.dir);
@@ -69,6 +65,7 @@ export const tuneCommand: Command = async (ctx) => {
     ...runOptions(ctx),
     force: values.force === true,
     rightSize: values['right-size'] === true,
+    allowDirty: values['allow-dirty'] === true,
     dryRun,
   });
   printRun(result, { dryRun }, say);

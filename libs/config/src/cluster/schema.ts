@@ -68,6 +68,16 @@ export const ConnectionSchema = z.discriminatedUnion('kind', [
 ]);
 export type Connection = z.infer<typeof ConnectionSchema>;
 
+/**
+ * The connection as a stack output and a manifest keep it: everything the runner needs to reach the
+ * site but the secret key (a key file's path stays; the key itself never leaves Pulumi's secrets).
+ */
+export function publicConnection(connection: Connection): Connection {
+  if (connection.kind === 'local') return { kind: 'local' };
+  const { privateKey: _secret, ...rest } = connection;
+  return rest;
+}
+
 export const ClusterProfileSchema = z
   .object({
     name: SafeName,

@@ -49,6 +49,7 @@ export class DeclaredStackOutputs implements StackOutputsSource {
     const d = declaredSiteOutputs(site);
     const outputs: PredictedStackOutputs = {
       profile: d.profile,
+      connection: d.connection,
       environment: {
         name: d.environment.name,
         backend: d.environment.backend,

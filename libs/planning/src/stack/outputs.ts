@@ -3,10 +3,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { ConnectionSchema } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 
 export const StackOutputsSchema = z.object({
   profile: z.unknown(),
+  /** How the site is reached; stacks provisioned before this output existed were all local. */
+  connection: ConnectionSchema.default({ kind: 'local' }),
   environment: z.object({
     name: z.string(),
     backend: z.string(),

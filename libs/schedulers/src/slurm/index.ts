@@ -1,6 +1,7 @@
 // SLURM through its own commands: sbatch --parsable / --test-only, scancel, squeue,
-// scontrol show job|config, and sacct only where accounting is configured.
-import { runCommand, type CommandResult } from '../exec.ts';
+// scontrol show job|config, and sacct only where accounting is configured. They run through an
+// executor of @kdgat/transport: on this machine, or on the site's login node over one SSH master.
+import { localExecutor, type Executor, type RunResult } from '@kdgat/transport';
 import {
   SchedulerError,
   type PreflightResult,
@@ -44,6 +45,42 @@ export function sbatchArgs(
   return args;
 }
 
+type CommandResult = Pick<RunResult, 'code' | 'stdout' | 'stderr'>;
+
+/** Seconds any one scheduler command may take (a busy slurmctld answers within this). */
+const COMMAND_TIMEOUT_S = 120;
+
+/**
+ * One poll as one call: squeue for every job, then `scontrol show job` for each (exit codes and
+ * restart counts squeue lacks), each section closed by a marker line with its status.
+ * $1: the ids joined with commas, $2: the squeue format, then the ids.
+ */
+const QUERY_SCRIPT = `squeue -h -r --jobs="$1" -o "$2"; echo "@@kdgat squeue $?"
+shift 2
+for id in "$@"; do scontrol show job -o "$id" 2>/dev/null; echo "@@kdgat scontrol $id $?"; done`;
+
+/** The sections of QUERY_SCRIPT's output: squeue's text and status, and scontrol's per job. */
+export function splitQueryOutput(stdout: string): {
+  squeue: { text: string; code: number };
+  scontrol: Map<string, { text: string; code: number }>;
+} {
+  const scontrol = new Map<string, { text: string; code: number }>();
+  let squeue = { text: '', code: 1 };
+  let buf: string[] = [];
+  for (const line of stdout.split('\n')) {
+    const m = /^@@kdgat (squeue|scontrol)(?: (\S+))? (\d+)$/.exec(line);
+    if (!m) {
+      buf.push(line);
+      continue;
+    }
+    const section = { text: buf.join('\n'), code: Number(m[3]) };
+    if (m[1] === 'squeue') squeue = section;
+    else scontrol.set(m[2]!, section);
+    buf = [];
+  }
+  return { squeue, scontrol };
+}
+
 function reasonOf(result: CommandResult): string {
   const lines = (result.stderr + result.stdout)
     .split('\n')
@@ -58,10 +95,24 @@ export class SlurmScheduler implements Scheduler {
   #preflightCalls = 0;
   #config: Map<string, string> | undefined;
   readonly #extraArgs: readonly string[];
+  readonly #executor: Executor;
 
-  /** `extraArgs` go on every sbatch call (the bench submits with `--hold`). */
-  constructor(options: { extraArgs?: readonly string[] } = {}) {
+  /**
+   * `extraArgs` go on every sbatch call (the bench submits with `--hold`); `executor` is where the
+   * commands run (default: this machine).
+   */
+  constructor(options: { extraArgs?: readonly string[]; executor?: Executor } = {}) {
     this.#extraArgs = options.extraArgs ?? [];
+    this.#executor = options.executor ?? localExecutor();
+  }
+
+  /** Where the commands run, in words (`local`, `user@host:port`). */
+  get target(): string {
+    return this.#executor.target;
+  }
+
+  #run(argv: readonly string[], cwd?: string): Promise<RunResult> {
+    return this.#executor.run(argv, { timeoutSeconds: COMMAND_TIMEOUT_S, ...(cwd ? { cwd } : {}) });
   }
 
   get submitCalls(): number {
@@ -75,7 +126,7 @@ export class SlurmScheduler implements Scheduler {
 
   async #showConfig(): Promise<Map<string, string>> {
     if (!this.#config) {
-      const r = await runCommand('scontrol', ['show', 'config']);
+      const r = await this.#run(['scontrol', 'show', 'config']);
       if (r.code !== 0)
         throw new SchedulerError(
           `scontrol show config failed: ${reasonOf(r)}`,
@@ -101,7 +152,7 @@ export class SlurmScheduler implements Scheduler {
 
   async preflight(request: SubmitRequest): Promise<PreflightResult> {
     this.#preflightCalls++;
-    const r = await runCommand('sbatch', sbatchArgs(request, 'test', this.#extraArgs), { cwd: request.cwd });
+    const r = await this.#run(['sbatch', ...sbatchArgs(request, 'test', this.#extraArgs)], request.cwd);
     const text = (r.stderr + r.stdout).trim();
     if (r.code === 0) return { ok: true, message: text.replace(/^sbatch:\s*/gm, '') };
     return { ok: false, message: reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '') };
@@ -110,7 +161,7 @@ export class SlurmScheduler implements Scheduler {
   async submit(request: SubmitRequest): Promise<string> {
     const args = sbatchArgs(request, 'submit', this.#extraArgs);
     this.#submitCalls++;
-    const r = await runCommand('sbatch', args, { cwd: request.cwd });
+    const r = await this.#run(['sbatch', ...args], request.cwd);
     if (r.code !== 0) {
       throw new SchedulerError(
         `sbatch refused ${request.name}: ${reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '')}`,
@@ -123,14 +174,14 @@ export class SlurmScheduler implements Scheduler {
 
   async cancel(jobIds: string[]): Promise<void> {
     if (jobIds.length === 0) return;
-    const r = await runCommand('scancel', jobIds);
+    const r = await this.#run(['scancel', ...jobIds]);
     if (r.code !== 0)
       throw new SchedulerError(`scancel failed: ${reasonOf(r)}`, `scancel ${jobIds.join(' ')}`, r.stderr);
   }
 
   /**
-   * One squeue call for every job; one `scontrol show job` per job (not per task) that squeue
-   * no longer lists; sacct only for what scontrol has forgotten, and only with accounting.
+   * One call for every job (squeue, then `scontrol show job` per job, in one remote shell); sacct
+   * only for what scontrol has forgotten, and only with accounting.
    */
   async query(jobIds: string[]): Promise<Map<string, TaskStatus[]>> {
     const result = new Map<string, TaskStatus[]>();
@@ -142,16 +193,23 @@ export class SlurmScheduler implements Scheduler {
       else list.push(t);
       result.set(t.jobId, list);
     };
-    const sq = await runCommand('squeue', ['-h', '-r', `--jobs=${jobIds.join(',')}`, '-o', SQUEUE_FORMAT]);
-    if (sq.code === 0) for (const t of parseSqueue(sq.stdout)) if (jobIds.includes(t.jobId)) add(t);
-    // scontrol gives exit codes and restart counts squeue lacks; ask it for every job that
-    // squeue did not show as running/pending-only, i.e. finished or partly finished arrays.
+    const r = await this.#run(['sh', '-c', QUERY_SCRIPT, 'sh', jobIds.join(','), SQUEUE_FORMAT, ...jobIds]);
+    if (r.code !== 0)
+      throw new SchedulerError(
+        `squeue/scontrol failed on ${this.target}: ${reasonOf(r)}`,
+        'squeue',
+        r.stderr,
+      );
+    const sections = splitQueryOutput(r.stdout);
+    if (sections.squeue.code === 0)
+      for (const t of parseSqueue(sections.squeue.text)) if (jobIds.includes(t.jobId)) add(t);
+    // scontrol gives exit codes and restart counts squeue lacks.
     const missing: string[] = [];
     for (const id of jobIds) {
       const tasks = result.get(id);
-      const r = await runCommand('scontrol', ['show', 'job', '-o', id]);
-      if (r.code === 0) {
-        const fromScontrol = parseShowJob(r.stdout).filter((t) => t.jobId === id);
+      const sc = sections.scontrol.get(id);
+      if (sc?.code === 0) {
+        const fromScontrol = parseShowJob(sc.text).filter((t) => t.jobId === id);
         for (const t of fromScontrol) {
           const seen = tasks?.find((x) => x.arrayIndex === t.arrayIndex);
           add(seen ? { ...seen, ...t } : t);
@@ -160,7 +218,8 @@ export class SlurmScheduler implements Scheduler {
       } else if (!tasks) missing.push(id);
     }
     if (missing.length > 0 && (await this.accountingEnabled())) {
-      const r = await runCommand('sacct', [
+      const r = await this.#run([
+        'sacct',
         '-n',
         '-P',
         '-X',

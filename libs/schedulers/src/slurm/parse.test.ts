@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sbatchArgs } from './index.ts';
+import { sbatchArgs, splitQueryOutput } from './index.ts';
 import {
   expandIndexRange,
   parseElapsed,
@@ -115,5 +115,25 @@ describe('parsers', () => {
 
   it('expands array index ranges', () => {
     expect(expandIndexRange('0-4:2,7%3')).toEqual([0, 2, 4, 7]);
+  });
+});
+
+describe('one poll as one call', () => {
+  it("splits squeue and each job's scontrol section, with their statuses", () => {
+    const out = [
+      '101|N/A|101|RUNNING|0:05|None',
+      '@@kdgat squeue 0',
+      'JobId=101 JobName=a JobState=RUNNING Restarts=0 ExitCode=0:0',
+      '@@kdgat scontrol 101 0',
+      '@@kdgat scontrol 102 1',
+      '',
+    ].join('\n');
+    const { squeue, scontrol } = splitQueryOutput(out);
+    expect(squeue).toEqual({ text: '101|N/A|101|RUNNING|0:05|None', code: 0 });
+    expect(scontrol.get('101')).toEqual({
+      text: 'JobId=101 JobName=a JobState=RUNNING Restarts=0 ExitCode=0:0',
+      code: 0,
+    });
+    expect(scontrol.get('102')).toEqual({ text: '', code: 1 });
   });
 });

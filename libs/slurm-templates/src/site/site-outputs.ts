@@ -2,12 +2,21 @@
 // they follow from its declaration alone: everything but the environment's lock, which only the
 // build produces. ClusterSite (infra) provisions exactly these paths; the runner uses the same
 // function to plan against a site that is not provisioned yet.
-import { environmentSpecHash, scratchLayoutFor, sitePathsFor, type SiteDeclaration } from '@kdgat/config';
+import {
+  environmentSpecHash,
+  publicConnection,
+  scratchLayoutFor,
+  sitePathsFor,
+  type Connection,
+  type SiteDeclaration,
+} from '@kdgat/config';
 import { activationSnippet } from '../train-job/blocks.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
 
 export interface DeclaredSiteOutputs {
   profile: string;
+  /** How the runner reaches the site (no secret key). */
+  connection: Connection;
   environment: {
     name: string;
     backend: 'conda' | 'venv';
@@ -32,6 +41,7 @@ export function declaredSiteOutputs(
   ) as Record<keyof typeof SITE_SCRIPT_NAMES, string>;
   return {
     profile: profile.name,
+    connection: publicConnection(profile.connection),
     environment: {
       name: environment.name,
       backend: environment.backend,

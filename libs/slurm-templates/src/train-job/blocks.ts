@@ -88,6 +88,9 @@ export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string
     assign('kdgat_lmod_init', lmodInit || activation.lmodInit),
     assign('kdgat_cuda_module', cuda),
     ...activation.lines,
+    ...(env.code !== undefined
+      ? [assign('kdgat_code', requireAbsolutePath('environment.code', env.code))]
+      : []),
     ...shellFileLines('environment'),
     'kdgat_environment',
     '',

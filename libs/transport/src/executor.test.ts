@@ -1,5 +1,9 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { knownHostsLine, localExecutor, runChecked, sshArgs } from '../providers/executor.ts';
+import { knownHostsLine, localExecutor, remoteCommandLine, runChecked, sshArgs } from './executor.ts';
 
 describe('local executor', () => {
   const ex = localExecutor();
@@ -62,8 +66,28 @@ describe('ssh invocation', () => {
     // the jump hop is pinned to the same known_hosts file and never prompts either
     expect(viaGateway).toContain(
       'ProxyCommand=ssh -p 22 -l bob -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/kh ' +
-        '-o GlobalKnownHostsFile=/dev/null -o ConnectTimeout=20 -o LogLevel=ERROR -W %h:%p gw.osc.edu',
+        '-o GlobalKnownHostsFile=/dev/null -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 ' +
+        '-o LogLevel=ERROR -W %h:%p gw.osc.edu',
     );
+  });
+
+  it('rides one master per session when multiplexing, bounded by ControlPersist', () => {
+    const args = sshArgs(conn, { knownHosts: '/tmp/kh', controlPath: '/tmp/s/master' }).join(' ');
+    expect(args).toContain('-o ControlMaster=auto -o ControlPath=/tmp/s/master -o ControlPersist=120');
+    expect(sshArgs(conn, { knownHosts: '/tmp/kh' }).join(' ')).not.toContain('ControlMaster');
+  });
+
+  it('quotes the remote command once, bounds it with timeout and enters its directory first', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kdgat-remote dir-'));
+    const line = remoteCommandLine(['sh', '-c', 'printf "%s|" "$PWD" "$@"', 'sh', "a b'c", '$(echo no)'], {
+      timeoutSeconds: 5,
+      cwd: dir,
+    });
+    expect(line).toMatch(/ && timeout -k 10 5 sh -c /);
+    // What the login shell on the far side does with the line: exactly these words, in that directory.
+    const r = spawnSync('bash', ['-c', line], { encoding: 'utf8' });
+    expect(r.stdout).toBe(`${dir}|a b'c|$(echo no)|`);
+    rmSync(dir, { recursive: true });
   });
 
   it('writes the known_hosts line in the form ssh looks up for the port', () => {

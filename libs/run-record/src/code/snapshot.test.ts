@@ -1,0 +1,70 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SiteFiles, localExecutor } from '@kdgat/transport';
+import { DirtyTreeError, codeSnapshot, snapshotDir, uploadSnapshot } from './snapshot.ts';
+
+function repo(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'kdgat-repo-'));
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, encoding: 'utf8' });
+  git('init', '-q');
+  git('config', 'user.email', 't@example.org');
+  git('config', 'user.name', 't');
+  mkdirSync(join(dir, 'python', 'src', 'kdgat'), { recursive: true });
+  writeFileSync(join(dir, 'python', 'src', 'kdgat', '__init__.py'), 'VERSION = 1\n');
+  writeFileSync(join(dir, 'README.md'), 'outside python/\n');
+  git('add', '-A');
+  git('commit', '-q', '-m', 'one');
+  return dir;
+}
+
+const git = (dir: string, ...args: string[]) =>
+  execFileSync('git', args, { cwd: dir, encoding: 'utf8' }).trim();
+
+describe('code snapshot', () => {
+  it("is python/'s git tree at HEAD, whatever changes outside python/", async () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'README.md'), 'edited, not shipped\n');
+    const s = await codeSnapshot(dir, { allowDirty: false });
+    expect(s).toEqual({
+      tree: git(dir, 'rev-parse', 'HEAD:python'),
+      commit: git(dir, 'rev-parse', 'HEAD'),
+      dirty: false,
+    });
+  });
+
+  it('refuses uncommitted changes under python/ and names them, unless allowed', async () => {
+    const dir = repo();
+    writeFileSync(join(dir, 'python', 'src', 'kdgat', '__init__.py'), 'VERSION = 2\n');
+    writeFileSync(join(dir, 'python', 'src', 'kdgat', 'new.py'), 'X = 1\n');
+    const err = await codeSnapshot(dir, { allowDirty: false }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DirtyTreeError);
+    expect((err as Error).message).toMatch(/python\/src\/kdgat\/__init__\.py, python\/src\/kdgat\/new\.py/);
+    expect((err as Error).message).toMatch(/--allow-dirty/);
+
+    const s = await codeSnapshot(dir, { allowDirty: true });
+    expect(s.dirty).toBe(true);
+    expect(s.tree).not.toBe(git(dir, 'rev-parse', 'HEAD:python'));
+    expect(s.diff).toMatch(/-VERSION = 1\n\+VERSION = 2/);
+    expect(s.diff).toMatch(/new file mode .*\n[\s\S]*\+X = 1/);
+    // The user's own index is untouched: nothing was staged for them.
+    expect(git(dir, 'diff', '--cached', '--name-only')).toBe('');
+    // The same working tree gives the same name (content-addressed).
+    expect((await codeSnapshot(dir, { allowDirty: true })).tree).toBe(s.tree);
+  });
+
+  it('is uploaded once per content and holds exactly the snapshot', async () => {
+    const dir = repo();
+    const site = mkdtempSync(join(tmpdir(), 'kdgat-site-code-'));
+    const files = new SiteFiles(localExecutor());
+    writeFileSync(join(dir, 'python', 'src', 'kdgat', '__init__.py'), 'VERSION = 3\n');
+    const s = await codeSnapshot(dir, { allowDirty: true });
+    expect(await uploadSnapshot(dir, s, files, site)).toBe(true);
+    expect(await uploadSnapshot(dir, s, files, site)).toBe(false);
+    const at = snapshotDir(site, s);
+    expect(readFileSync(join(at, 'src', 'kdgat', '__init__.py'), 'utf8')).toBe('VERSION = 3\n');
+    expect(existsSync(join(at, 'README.md'))).toBe(false);
+  });
+});

@@ -1,0 +1,119 @@
+// Files on the site through a session: a directory put in place atomically (a tar stream unpacked
+// beside its destination, then renamed), a file replaced atomically, and a directory copied back
+// with rsync. The same calls serve a local session, so one code path covers both connections.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { CommandFailedError, runChecked, type Session } from './executor.ts';
+
+const TIMEOUT_S = 600;
+
+// $1: the destination. Unpacks stdin beside it and renames the result into place; a destination
+// that exists already is left as it is (exit 17), and a failed unpack leaves nothing behind.
+const PUT_TREE = `set -eu
+dest=$1
+if [ -e "$dest" ]; then echo "$dest exists" >&2; exit 17; fi
+mkdir -p "$(dirname "$dest")"
+tmp=$(mktemp -d "$dest.partial.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+tar -xzf - -C "$tmp"
+chmod 755 "$tmp"
+mv -T "$tmp" "$dest"
+trap - EXIT`;
+
+// $1: the file. Writes stdin beside it and renames it over the old one.
+const PUT_FILE = `set -eu
+dest=$1
+mkdir -p "$(dirname "$dest")"
+tmp=$(mktemp "$dest.XXXXXX.tmp")
+trap 'rm -f "$tmp"' EXIT
+cat >"$tmp"
+chmod 644 "$tmp"
+mv -f "$tmp" "$dest"
+trap - EXIT`;
+
+/** The site's files as a session reaches them. */
+export class SiteFiles {
+  readonly session: Session;
+  constructor(session: Session) {
+    this.session = session;
+  }
+
+  /** Whether a path exists on the site. */
+  async exists(path: string): Promise<boolean> {
+    const r = await this.session.run(['test', '-e', path], { timeoutSeconds: 60 });
+    return r.code === 0;
+  }
+
+  /**
+   * Puts a local directory at `dest` on the site, whole or not at all. Returns false when `dest`
+   * exists already (it is left untouched: content-addressed callers reuse it).
+   */
+  async putTree(localDir: string, dest: string): Promise<boolean> {
+    const tar = spawnSync('tar', ['-C', localDir, '-czf', '-', '.'], { maxBuffer: 1 << 30 });
+    if (tar.status !== 0) throw new Error(`tar of ${localDir} failed: ${tar.stderr.toString().trim()}`);
+    const r = await this.session.run(['sh', '-c', PUT_TREE, 'sh', dest], {
+      input: tar.stdout,
+      timeoutSeconds: TIMEOUT_S,
+    });
+    if (r.code === 17) return false;
+    if (r.code !== 0 || r.timedOut)
+      throw new CommandFailedError(this.session.target, `putting ${localDir} at ${dest}`, r);
+    return true;
+  }
+
+  /** Replaces one file on the site (readers see the old or the new one, never half). */
+  async putFile(dest: string, content: string | Buffer): Promise<void> {
+    await runChecked(this.session, ['sh', '-c', PUT_FILE, 'sh', dest], {
+      input: content,
+      timeoutSeconds: TIMEOUT_S,
+      what: `writing ${dest}`,
+    });
+  }
+
+  /**
+   * Copies the site's `dir` into `localDir` (only what changed; nothing local is deleted), leaving
+   * out what matches `exclude` (rsync patterns: checkpoints, caches).
+   */
+  async pull(dir: string, localDir: string, exclude: readonly string[] = []): Promise<void> {
+    mkdirSync(localDir, { recursive: true });
+    const shell = this.session.remoteShell();
+    const args = [
+      '-a',
+      '--timeout=120',
+      ...exclude.map((e) => `--exclude=${e}`),
+      ...(shell ? ['-e', shell.argv.map(rsyncWord).join(' ')] : []),
+      `${shell ? `${shell.host}:` : ''}${dir}/`,
+      `${localDir}/`,
+    ];
+    const r = await rsync(args);
+    if (r.code !== 0)
+      throw new CommandFailedError(this.session.target, `copying ${dir} from the site`, {
+        code: r.code,
+        stdout: '',
+        stderr: r.stderr,
+        timedOut: false,
+      });
+  }
+}
+
+/** rsync splits `-e` on spaces and honours double quotes. */
+function rsyncWord(word: string): string {
+  return /^[A-Za-z0-9_./=:@%+,-]+$/.test(word) ? word : `"${word.replace(/(["\\$`])/g, '\\$1')}"`;
+}
+
+function rsync(args: string[]): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('rsync', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGTERM'), TIMEOUT_S * 1000);
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new Error(`could not start rsync: ${e.message}`));
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 128, stderr });
+    });
+  });
+}
