@@ -10,7 +10,31 @@ export * from './environment/schema.ts';
 export * from './environment/presets.ts';
 export * from './environment/render.ts';
 export { lockPackages, diffLocks, formatLockDiff, type LockDiff, type LockPackages } from './environment/lock.ts';
-export { hasCugraphOps, rapidsLine, cudaOf, environmentProblems, cudaSupportsGpu, rapidsSupportsGpu } from './environment/rules.ts';
+export {
+  hasCugraphOps,
+  rapidsLine,
+  cudaOf,
+  environmentProblems,
+  environmentClusterProblems,
+  cudaSupportsGpu,
+  rapidsSupportsGpu,
+} from './environment/rules.ts';
+export {
+  GPU_LAYERS,
+  GPU_LAYER_NAMES,
+  gpuLayerFile,
+  gpuLayerPins,
+  pipelinePinsFor,
+  sitePackages,
+  stalePins,
+  cudaMajorsOf,
+  dependencyMismatches,
+  repositorySources,
+  type GpuLayerName,
+  type PipelineSources,
+} from './environment/gpu-layers.ts';
+export { pipelinePins, projectDependencies, normaliseName, LockfileError, type Pin } from './environment/uv-lock.ts';
+export { evaluateMarker, linuxX86_64, type MarkerEnvironment } from './environment/markers.ts';
 export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
 export {

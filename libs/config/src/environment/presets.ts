@@ -2,30 +2,34 @@
 import { EnvironmentSpecSchema, type EnvironmentSpec } from './schema.ts';
 
 const inputs = {
-  // Current RAPIDS, CUDA-12 build (V100-capable), cuda-version pinned to the clusters' cuda/12.4.1 module.
+  // The site environment for Pitzer's V100s (and any newer GPU): conda gives Python, the CUDA pin and
+  // the prefix; pip installs the pipeline's pins (python/uv.lock) with torch's CUDA 12.8 build
+  // (python/gpu/cuda12.lock). No RAPIDS: none for CUDA 12 resolves beside those pins (decision 0006).
   'gnn-rapids': {
     name: 'gnn-rapids',
     backend: 'conda',
     frontend: 'conda',
-    channels: ['rapidsai', 'conda-forge'],
-    cudaVersion: '12.4',
-    dependencies: [
-      'python=3.12',
-      'cuda-version=12.4',
-      'cugraph=26.10',
-      'pytorch=2.8',
-      'pytorch_geometric=2.8',
-      'lightning=2.5',
-      'torchmetrics=1.8',
-      'pydantic=2.12',
-      'numpy=2.3',
-      'pyarrow=21',
-      'psutil',
-    ],
+    channels: ['conda-forge'],
+    cudaVersion: '12.8',
+    gpuLayer: 'cuda12',
+    dependencies: ['python=3.12', 'cuda-version=12.8', 'pip'],
+    pip: [],
+  },
+  // Ascend's A100s and Cardinal's H100s: the same pipeline pins plus RAPIDS 26.10 for CUDA 13
+  // (python/gpu/cuda13-rapids.lock); refused on V100 partitions (CUDA 13 has no Volta).
+  'gnn-rapids-cuda13': {
+    name: 'gnn-rapids-cuda13',
+    backend: 'conda',
+    frontend: 'conda',
+    channels: ['conda-forge'],
+    cudaVersion: '13.0',
+    gpuLayer: 'cuda13-rapids',
+    dependencies: ['python=3.12', 'cuda-version=13.0', 'pip'],
     pip: [],
   },
   // RAPIDS 24.12 with pylibcugraphops (the kernels of the fused GAT layer, use_cugraph), its last
   // release; PyG 2.8 because CuGraphGATConv passes edge features to those kernels only from 2.8.0.
+  // Conda only, without the pipeline's pins: pylibcugraphops 24.12 needs its own environment (decision 0006).
   'gnn-rapids-cugraphops': {
     name: 'gnn-rapids-cugraphops',
     backend: 'conda',

@@ -1,15 +1,34 @@
 import { createHash } from 'node:crypto';
+import { repositorySources, sitePackages, type PipelineSources } from './gpu-layers.ts';
 import type { EnvironmentSpec } from './schema.ts';
+
+/**
+ * The pip requirements an environment installs, sorted: with a `gpuLayer`, every pin of the
+ * pipeline (python/uv.lock) and of the layer (python/gpu/<layer>.lock) as `name==version`, then the
+ * spec's own `pip:` lines; a venv's `requirements`.
+ */
+export function pipRequirements(
+  env: EnvironmentSpec,
+  sources: PipelineSources = repositorySources,
+): string[] {
+  if (env.backend === 'venv') return [...new Set(env.requirements)].sort();
+  const site = sitePackages(env, sources).map((p) => `${p.name}==${p.version}`);
+  return [...new Set([...site, ...env.pip])].sort();
+}
 
 /**
  * The canonical environment.yml: name, channels in priority order, dependencies sorted one per
  * line, pip requirements sorted. Stable for the same spec, so a change diffs line by line
- * (`- pytorch=2.7` / `+ pytorch=2.8`). A venv renders its interpreter and requirements the same way.
+ * (`- pytorch=2.7` / `+ pytorch=2.8`, `- numpy==2.4.6` / `+ numpy==2.4.7` after a uv.lock bump).
+ * A venv renders its interpreter and requirements the same way.
  */
-export function renderEnvironmentYml(env: EnvironmentSpec): string {
+export function renderEnvironmentYml(
+  env: EnvironmentSpec,
+  sources: PipelineSources = repositorySources,
+): string {
   const lines = [`name: ${env.name}`];
   const conda = env.backend === 'conda' ? [...new Set(env.dependencies)].sort() : [`python=${env.python}`];
-  const pip = [...new Set(env.backend === 'conda' ? env.pip : env.requirements)].sort();
+  const pip = pipRequirements(env, sources);
   if (env.backend === 'conda') {
     lines.push('channels:', ...env.channels.map((c) => `  - ${c}`));
   }
@@ -19,6 +38,9 @@ export function renderEnvironmentYml(env: EnvironmentSpec): string {
 }
 
 /** sha256 (hex) of the canonical text: what the runner compares with the provisioned stack. */
-export function environmentSpecHash(env: EnvironmentSpec): string {
-  return createHash('sha256').update(renderEnvironmentYml(env)).digest('hex');
+export function environmentSpecHash(
+  env: EnvironmentSpec,
+  sources: PipelineSources = repositorySources,
+): string {
+  return createHash('sha256').update(renderEnvironmentYml(env, sources)).digest('hex');
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
+import { GPU_LAYER_NAMES } from './gpu-layers.ts';
 import { MatchSpecError, normaliseMatchSpec } from './matchspec.ts';
 
 const CondaPackage = z.string().transform((s, ctx) => {
@@ -14,7 +15,10 @@ const CondaPackage = z.string().transform((s, ctx) => {
 /** A pip requirement line: `name==1.2`, `name>=1`, `name[extra]==1` (no URLs, no options). */
 const PipRequirement = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*(\[[A-Za-z0-9_,.-]+\])?\s*([<>=!~]=?\s*[A-Za-z0-9_.*+!-]+\s*,?\s*)*$/, 'a pip requirement such as "optuna==4.1.0"')
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_.-]*(\[[A-Za-z0-9_,.-]+\])?\s*([<>=!~]=?\s*[A-Za-z0-9_.*+!-]+\s*,?\s*)*$/,
+    'a pip requirement such as "optuna==4.1.0"',
+  )
   .transform((s) => s.replace(/\s+/g, ''));
 
 const common = {
@@ -32,9 +36,24 @@ export const CondaEnvironmentSchema = z
     /** In priority order (strict channel priority). */
     channels: z.array(z.string().regex(/^[A-Za-z0-9_./:-]+$/, 'a channel name or file:// URL')).min(1),
     dependencies: z.array(CondaPackage).min(1),
+    /**
+     * The GPU layer (python/gpu/<gpuLayer>.lock): the environment's pip part is then the pipeline's
+     * pinned runtime dependencies (python/uv.lock) plus that layer, and conda keeps python,
+     * cuda-version and pip. One layer per GPU generation (docs/decisions/0006).
+     */
+    gpuLayer: z
+      .enum(GPU_LAYER_NAMES, {
+        error: (i) =>
+          `gpuLayer ${JSON.stringify(i.input)}: expected one of ${GPU_LAYER_NAMES.join(', ')} (python/gpu/<name>.lock)`,
+      })
+      .optional(),
+    /** Further pip requirements; with a gpuLayer, only packages the pipeline and the layer do not pin. */
     pip: z.array(PipRequirement).default([]),
     /** The CUDA the environment is built for (`cuda-version` is pinned to it), e.g. "12.4". */
-    cudaVersion: z.string().regex(/^\d+\.\d+$/, 'a CUDA version such as "12.4"').optional(),
+    cudaVersion: z
+      .string()
+      .regex(/^\d+\.\d+$/, 'a CUDA version such as "12.4"')
+      .optional(),
   })
   .strict();
 
@@ -47,7 +66,10 @@ export const VenvEnvironmentSchema = z
   })
   .strict();
 
-export const EnvironmentSpecSchema = z.discriminatedUnion('backend', [CondaEnvironmentSchema, VenvEnvironmentSchema]);
+export const EnvironmentSpecSchema = z.discriminatedUnion('backend', [
+  CondaEnvironmentSchema,
+  VenvEnvironmentSchema,
+]);
 export type EnvironmentSpec = z.infer<typeof EnvironmentSpecSchema>;
 export type CondaEnvironmentSpec = z.infer<typeof CondaEnvironmentSchema>;
 export type EnvironmentSpecInput = z.input<typeof EnvironmentSpecSchema>;

@@ -6,7 +6,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { clusterPresets } from '../cluster/presets.ts';
 import { ClusterProfileSchema, type ClusterProfile } from '../cluster/schema.ts';
 import { environmentPresets } from '../environment/presets.ts';
-import { environmentProblems } from '../environment/rules.ts';
+import { environmentClusterProblems, environmentProblems } from '../environment/rules.ts';
 import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/schema.ts';
 import { parseYaml } from '../load/yaml.ts';
 import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
@@ -121,7 +121,7 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
     EnvironmentSpecSchema,
     deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides),
   );
-  const problems = environmentProblems(environment);
+  const problems = [...environmentProblems(environment), ...environmentClusterProblems(environment, profile)];
   if (problems.length > 0) {
     const lines = problems.map((p) => `environment.${p.path.map(String).join('.')}: ${p.message}`);
     throw new Error(`stack config environment breaks ${problems.length} rule(s):\n${lines.join('\n')}`);
