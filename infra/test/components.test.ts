@@ -1,5 +1,14 @@
 // The component graph under pulumi.runtime.setMocks: which resources each component declares.
+import { readFileSync } from 'node:fs';
 import * as pulumi from '@pulumi/pulumi';
+import {
+  environmentPresets,
+  environmentSpecHash,
+  renderEnvironmentYml,
+  repositorySources,
+  type EnvironmentSpec,
+  type PipelineSources,
+} from '@kdgat/config';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 interface Created {
@@ -146,5 +155,60 @@ ${yml}`,
           frontendCommand: 'conda',
         }),
     ).toThrow("environment cpu-local: backend 'venv' is built with frontend 'pip', got frontend 'conda'");
+  });
+});
+
+describe('CondaEnvironment of a site environment (pipeline pins + GPU layer)', () => {
+  const uvLock = readFileSync(new URL('../../python/uv.lock', import.meta.url), 'utf8');
+  const entry = 'name = "psutil"\nversion = "7.2.2"\n';
+  const bumped: PipelineSources = {
+    uvLock: uvLock.replace(entry, 'name = "psutil"\nversion = "7.2.3"\n'),
+    layerLock: repositorySources.layerLock,
+  };
+  const layered = Object.values(environmentPresets).filter(
+    (e): e is EnvironmentSpec & { backend: 'conda' } => e.backend === 'conda' && e.gpuLayer !== undefined,
+  );
+
+  async function environmentInputs(
+    resourceName: string,
+    spec: EnvironmentSpec,
+    sources: PipelineSources,
+  ): Promise<Record<string, unknown>> {
+    const { CondaEnvironment } = await import('../components/conda-environment.ts');
+    new CondaEnvironment(resourceName, {
+      spec,
+      environmentYml: renderEnvironmentYml(spec, sources),
+      specHash: environmentSpecHash(spec, sources),
+      connection: local,
+      owner: 'kdgat-hpc/unit',
+      prefix: `/proj/envs/${spec.name}`,
+      envsDir: '/proj/envs',
+      frontend: 'conda',
+      frontendCommand: 'conda',
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    return created.find(
+      (c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment' && c.name === resourceName,
+    )!.inputs;
+  }
+
+  it("a version bump in uv.lock changes exactly that package's line of every layered environment's inputs", async () => {
+    expect(uvLock).toContain(entry);
+    expect(layered.map((e) => e.name).sort()).toEqual(['gnn-rapids', 'gnn-rapids-cuda13']);
+    for (const spec of layered) {
+      const before = await environmentInputs(`${spec.name}-before`, spec, repositorySources);
+      const after = await environmentInputs(`${spec.name}-after`, spec, bumped);
+      const a = (before.environmentYml as string).split('\n');
+      const b = (after.environmentYml as string).split('\n');
+      expect(b.length).toBe(a.length);
+      expect(a.flatMap((line, i) => (line === b[i] ? [] : [[line, b[i]]]))).toEqual([
+        ['      - psutil==7.2.2', '      - psutil==7.2.3'],
+      ]);
+      // what else differs is the spec's hash; how it is built does not
+      const changedKeys = Object.keys(before).filter(
+        (k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]),
+      );
+      expect(changedKeys.sort()).toEqual(['environmentYml', 'specHash']);
+    }
   });
 });

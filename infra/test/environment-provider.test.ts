@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as env from '../providers/environment.impl.ts';
 import { specPackages, ymlForDisplay, ymlFromDisplay } from '../providers/environment-spec.ts';
-import { ENVIRONMENT_FRONTENDS } from '@kdgat/config';
-import { frontendFor } from '../providers/frontends/index.ts';
+import { ENVIRONMENT_FRONTENDS, lockPackages } from '@kdgat/config';
+import { frontendFor, type FrontendTarget } from '../providers/frontends/index.ts';
 import { withSolveEnvironment } from '../providers/frontends/frontend.ts';
 import { withModules } from '../providers/module-shell.ts';
 
@@ -115,6 +115,56 @@ describe('frontends', () => {
       /environment 'gnn-rapids': frontend 'rattler' cannot install the pip: entries \["optuna==4\.1\.0"\]/,
     );
     expect(readdirSync(root)).toEqual([]);
+  });
+});
+
+describe('the lock of a conda environment with a pip part', () => {
+  const EXPLICIT =
+    '# platform: linux-64\n@EXPLICIT\nhttps://conda.anaconda.org/conda-forge/linux-64/python-3.12.8-h_0.conda#aa\n';
+  function target(freeze: string): { t: FrontendTarget; calls: string[][] } {
+    const calls: string[][] = [];
+    return {
+      calls,
+      t: {
+        run: async (argv) => {
+          calls.push([...argv]);
+          return argv.includes('--explicit') ? EXPLICIT : freeze;
+        },
+        write: async () => undefined,
+      },
+    };
+  }
+
+  it('adds what pip installed as `# pip name==version` lines, which lockPackages reads', async () => {
+    const yml = ymlForDisplay(
+      'name: e\nchannels:\n  - conda-forge\ndependencies:\n  - pip\n  - python=3.12\n  - pip:\n      - psutil==7.2.2\n      - torch==2.9.1\n',
+    );
+    const i = { ...inputs('/s'), frontend: 'conda' as const, frontendCommand: 'conda', environmentYml: yml };
+    const { t, calls } = target('torch==2.9.1\npsutil==7.2.2\npip==25.3\n');
+    const lock = await frontendFor('conda').lock(t, i);
+    expect(calls).toEqual([
+      ['conda', 'list', '--explicit', '--md5', '--prefix', '/s/envs/gnn-rapids'],
+      [
+        '/s/envs/gnn-rapids/bin/python',
+        '-m',
+        'pip',
+        'list',
+        '--format=freeze',
+        '--disable-pip-version-check',
+      ],
+    ]);
+    expect(lock).toBe(
+      `${EXPLICIT}# pip packages of the environment (pip list --format=freeze):\n# pip pip==25.3\n# pip psutil==7.2.2\n# pip torch==2.9.1\n`,
+    );
+    expect(lockPackages(lock).get('torch')).toBe('2.9.1');
+    expect(lockPackages(lock).get('python')).toBe('3.12.8-h_0');
+  });
+
+  it('is the explicit lock alone where the spec has no pip: entries (micromamba too)', async () => {
+    const { t, calls } = target('');
+    const i = { ...inputs('/s'), frontend: 'micromamba' as const, frontendCommand: 'micromamba' };
+    expect(await frontendFor('micromamba').lock(t, i)).toBe(EXPLICIT);
+    expect(calls).toHaveLength(1);
   });
 });
 

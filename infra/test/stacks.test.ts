@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import * as pulumi from '@pulumi/pulumi';
 import { fileURLToPath } from 'node:url';
-import { rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
+import { projectDependencies, rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
 import { declaredSiteOutputs } from '@kdgat/slurm-templates';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -70,8 +70,18 @@ describe('osc-pitzer stack (mocks)', () => {
       profile: 'osc-pitzer',
       modules: { conda: 'miniconda3/24.1.2-py310', cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
       // the login node has no GPU: conda solves gnn-rapids for the CUDA its spec targets
-      solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.4' },
+      solveEnvironment: { CONDA_OVERRIDE_CUDA: '12.8' },
     });
+    // conda gives Python, the CUDA pin and pip; pip installs the pipeline's pins (python/uv.lock) with
+    // the GPU layer cuda12 (python/gpu/cuda12.lock), one line each
+    const yml = env.inputs.environmentYml as string;
+    expect(yml).toContain('dependencies:\n  - cuda-version=12.8\n  - pip\n  - python=3.12\n  - pip:\n');
+    const pipLines = yml.split('\n').filter((l) => l.startsWith('      - '));
+    const kdgat = projectDependencies(
+      readFileSync(new URL('../../python/pyproject.toml', import.meta.url), 'utf8'),
+    );
+    for (const d of kdgat) expect(pipLines).toContain(`      - ${d.name}==${d.version}`);
+    expect(pipLines).toContain('      - nvidia-nvjitlink-cu12==12.8.93');
     // the connection, with the key, reaches the resource as a Pulumi secret
     expect(env.inputs.connection).toEqual({
       [pulumi.runtime.specialSigKey]: pulumi.runtime.specialSecretSig,

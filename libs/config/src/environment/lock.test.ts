@@ -33,6 +33,15 @@ describe('explicit conda locks', () => {
     ]);
     expect(formatLockDiff(diffLocks(CONDA_BEFORE, CONDA_BEFORE))).toEqual([]);
   });
+
+  it("reads the pip part of a conda environment (`# pip name==version` lines), conda's own packages first", () => {
+    const pip = (psutil: string) =>
+      `${CONDA_BEFORE}# pip packages of the environment (pip list --format=freeze):\n# pip Numpy==9.9.9\n# pip psutil==${psutil}\n# pip torch==2.9.1\n`;
+    const p = lockPackages(pip('7.2.2'));
+    expect(p.get('torch')).toBe('2.9.1');
+    expect(p.get('numpy')).toBe('2.3.1-py312h6cf2f7f_0');
+    expect(formatLockDiff(diffLocks(pip('7.2.2'), pip('7.2.3')))).toEqual(['~ psutil 7.2.2 -> 7.2.3']);
+  });
 });
 
 describe('pip freeze locks (venv environments)', () => {

@@ -34,16 +34,31 @@ function pipPackage(line: string): [string, string] | undefined {
   return undefined;
 }
 
-/** The packages of a lock in either form; comments, `@EXPLICIT` and options are skipped. */
+/** How a conda environment's explicit lock lists what pip installed in it (comments to conda). */
+const PIP_IN_EXPLICIT = /^# pip (\S+==\S+)$/;
+
+/**
+ * The packages of a lock in either form; comments, `@EXPLICIT` and options are skipped. An explicit
+ * lock's `# pip name==version` lines (the pip part of a conda environment, infra's conda frontends)
+ * count too, where conda did not install a package of that name.
+ */
 export function lockPackages(text: string): LockPackages {
   const packages: LockPackages = new Map();
+  const pip: [string, string][] = [];
   const explicit = /^@EXPLICIT\s*$/m.test(text);
   for (const raw of text.split('\n')) {
     const line = raw.trim();
+    const pipLine = explicit ? PIP_IN_EXPLICIT.exec(line) : null;
+    if (pipLine) {
+      const entry = pipPackage(pipLine[1]!);
+      if (entry) pip.push(entry);
+      continue;
+    }
     if (line === '' || line.startsWith('#') || line.startsWith('@') || line.startsWith('-')) continue;
     const entry = explicit ? condaPackage(line) : pipPackage(line);
     if (entry) packages.set(entry[0], entry[1]);
   }
+  for (const [name, version] of pip) if (!packages.has(name)) packages.set(name, version);
   return packages;
 }
 
