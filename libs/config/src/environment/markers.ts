@@ -82,7 +82,6 @@ function compareVersions(left: string, op: string, right: string): boolean {
 /** Whether `marker` holds on `env`; an empty marker always holds. Unknown variables are refused. */
 export function evaluateMarker(marker: string, env: MarkerEnvironment): boolean {
   const tokens: string[] = [];
-  TOKEN.lastIndex = 0;
   let at = 0;
   while (at < marker.length) {
     if (/^\s*$/.test(marker.slice(at))) break;
