@@ -23,10 +23,13 @@ export class ActiveRunCheckError extends Error {
   readonly runDir: string;
   readonly scheduler: 'slurm' | 'local';
   constructor(run: Manifest, cause: Error) {
+    const connection = run.stack.outputs.connection;
     const start =
-      run.scheduler === 'slurm'
-        ? "start that SLURM cluster (the repository's own: `scripts/slurm-local.sh up`)"
-        : `check that ${join(run.stack.outputs.scratch.runsDir, LOCAL_SCHEDULER_DIR)} is readable`;
+      connection?.kind === 'ssh'
+        ? `make the site reachable again (ssh ${connection.user}@${connection.host}:${connection.port})`
+        : run.scheduler === 'slurm'
+          ? "start that SLURM cluster (the repository's own: `scripts/slurm-local.sh up`)"
+          : `check that ${join(run.stack.outputs.scratch.runsDir, LOCAL_SCHEDULER_DIR)} is readable`;
     super(
       `cannot tell whether the earlier run ${run.runDir} of this spec is still queued or running: ` +
         `it was submitted to ${run.scheduler === 'slurm' ? 'SLURM' : 'the local scheduler'} (stack ${run.stack.name}), ` +

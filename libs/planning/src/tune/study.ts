@@ -3,7 +3,14 @@
 // `python -m kdgat tune-report`, run with the stack's environment: one reader of the journal.
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { validateStudyConfig, type ResolvedExperiment, type ResolvedTune, type Scalar, type StudyConfig } from '@kdgat/config';
+import { fileURLToPath } from 'node:url';
+import {
+  validateStudyConfig,
+  type ResolvedExperiment,
+  type ResolvedTune,
+  type Scalar,
+  type StudyConfig,
+} from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { StackOutputs } from '../stack/outputs.ts';
 
@@ -19,7 +26,9 @@ export function resolveStudyDir(arg: string, runsRoot: string): string {
   if (/[/]/.test(arg) || arg === '.' || arg === '..') {
     const dir = resolve(arg);
     if (!existsSync(join(dir, STUDY_FILE)))
-      throw new Error(`--study ${arg}: ${dir} has no ${STUDY_FILE}; expected a study directory or a study name`);
+      throw new Error(
+        `--study ${arg}: ${dir} has no ${STUDY_FILE}; expected a study directory or a study name`,
+      );
     return dir;
   }
   const link = studyLink(runsRoot, arg);
@@ -83,9 +92,17 @@ export interface StudyReport {
   [key: string]: unknown;
 }
 
-/** The environment's python: `$KDGAT_PYTHON`, else `<environment prefix>/bin/python`. */
+/** This checkout's Python environment (`npm run bootstrap`: python/.venv, from python/uv.lock). */
+const CHECKOUT_PYTHON = fileURLToPath(new URL('../../../../python/.venv/bin/python', import.meta.url));
+
+/**
+ * The python that reads a run's files here: `$KDGAT_PYTHON`, else the environment's
+ * (`<prefix>/bin/python`) when the site is this machine, else this checkout's own (a site over SSH:
+ * its environment is over there, the local copy of the run is here).
+ */
 export function pythonOf(stack: StackOutputs): string {
-  return process.env['KDGAT_PYTHON'] || join(stack.environment.prefix, 'bin', 'python');
+  if (process.env['KDGAT_PYTHON']) return process.env['KDGAT_PYTHON'];
+  return stack.connection?.kind === 'ssh' ? CHECKOUT_PYTHON : join(stack.environment.prefix, 'bin', 'python');
 }
 
 /** `python -m kdgat tune-report`: the text, or the parsed report with `json`. */
@@ -114,6 +131,8 @@ export async function runTuneReport(
   if (!opts.plots) args.push('--no-plots');
   const r = await runCommand(python, args, { env: { ...process.env, MPLBACKEND: 'Agg' } });
   if (r.code !== 0)
-    throw new Error(`python -m kdgat tune-report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
+    throw new Error(
+      `python -m kdgat tune-report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`,
+    );
   return opts.json ? (JSON.parse(r.stdout) as StudyReport) : r.stdout;
 }

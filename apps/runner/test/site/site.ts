@@ -1,0 +1,232 @@
+// The "site over SSH" of the laptop-to-cluster e2e suite (scripts/site/site.sh builds it): a SLURM
+// cluster, an sshd login node with Lmod, /fs/scratch and /fs/ess, all in namespaces of their own,
+// and a laptop that reaches them only through the stack's ssh connection. Pulumi and the runner run
+// as the laptop; the test itself keeps a god's view of the site's files (SITE_ROOT) to check them.
+import { spawn, spawnSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join, relative, resolve } from 'node:path';
+import { parse, stringify } from 'yaml';
+
+export const REPO = resolve(import.meta.dirname, '../../../..');
+const SITE_SH = join(REPO, 'scripts', 'site', 'site.sh');
+const RUNNER = join(REPO, 'apps', 'runner', 'bin', 'kdgat-runner.js');
+
+/** The site's scratch and project roots, as on OSC. */
+export const SCRATCH = '/fs/scratch/PAS1266/kd-gat';
+export const PROJECT = '/fs/ess/PAS1266/kd-gat';
+
+export interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+export interface SshSite {
+  dir: string;
+  host: string;
+  port: number;
+  user: string;
+  hostKey: string;
+  laptopKey: string;
+  /** The site's files as the site sees them under `/`, from this test's own view. */
+  siteRoot: string;
+  stack: string;
+  /** The laptop's environment for Pulumi and the runner (the stack's backend and passphrase). */
+  env: NodeJS.ProcessEnv;
+  /** A path on the site (`/fs/…`) as this test sees it. */
+  onSite(path: string): string;
+  /** A command as the laptop runs it. */
+  laptop(argv: string[], opts?: { timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<Run>;
+  /** `kdgat-runner ARGS` on the laptop. */
+  runner(args: string[], opts?: { timeoutMs?: number }): Promise<Run>;
+  /** `infra/bin/pulumi-stack.sh VERB --stack <the site's stack>` on the laptop. */
+  pulumi(verb: 'up' | 'preview', extra?: string[]): Promise<Run>;
+  /** A command on the login node, over SSH from the laptop (what a user would type there). */
+  ssh(command: string): Promise<Run>;
+  stop(): void;
+}
+
+/** How long one command may run before it is killed (a deadline, not a speed check). */
+export const COMMAND_TIMEOUT_MS = 600_000;
+
+function pulumiBinDir(): string {
+  const cache = join(process.env['KDGAT_TOOLS'] ?? join(homedir(), '.cache', 'kdgat-hpc'), 'pulumi');
+  const versions = spawnSync('ls', [cache], { encoding: 'utf8' }).stdout.trim().split('\n').sort().reverse();
+  for (const v of versions) if (existsSync(join(cache, v, 'bin', 'pulumi'))) return join(cache, v, 'bin');
+  throw new Error('the Pulumi CLI is not in the tool cache: run `npm run bootstrap` first');
+}
+
+function run(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
+  return new Promise((res, rej) => {
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, env });
+    let out = '';
+    let err = '';
+    let killed = false;
+    child.stdout.on('data', (d) => (out += String(d)));
+    child.stderr.on('data', (d) => (err += String(d)));
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill('SIGTERM');
+    }, timeoutMs);
+    child.on('error', rej);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (killed)
+        err += `\n[site e2e] ${argv.join(' ')}: still running after ${timeoutMs / 1000} s; killed\n`;
+      res({ code: code ?? 1, out, err });
+    });
+  });
+}
+
+/** The synthetic CAN data set the quickstart makes (made here when missing), for the site's /fs/ess. */
+function synthData(): string {
+  const dir = join(REPO, '.hpc', 'data', 'raw', 'synth');
+  if (!existsSync(dir)) {
+    const r = spawnSync(
+      join(REPO, 'python', '.venv', 'bin', 'python'),
+      ['-m', 'kdgat', 'synth', '--out', dir, '--messages', '120000'],
+      { cwd: REPO, encoding: 'utf8' },
+    );
+    if (r.status !== 0) throw new Error(`kdgat synth failed:\n${r.stdout}${r.stderr}`);
+  }
+  return dir;
+}
+
+export async function startSite(): Promise<SshSite> {
+  const dir = mkdtempSync('/var/tmp/kdgat-ssh-site-');
+  // A stack of its own per site: the laptop keeps its copies of a stack's runs under .hpc/sites/<stack>.
+  const stack = `site-${dir
+    .slice(-6)
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, 'x')}`;
+  const up = spawnSync('bash', [SITE_SH, 'up', dir], { encoding: 'utf8', timeout: 180_000 });
+  if (up.status !== 0) {
+    spawnSync('bash', [SITE_SH, 'down', dir]);
+    throw new Error(`the site did not start:\n${up.stdout}${up.stderr}`);
+  }
+  const facts = Object.fromEntries(
+    up.stdout
+      .trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  ) as Record<string, string>;
+  const siteRoot = facts['SITE_ROOT']!;
+  const onSite = (p: string) => join(siteRoot, 'fs', relative('/fs', p));
+  // The site's raw data, as a site has it on its project space before anyone runs anything.
+  cpSync(synthData(), onSite('/fs/ess/data/raw/synth'), { recursive: true });
+
+  // A Pulumi project of the laptop's: a temporary backend and stack, main = the repository's infra.
+  const project = join(dir, 'laptop', 'pulumi');
+  mkdirSync(join(project, 'backend'), { recursive: true });
+  const pulumiYaml = parse(readFileSync(join(REPO, 'infra', 'Pulumi.yaml'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
+  pulumiYaml['main'] = relative(project, join(REPO, 'infra', 'index.ts'));
+  writeFileSync(join(project, 'Pulumi.yaml'), stringify(pulumiYaml));
+  symlinkSync(join(REPO, 'node_modules'), join(project, 'node_modules'));
+  const bin = pulumiBinDir();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${bin}${delimiter}${process.env['PATH']}`,
+    PULUMI_BACKEND_URL: `file://${join(project, 'backend')}`,
+    PULUMI_CONFIG_PASSPHRASE: 'kdgat-site-e2e',
+    PULUMI_HOME: join(project, '.pulumi-home'),
+    KDGAT_INFRA_DIR: project,
+    NO_COLOR: '1',
+  };
+  const config = {
+    cluster: 'local',
+    clusterOverrides: {
+      name: 'kdgat-site',
+      clusterName: 'kdgat-site',
+      scheduler: 'slurm',
+      connection: {
+        kind: 'ssh',
+        host: facts['SITE_HOST'],
+        port: Number(facts['SITE_PORT']),
+        user: facts['SITE_USER'],
+        hostKey: facts['SITE_HOST_KEY'],
+        privateKeyPath: facts['LAPTOP_KEY'],
+      },
+      modules: { cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
+      paths: {
+        projectRoot: PROJECT,
+        scratchRoot: SCRATCH,
+        homeCacheRoot: `${PROJECT}/home-cache`,
+        logsDir: `${SCRATCH}/logs`,
+      },
+    },
+    environment: 'cpu-local',
+    datasets: ['synth'],
+    // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
+    build: {
+      frontend: 'pip',
+      frontendCommand: join(REPO, 'python', '.venv', 'bin', 'python'),
+      inheritEnvironments: [join(REPO, 'python', '.venv')],
+    },
+  };
+  const namespaced = Object.fromEntries(Object.entries(config).map(([k, v]) => [`kdgat-hpc:${k}`, v]));
+  const init = spawnSync('pulumi', ['stack', 'init', stack, '--non-interactive'], {
+    cwd: project,
+    env,
+    encoding: 'utf8',
+  });
+  if (init.status !== 0) throw new Error(`pulumi stack init failed:\n${init.stdout}${init.stderr}`);
+  const stackFile = join(project, `Pulumi.${stack}.yaml`);
+  const current = (parse(readFileSync(stackFile, 'utf8')) ?? {}) as Record<string, unknown>;
+  writeFileSync(stackFile, stringify({ ...current, config: namespaced }));
+
+  const laptop: SshSite['laptop'] = (argv, opts = {}) =>
+    run(
+      ['bash', SITE_SH, 'laptop', dir, '--', ...argv],
+      opts.env ?? env,
+      opts.timeoutMs ?? COMMAND_TIMEOUT_MS,
+    );
+  const knownHosts = join(dir, 'laptop', 'known_hosts');
+  writeFileSync(knownHosts, `${facts['SITE_HOST']} ${facts['SITE_HOST_KEY']}\n`);
+  return {
+    dir,
+    host: facts['SITE_HOST']!,
+    port: Number(facts['SITE_PORT']),
+    user: facts['SITE_USER']!,
+    hostKey: facts['SITE_HOST_KEY']!,
+    laptopKey: facts['LAPTOP_KEY']!,
+    siteRoot,
+    stack,
+    env,
+    onSite,
+    laptop,
+    runner: (args, opts = {}) => laptop(['node', RUNNER, ...args], opts),
+    pulumi: (verb, extra = []) =>
+      laptop(['bash', join(REPO, 'infra', 'bin', 'pulumi-stack.sh'), verb, '--stack', stack, ...extra]),
+    ssh: (command) =>
+      laptop([
+        'ssh',
+        '-o',
+        'BatchMode=yes',
+        '-o',
+        `UserKnownHostsFile=${knownHosts}`,
+        '-o',
+        'LogLevel=ERROR',
+        '-i',
+        facts['LAPTOP_KEY']!,
+        `${facts['SITE_USER']}@${facts['SITE_HOST']}`,
+        command,
+      ]),
+    stop: () => {
+      spawnSync('bash', [SITE_SH, 'down', dir], { stdio: 'inherit', timeout: 120_000 });
+      rmSync(join(REPO, '.hpc', 'sites', stack), { recursive: true, force: true });
+    },
+  };
+}
