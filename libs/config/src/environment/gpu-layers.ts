@@ -54,6 +54,17 @@ export const repositorySources: PipelineSources = {
   layerLock: (name) => repoFile(gpuLayerFile(name)),
 };
 
+// Parsed lists per sources object: every spec a runner or bench loads asks again (the uv.lock
+// parse is tens of milliseconds). Callers get copies.
+const parsed = new WeakMap<PipelineSources, Map<string, Pin[]>>();
+function remembered(sources: PipelineSources, key: string, compute: () => Pin[]): Pin[] {
+  let lists = parsed.get(sources);
+  if (!lists) parsed.set(sources, (lists = new Map()));
+  let pins = lists.get(key);
+  if (!pins) lists.set(key, (pins = compute()));
+  return pins.map((p) => ({ ...p }));
+}
+
 /** The `name==version` lines of a `uv pip compile` lock (comments and `# via` lines skipped). */
 export function layerLockPins(text: string, file: string): Pin[] {
   const pins: Pin[] = [];
@@ -72,12 +83,15 @@ export function layerLockPins(text: string, file: string): Pin[] {
 
 /** The packages of a GPU layer's lock: the whole pip part it was resolved as, pipeline included. */
 export function gpuLayerPins(name: GpuLayerName, sources: PipelineSources = repositorySources): Pin[] {
-  return layerLockPins(sources.layerLock(name), gpuLayerFile(name));
+  return remembered(sources, `layer:${name}`, () =>
+    layerLockPins(sources.layerLock(name), gpuLayerFile(name)),
+  );
 }
 
 /** The pipeline's pins for the machines a layer is built for (linux x86_64, the layer's Python). */
 export function pipelinePinsFor(name: GpuLayerName, sources: PipelineSources = repositorySources): Pin[] {
-  return pipelinePins(sources.uvLock, linuxX86_64(GPU_LAYERS[name].python));
+  const python = GPU_LAYERS[name].python;
+  return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)));
 }
 
 /**
