@@ -3,6 +3,9 @@
 #   Node 24 (from the npm registry when the system's Node is older), Debian packages (SLURM, munge,
 #   ShellCheck, shfmt, OpenSSH, Chromium), npm workspaces, uv and the Python environment, and the Pulumi CLI, its
 #   Node.js language host and the dynamic-provider plugin, built from the Go module proxy.
+# Without root (a login node, a laptop without admin rights) it installs everything the runner and
+# Pulumi need into the tool cache and the checkout, and skips the test cluster's Debian packages,
+# saying so in one line.
 # Prints one line per step with its duration; a warm second run takes seconds. The tools' own output
 # (npm, apt, pip, uv, `go: downloading …`) goes to the log, $KDGAT_BOOTSTRAP_LOG or .bootstrap.log in
 # the repository; when a step fails, its path and last lines are printed and the tool's exit status
@@ -76,17 +79,30 @@ fi
 export PATH
 
 # --- Debian packages ---------------------------------------------------------------------------
+# Two kinds. What the runner needs wherever it runs (a laptop, a login node): ssh and rsync. What
+# only `npm test` needs: the test cluster (SLURM, munge, an sshd, Lmod), the shell linters, and the
+# browser the report test opens. Without root (an OSC login node) neither is installed: the first
+# is already there on any such machine, the second is skipped, and one line says so.
 step "debian packages"
-missing=()
-# chromium: the headless browser the run-report test opens report.html in; shellcheck and shfmt: the
-# lint of the shell files of libs/slurm-templates.
-for pkg in slurm-wlm munge shellcheck shfmt openssh-server openssh-client rsync lmod chromium; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-done
+runner_pkgs=(openssh-client rsync)
+test_pkgs=(slurm-wlm munge shellcheck shfmt openssh-server lmod chromium)
+missing_runner=() missing_test=()
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+for pkg in "${runner_pkgs[@]}"; do installed "$pkg" || missing_runner+=("$pkg"); done
+for pkg in "${test_pkgs[@]}"; do installed "$pkg" || missing_test+=("$pkg"); done
+missing=("${missing_runner[@]}" "${missing_test[@]}")
 if ((${#missing[@]} == 0)); then
   done_step "present"
+elif [[ $(id -u) -ne 0 ]]; then
+  for cmd in ssh rsync; do
+    command -v "$cmd" >/dev/null || die "$cmd is not on PATH and this is not root: the runner reaches a site with ssh and rsync (ask for openssh-client and rsync, or load a module that has them)"
+  done
+  if ((${#missing_test[@]} == 0)); then
+    done_step "present (ssh, rsync on PATH)"
+  else
+    done_step "skipped ${missing_test[*]} (not root): \`npm test\` needs them (its SLURM cluster, sshd, Lmod, linters, browser), the runner does not; as root: apt-get install ${missing_test[*]}"
+  fi
 else
-  [[ $(id -u) -eq 0 ]] || die "missing Debian packages ${missing[*]}: install them (as root: apt-get install ${missing[*]})"
   quiet apt-get update -q
   quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
   done_step "installed ${missing[*]}"
@@ -105,10 +121,20 @@ fi
 
 # --- uv and the Python environment -------------------------------------------------------------
 step "uv $UV_VERSION"
+# A uv already on PATH at this version is used; else it goes into a venv of its own in the tool cache
+# (no root needed, and no system Python's packages touched).
+UV_HOME=$KDGAT_TOOLS/uv/$UV_VERSION
+if [[ -x $UV_HOME/bin/uv ]]; then PATH=$UV_HOME/bin:$PATH; fi
 if command -v uv >/dev/null && [[ $(uv --version) == "uv $UV_VERSION"* ]]; then
   done_step "present"
 else
-  quiet python3 -m pip install --disable-pip-version-check "uv==$UV_VERSION"
+  rm -rf "$UV_HOME.partial"
+  quiet python3 -m venv "$UV_HOME.partial"
+  # uv's wheel puts the uv binary itself in bin/ (no script naming the .partial path).
+  quiet "$UV_HOME.partial/bin/python" -m pip install --disable-pip-version-check -q "uv==$UV_VERSION"
+  rm -rf "$UV_HOME"
+  mv "$UV_HOME.partial" "$UV_HOME"
+  PATH=$UV_HOME/bin:$PATH
   done_step "installed"
 fi
 step "python env (uv sync --frozen)"

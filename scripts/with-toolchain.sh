@@ -20,7 +20,7 @@ fi
 if ! command -v pulumi >/dev/null || [[ $(pulumi version 2>/dev/null) != v3.* ]] || ! command -v pulumi-language-nodejs >/dev/null; then
   PATH=$PULUMI_BIN:$PATH
 fi
-PATH=$REPO/node_modules/.bin:$HOME/.local/bin:$PATH
+PATH=$REPO/node_modules/.bin:$KDGAT_TOOLS/uv/$UV_VERSION/bin:$HOME/.local/bin:$PATH
 export PATH KDGAT_REPO=$REPO KDGAT_TOOLS
 
 export PULUMI_SKIP_UPDATE_CHECK=true

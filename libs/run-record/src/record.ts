@@ -20,6 +20,7 @@ export class RunRecord {
   /** Replaces the site's manifest after each local write, once the run dir is on the site. */
   #publish: ((text: string) => Promise<void>) | undefined;
   #published: Promise<void> = Promise.resolve();
+  #lastPublished = '';
 
   private constructor(dir: string, manifest: Manifest) {
     this.dir = dir;
@@ -92,7 +93,11 @@ export class RunRecord {
     writeFileSync(tmp, text);
     renameSync(tmp, this.path);
     const publish = this.#publish;
-    if (publish) this.#published = this.#published.then(() => publish(text));
+    // The site's copy changes only when the manifest does (a poll that saw nothing new writes nothing).
+    if (publish && text !== this.#lastPublished) {
+      this.#lastPublished = text;
+      this.#published = this.#published.then(() => publish(text));
+    }
   }
 }
 

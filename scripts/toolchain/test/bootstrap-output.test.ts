@@ -145,3 +145,42 @@ test('a failing step names the log and shows its last lines, with the tool exit 
   // nothing half-installed
   assert.equal(existsSync(join(toolsDir, 'pulumi', PULUMI_VERSION, 'bin', 'pulumi')), false);
 });
+
+test("without root, the bootstrap finishes and says in one line which test-cluster packages it skipped", (t) => {
+  // A user without root on a machine whose Debian packages lack the test cluster's (an OSC login
+  // node): a user namespace gives this run uid 1000 (no capability outside it, so no apt-get), and
+  // a dpkg-query that knows only ssh and rsync stands for that machine's package database.
+  const probe = spawnSync('unshare', ['--user', '--map-user=1000', '--map-group=1000', 'true']);
+  if (probe.status !== 0) return t.skip(`cannot make a user namespace here (${probe.stderr})`);
+  const bin = join(work, 'login-node-bin');
+  mkdirSync(bin);
+  writeFileSync(
+    join(bin, 'dpkg-query'),
+    [
+      '#!/bin/bash',
+      'pkg=${!#}',
+      'case $pkg in openssh-client | rsync) printf "install ok installed" ;; *) echo "dpkg-query: no packages found matching $pkg" >&2; exit 1 ;; esac',
+      '',
+    ].join('\n'),
+  );
+  chmodSync(join(bin, 'dpkg-query'), 0o755);
+  const log = join(work, 'nonroot.log');
+  const r = spawnSync(
+    'unshare',
+    ['--user', '--map-user=1000', '--map-group=1000', 'bash', join(repo, 'scripts/bootstrap.sh')],
+    {
+      encoding: 'utf8',
+      timeout: 300_000,
+      env: { ...process.env, PATH: `${bin}${delimiter}${systemPath}`, KDGAT_BOOTSTRAP_LOG: log },
+    },
+  );
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  assert.equal(r.stderr, '');
+  const debian = r.stdout.split('\n').find((l) => l.startsWith('bootstrap: debian packages'));
+  assert.match(
+    debian ?? '',
+    /skipped slurm-wlm munge shellcheck shfmt openssh-server lmod chromium \(not root\): `npm test` needs them .*the runner does not; as root: apt-get install slurm-wlm munge/,
+  );
+  assert.match(r.stdout.trimEnd().split('\n').at(-1)!, /^bootstrap: done in \d+s \(pulumi v3\./);
+  assert.doesNotMatch(readFileSync(log, 'utf8'), /apt-get/);
+});

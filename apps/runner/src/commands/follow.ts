@@ -4,6 +4,7 @@
 // that drops is retried a few times, and if it stays down the jobs are left as they are.
 import { isFailure, type Scheduler } from '@kdgat/schedulers';
 import {
+  connectionOf,
   copyLine,
   formatTable,
   isRemote,
@@ -15,7 +16,7 @@ import {
   watchRun,
   type RunRecord,
 } from '@kdgat/run-record';
-import { ConnectionError } from '@kdgat/transport';
+import { ConnectionError, sessionFor } from '@kdgat/transport';
 import type { Io } from '../cli/args.ts';
 
 /** Polls of a remote site: at most one every 5 s (login nodes ask users not to hammer squeue). */
@@ -53,13 +54,21 @@ function retrying(scheduler: Scheduler, io: Io, pauseMs: number): Scheduler {
 
 export async function follow(record: RunRecord, io: Io): Promise<number> {
   const remote = isRemote(record.manifest);
+  // What following costs the login node: polls and the remote calls they made.
+  const session = remote ? sessionFor(connectionOf(record.manifest)) : undefined;
+  const callsBefore = session?.calls ?? 0;
+  const started = Date.now();
+  let polls = 0;
   let progress;
   try {
     progress = await watchRun({
       scheduler: retrying(schedulerForManifest(record.manifest), io, remote ? REMOTE_MIN_INTERVAL_MS : 1000),
       manifest: record.manifest,
       out: io.out,
-      onPoll: (p) => record.seen(p),
+      onPoll: (p) => {
+        polls++;
+        record.seen(p);
+      },
       ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS } : {}),
     });
   } catch (e) {
@@ -70,6 +79,13 @@ export async function follow(record: RunRecord, io: Io): Promise<number> {
     );
   }
   await record.published();
+  if (session) {
+    const calls = session.calls - callsBefore;
+    const minutes = Math.max((Date.now() - started) / 60_000, 1 / 60);
+    io.err.write(
+      `--wait: ${polls} poll(s), ${calls} remote call(s) in ${minutes.toFixed(1)} min (${(calls / minutes).toFixed(1)}/min)\n`,
+    );
+  }
   // What the summary and the verdict read (job records, metrics) is on the site: bring it back.
   let manifest = record.manifest;
   if (remote) {

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO, SCRATCH, startSite, type Run, type SshSite } from './site.ts';
 
 let site: SshSite;
+/** The chain's run (the first test's), for the tests that come back to it. */
+let chainRun: { site: string; local: string } | undefined;
 
 /** What a failed command said, for assertion messages. */
 const said = (r: Run) =>
@@ -111,6 +113,7 @@ describe('the laptop reaches the site only over ssh', () => {
     const r = await site.runner([...trainArgs(spec), '--wait']);
     expectOk(r);
     const dirs = runDirsOf(r.out);
+    chainRun = dirs;
     expect(dirs.site.startsWith(`${SCRATCH}/runs/site-chain/`)).toBe(true);
     expect(r.out).toMatch(/all 3 task\(s\) completed/);
     // The run dir is on the site, written there by the runner over SSH.
@@ -146,4 +149,140 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(report.out).toMatch(/report: .*report\.html/);
     expect(existsSync(join(dirs.local, 'report', 'report.html'))).toBe(true);
   });
+
+  it('a requeue on the site is followed by a --wait whose SSH master is killed halfway; status sees the end', async () => {
+    const name = 'site-requeue';
+    const spec = writeSpec(
+      name,
+      [
+        `name: ${name}`,
+        'cluster: local',
+        'environment: cpu-local',
+        'requeue: { leadSeconds: 60, maxRestarts: 2 }',
+        'stages:',
+        '  - id: train',
+        '    stage: autoencoder',
+        '    model: vgae',
+        '    scale: small',
+        '    dataset: synth',
+        '    overrides: { training.max_epochs: 100, data.num_workers: 0, training.patience: 0 }',
+        '    resources: { cpus: 1, memGB: 3, gpus: { count: 0 }, time: "0:20:00" }',
+        '',
+      ].join('\n'),
+    );
+    const waiting = site.runner([...trainArgs(spec), '--wait']);
+    // The run as the site has it (this test's own view of the site's files).
+    const runsOf = site.onSite(`${SCRATCH}/runs/${name}`);
+    const runDir = await waitFor('the run directory on the site', () =>
+      existsSync(runsOf) ? readdirSync(runsOf).filter((d) => !d.includes('.partial.'))[0] : undefined,
+    );
+    const manifestFile = join(runsOf, runDir, 'manifest.json');
+    const jobId = await waitFor('the job id in the site manifest', () => {
+      const m = JSON.parse(readFileSync(manifestFile, 'utf8')) as { jobs: { jobId?: string }[] };
+      return m.jobs[0]?.jobId;
+    });
+    const checkpoint = join(
+      runsOf,
+      runDir,
+      'outputs',
+      'synth',
+      'vgae_small_autoencoder',
+      'checkpoints',
+      'last.ckpt',
+    );
+    await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint) || undefined);
+    // The SSH master of the waiting runner goes away (a laptop's network drops, a NAT forgets it).
+    const masters = await site.laptop(['pkill', '-9', '-f', 'kdgat-ssh-.*master \\[mux\\]']);
+    expect(masters.code, said(masters)).toBe(0);
+    // The job is signalled as SLURM does before a preemption or the time limit, and requeues itself.
+    expectOk(await site.ssh(`scancel --signal=USR1 --batch ${jobId}`));
+    await waitFor(`job ${jobId} requeued (Restarts=1, PENDING)`, async () => {
+      const job = (await site.ssh(`scontrol show job -o ${jobId}`)).out;
+      return /Restarts=1/.test(job) && /JobState=PENDING/.test(job) ? job : undefined;
+    });
+    // SLURM holds a requeued batch job for a while (BeginTime); as the site's admin, release it now.
+    expectOk(await site.ssh(`scontrol update JobId=${jobId} StartTime=now`));
+    const r = await waiting;
+    expectOk(r);
+    expect(r.out).toMatch(/all 1 task\(s\) completed/);
+    // One remote call per poll for the states, one more when the manifest changed: never one per job.
+    const calls = /--wait: (\d+) poll\(s\), (\d+) remote call\(s\)/.exec(r.err);
+    expect(calls, r.err).not.toBeNull();
+    expect(Number(calls![2])).toBeLessThanOrEqual(2 * Number(calls![1]) + 8);
+    const dirs = runDirsOf(r.out);
+    const status = expectOk(await site.runner(['status', dirs.local]));
+    expect(status.out).toMatch(/PREEMPTED_REQUEUED: .*requeued 1 time\(s\)/);
+    const jobs = await statusOf(dirs.local);
+    expect(jobs[0]!.tasks[0]!.state).toBe('COMPLETED');
+    const log = readdirSync(join(dirs.local, 'logs'))
+      .map((f) => readFileSync(join(dirs.local, 'logs', f), 'utf8'))
+      .join('\n');
+    expect(log).toMatch(/checkpoint acknowledged; requeueing job/);
+    expect(log).toMatch(/resuming from .*last\.ckpt at epoch/);
+  });
+
+  it('--from-manifest reruns the recorded run on the site with byte-identical scripts and the same code', async () => {
+    expect(chainRun, 'the chain test ran first').toBeDefined();
+    const r = expectOk(
+      await site.runner([
+        'train',
+        '--from-manifest',
+        chainRun!.local,
+        '--stack',
+        site.stack,
+        '--scheduler',
+        'slurm',
+        '--wait',
+      ]),
+    );
+    expect(r.out).toMatch(/re-rendered scripts are byte-identical to the recorded ones/);
+    expect(r.out).toMatch(/all 3 task\(s\) completed/);
+    expect(r.out).toMatch(/already on the site at/);
+    const again = runDirsOf(r.out);
+    const first = JSON.parse(readFileSync(join(chainRun!.local, 'manifest.json'), 'utf8')) as {
+      code: unknown;
+    };
+    const second = JSON.parse(readFileSync(join(again.local, 'manifest.json'), 'utf8')) as {
+      code: unknown;
+      submission: { reproducedFrom: string };
+    };
+    expect(second.code).toEqual(first.code);
+    expect(second.submission.reproducedFrom).toBe(chainRun!.site);
+  });
+
+  it('cancel from the laptop cancels the jobs on the site', async () => {
+    const spec = writeSpec('long', chainSpec('site-cancel', 200).replace(/cpus: 1/g, 'cpus: 1'));
+    const r = expectOk(await site.runner(trainArgs(spec)));
+    const dirs = runDirsOf(r.out);
+    await waitFor(
+      'the first job to run',
+      async () =>
+        (await statusOf(dirs.local)).some((j) => j.tasks.some((t) => t.state === 'RUNNING')) || undefined,
+    );
+    const c = expectOk(await site.runner(['cancel', dirs.local]));
+    expect(c.out).toMatch(/^cancelled /m);
+    const states = await waitFor('every job cancelled', async () => {
+      const jobs = await statusOf(dirs.local);
+      return jobs.every((j) => j.tasks.every((t) => t.state === 'CANCELLED')) ? jobs : undefined;
+    });
+    expect(states.length).toBe(3);
+    // The manifest on the site saw it too (the laptop wrote it there).
+    const onSite = JSON.parse(readFileSync(join(site.onSite(dirs.site), 'manifest.json'), 'utf8')) as {
+      jobs: { lastSeen?: { state: string } }[];
+    };
+    expect(JSON.stringify(onSite.jobs)).toMatch(/CANCELLED/);
+  });
 });
+
+/** Polls `probe` (at most every 2 s, at most WAIT_MS) until it returns something; says what it waited for. */
+async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${WAIT_MS / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+const WAIT_MS = 240_000;
