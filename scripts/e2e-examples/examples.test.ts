@@ -1,4 +1,6 @@
-// Every spec under examples/ end to end on the local SLURM with the real pipeline on synthetic data,
+// Every spec under examples/ end to end on a site reached over SSH (apps/runner/test/site/site.ts: a
+// SLURM cluster behind an sshd login node, in namespaces of its own; the runner runs as a laptop that
+// reaches it only through the stack's ssh connection), with the real pipeline on synthetic data,
 // shrunk by the one test-only override in shrink.ts (documented there; the files under examples/
 // are never edited). A new example is picked up by the folder glob. Examples that read an earlier
 // run (`inputs: - run: <experiment>`) start when the example that makes that experiment has
@@ -6,22 +8,19 @@
 // a `tune:` section run as studies (`runner tune`).
 // Asserts: every job and array task COMPLETED, inputs from earlier runs recorded and linked, and the
 // GPU-only settings (use_cugraph, 16-mixed) took their CPU fallback and said so in the job logs.
-// Run by scripts/test.sh after the local SLURM is up.
+// Each run's files are checked in the laptop's local copy (brought back by --wait and status).
+// Run by scripts/test.sh (root: the site needs namespaces).
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { before, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { parseYaml } from '@kdgat/config';
+import { startSite, type SshSite } from '../../apps/runner/test/site/site.ts';
 import { shrinkForTest, type Json } from './shrink.ts';
 
 const repo = resolve(import.meta.dirname, '../..');
-const env = {
-  ...process.env,
-  KD_GAT_DATA_ROOT: process.env['KD_GAT_DATA_ROOT'] ?? join(repo, '.hpc/data/raw'),
-};
-const RUNNER = join(repo, 'apps/runner/bin/kdgat-runner.js');
+let site: SshSite;
 
 type Obj = { [k: string]: Json };
 interface Example {
@@ -32,27 +31,11 @@ interface Example {
   after: string[];
 }
 
-function runSync(cmd: string, args: string[]): string {
-  const r = spawnSync(cmd, args, { cwd: repo, encoding: 'utf8', timeout: 900_000, env });
-  const out = `${r.stdout}${r.stderr}`;
-  assert.equal(r.status, 0, `${cmd} ${args.join(' ')} failed:\n${out.slice(-4000)}`);
-  return out;
-}
-
-function runner(args: string[]): Promise<{ code: number; out: string; seconds: number }> {
+/** `kdgat-runner ARGS` on the laptop; out is stdout then stderr. */
+async function runner(args: string[]): Promise<{ code: number; out: string; stdout: string; seconds: number }> {
   const t0 = Date.now();
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [RUNNER, ...args], { cwd: repo, env });
-    let out = '';
-    child.stdout.on('data', (d) => (out += String(d)));
-    child.stderr.on('data', (d) => (out += String(d)));
-    const timer = setTimeout(() => child.kill('SIGTERM'), 1_200_000);
-    child.on('error', rej);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      res({ code: code ?? 1, out, seconds: Math.round((Date.now() - t0) / 1000) });
-    });
-  });
+  const r = await site.runner(args, { timeoutMs: 1_200_000 });
+  return { code: r.code, out: `${r.out}${r.err}`, stdout: r.out, seconds: Math.round((Date.now() - t0) / 1000) };
 }
 
 function loadExamples(): Example[] {
@@ -94,22 +77,16 @@ function checkNoCycle(examples: Example[]): void {
 const deep = (v: Json | undefined, pred: (k: string, v: Json) => boolean): boolean =>
   !!v && typeof v === 'object' && Object.entries(v).some(([k, x]) => pred(k, x) || deep(x, pred));
 
-before(() => {
-  // The synthetic data set and the provisioned local stack (both also made by `npm run quickstart`).
-  if (!existsSync(join(env.KD_GAT_DATA_ROOT, 'synth')))
-    runSync('python/.venv/bin/python', [
-      '-m',
-      'kdgat',
-      'synth',
-      '--out',
-      join(env.KD_GAT_DATA_ROOT, 'synth'),
-      '--messages',
-      '120000',
-    ]);
-  runSync('scripts/with-toolchain.sh', ['nx', 'run', 'infra:up', '--stack', 'local', '--outputStyle=stream']);
+before(async () => {
+  // The site with the synthetic data set on its /fs/ess, provisioned by `infra:up` over SSH.
+  site = await startSite();
+  const up = await site.pulumi('up', ['--summary']);
+  assert.equal(up.code, 0, `infra:up of the site's stack failed:\n${up.out}${up.err}`);
 });
 
-test('every example under examples/ runs to COMPLETED on the local SLURM with the real pipeline', async () => {
+after(() => site?.stop());
+
+test('every example under examples/ runs to COMPLETED on the site over SSH with the real pipeline', async () => {
   const examples = loadExamples();
   const tag = `e2e${Date.now().toString(36)}`;
   const renames = new Map(examples.map((e) => [e.name, `${e.name}-${tag}`]));
@@ -136,7 +113,7 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
             '--spec',
             file,
             '--stack',
-            'local',
+            site.stack,
             '--scheduler',
             'slurm',
             '--wait',
@@ -152,7 +129,8 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
   for (const { e, r } of results) {
     timings.push(`${e.file} ${r.seconds}s`);
     assert.equal(r.code, 0, `examples/${e.file} did not finish:\n${r.out.slice(-5000)}`);
-    const runDir = /^run dir: (\S+)$/m.exec(r.out)?.[1];
+    // The laptop's copy of the run (the site's path is in the manifest).
+    const runDir = /^run dir: \S+ on the site; local copy: (\S+)$/m.exec(r.out)?.[1];
     assert.ok(runDir, `no run dir in:\n${r.out.slice(-2000)}`);
     const manifest = JSON.parse(readFileSync(join(runDir, 'manifest.json'), 'utf8')) as {
       jobs: { key: string; array?: { size: number } }[];
@@ -161,7 +139,7 @@ test('every example under examples/ runs to COMPLETED on the local SLURM with th
     // Every job and every array task COMPLETED, as the scheduler reports them.
     const status = await runner(['status', runDir, '--json']);
     assert.equal(status.code, 0, status.out);
-    const jobs = JSON.parse(status.out.slice(status.out.indexOf('['))) as {
+    const jobs = JSON.parse(status.stdout) as {
       key: string;
       tasks: { state: string }[];
     }[];

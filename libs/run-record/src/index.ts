@@ -26,7 +26,13 @@ export {
   compareRecordedLock,
   copyLockIntoRun,
 } from './environment-lock.ts';
-export { StageInputError, linkStageInputs, resolveStageInputs, type ResolvedInput } from './inputs/inputs.ts';
+export {
+  StageInputError,
+  linkStageInputs,
+  resolveStageInputs,
+  type ResolvedInput,
+  type SiteCopies,
+} from './inputs/inputs.ts';
 export {
   formatElapsed,
   formatTable,

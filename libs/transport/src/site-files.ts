@@ -79,6 +79,8 @@ export class SiteFiles {
     const shell = this.session.remoteShell();
     const args = [
       '-a',
+      // A file this machine changed since (a run's manifest, written here first) is kept.
+      '--update',
       '--timeout=120',
       ...exclude.map((e) => `--exclude=${e}`),
       ...(shell ? ['-e', shell.argv.map(rsyncWord).join(' ')] : []),

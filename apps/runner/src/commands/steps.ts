@@ -5,6 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import {
   checkSpecAgainstSite,
+  type CacheIdentity,
   type Connection,
   environmentSpecHash,
   loadExperimentSpec,
@@ -38,6 +39,7 @@ import {
 } from '@kdgat/planning';
 import {
   CODE_DIFF_FILE,
+  COPY_EXCLUDES,
   MANIFEST_FILE,
   RunRecord,
   codeSnapshot,
@@ -54,6 +56,7 @@ import {
   resolveStageInputs,
   type Manifest,
   type ResolvedInput,
+  type SiteCopies,
 } from '@kdgat/run-record';
 import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
 import { jobNameFor } from '@kdgat/slurm-templates';
@@ -190,25 +193,58 @@ export async function checkStack(
     );
     for (const d of envChange.differences) log(`  ${d}`);
   }
-  const inputs = stageInputs(spec, name, outputs, log);
   const connection = outputs.connection;
-  // A provisioned site over SSH: runs are written here first, then put on the site.
+  // A provisioned site over SSH: runs are written here first (a local copy), then put on the site.
   const remote = connection.kind === 'ssh' && !isDeclaredOnly(outputs);
-  if (remote && inputs.length > 0)
-    throw new Error(
-      `stage inputs from earlier runs are not supported yet on a site reached over ssh (stack ${name}); ` +
-        'run the chain in one spec instead',
-    );
+  const runsRoot = remote ? localRunsRoot(opts.repoRoot, name) : outputs.scratch.runsDir;
+  const files = remote ? new SiteFiles(sessionFor(connection)) : undefined;
+  const copies = files ? await siteCopies(spec, outputs, files, runsRoot) : undefined;
+  const inputs = stageInputs(spec, name, outputs, log, copies);
   return {
     name,
     outputs,
     source: from,
     connection,
-    runsRoot: remote ? localRunsRoot(opts.repoRoot, name) : outputs.scratch.runsDir,
-    ...(remote ? { files: new SiteFiles(sessionFor(connection)) } : {}),
+    runsRoot,
+    ...(files ? { files } : {}),
     inputs,
     ...(envChange ? { envChange } : {}),
   };
+}
+
+/**
+ * A site over SSH whose stages read earlier runs: those runs brought back into this machine's copy
+ * (one rsync per experiment or run named; checkpoints left on the site) and the meta of the site's
+ * graph caches the stages use, for resolveStageInputs to read here.
+ */
+async function siteCopies(
+  spec: Spec,
+  outputs: StackOutputs,
+  files: SiteFiles,
+  runsRoot: string,
+): Promise<SiteCopies | undefined> {
+  const stages = spec.resolved.stages.filter((s) => (s.inputs ?? []).length > 0);
+  if (stages.length === 0) return undefined;
+  const siteRuns = outputs.scratch.runsDir.replace(/\/+$/, '');
+  const pinned = (spec.source?.inputs ?? []).map((i) => i.runDir);
+  const named = stages.flatMap((s) => (s.inputs ?? []).map((i) => i.run));
+  for (const run of new Set([...named, ...pinned])) {
+    const dir = run.startsWith('/') ? run.replace(/\/manifest\.json$/, '') : `${siteRuns}/${run.replace(/\/manifest\.json$/, '')}`;
+    if (!dir.startsWith(`${siteRuns}/`)) continue; // not under the site's runs: reported by the check
+    if (!(await files.exists(dir))) continue; // no such run on the site: reported by the check
+    await files.pull(dir, runsRoot + dir.slice(siteRuns.length), COPY_EXCLUDES);
+  }
+  const cacheMeta: Record<string, CacheIdentity | undefined> = {};
+  for (const dataset of new Set(stages.map((s) => s.dataset))) {
+    const dir = outputs.scratch.cacheDirs[dataset];
+    const r = dir ? await files.session.run(['cat', `${dir}/meta.json`], { timeoutSeconds: 60 }) : undefined;
+    try {
+      cacheMeta[dataset] = r?.code === 0 ? (JSON.parse(r.stdout) as CacheIdentity) : undefined;
+    } catch {
+      cacheMeta[dataset] = undefined;
+    }
+  }
+  return { runsRoot, cacheMeta };
 }
 
 /** Where this machine keeps its copies of a remote site's runs. */
@@ -263,6 +299,7 @@ function stageInputs(
   stack: string,
   outputs: StackOutputs,
   log: (line: string) => void,
+  copies?: SiteCopies,
 ): ResolvedInput[] {
   const { resolved, source } = spec;
   if (isDeclaredOnly(outputs)) {
@@ -274,7 +311,7 @@ function stageInputs(
     return [];
   }
   const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
-  const inputs = resolveStageInputs(resolved, outputs, pins);
+  const inputs = resolveStageInputs(resolved, outputs, pins, copies);
   for (const i of inputs)
     log(
       `stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`,

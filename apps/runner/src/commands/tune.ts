@@ -3,7 +3,7 @@
 // submit the name links to the run's study dir. `--dry-run` stops after the preflight.
 import { join } from 'node:path';
 import { linkStudy, refuseTakenStudy, runTuneReport, studyDirOf, writeStudyFile } from '@kdgat/planning';
-import { acquireLock, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
+import { acquireLock, localView, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
 import { runOptions, type Command } from '../cli/args.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
@@ -75,6 +75,8 @@ export const tuneCommand: Command = async (ctx) => {
   if (!values.wait) return 0;
   const status = await follow(result.record, ctx.io);
   say('');
-  say(await runTuneReport(result.manifest.stack.outputs, result.study!.dir, { json: false, plots: true }));
+  // The study's journal as --wait left it: on this machine, in the run's (local copy of its) dir.
+  const studyDir = localView(result.manifest, result.record.dir).tune?.studyDir ?? result.study!.dir;
+  say(await runTuneReport(result.manifest.stack.outputs, studyDir, { json: false, plots: true }));
   return status;
 };

@@ -1,7 +1,7 @@
 // Stages that start from an earlier run's outputs (`inputs:` in a stage): find that run, check
 // with @kdgat/config's rules that its outputs exist and match this run's data set and graph
 // cache, and link them into the new run's run roots where the pipeline looks for them.
-import { existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, symlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, symlinkSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import {
   loadPipelineSchema,
@@ -14,7 +14,19 @@ import {
   type Scalar,
 } from '@kdgat/config';
 import { MANIFEST_FILE, readManifest, type Manifest } from '../manifest.ts';
+import { localView } from '../site/site-copy.ts';
 import type { StackOutputs } from '@kdgat/planning';
+
+/**
+ * A site over SSH: earlier runs are read from this machine's copies of them (brought back first),
+ * the site's graph caches from what the site said, and what is recorded and linked is the site's.
+ */
+export interface SiteCopies {
+  /** Where the copies of the site's runs dir are (`stack.scratch.runsDir` on the site). */
+  runsRoot: string;
+  /** meta.json of each data set's graph cache on the site (absent: no cache there). */
+  cacheMeta: Readonly<Record<string, CacheIdentity | undefined>>;
+}
 
 /** One input as recorded in the manifest. */
 export interface ResolvedInput {
@@ -84,14 +96,15 @@ function earlierOutput(where: string, found: { dir: string; stage: StageOfRun })
  * The manifest a `run:` names: a run dir or manifest.json (absolute, or relative to the runs dir),
  * or an experiment name, whose latest run with `stage` finished is taken.
  */
-function findRun(run: string, stage: string, runsDir: string): Manifest | string {
+function findRun(run: string, stage: string, runsDir: string, copies?: SiteCopies): Manifest | string {
+  const read = (dir: string): Manifest => (copies ? localView(readManifest(dir), dir) : readManifest(dir));
   const looksLikePath = run.includes('/') || run.endsWith('.json');
   if (looksLikePath) {
     const p = isAbsolute(run) ? run : resolve(runsDir, run);
     const dir = p.endsWith('.json') ? dirname(p) : p;
     if (!existsSync(join(dir, MANIFEST_FILE))) return `run ${run}: no ${MANIFEST_FILE} in ${dir}`;
     try {
-      return readManifest(dir);
+      return read(dir);
     } catch (e) {
       return `run ${run}: ${(e as Error).message}`;
     }
@@ -106,7 +119,7 @@ function findRun(run: string, stage: string, runsDir: string): Manifest | string
   for (const d of runs) {
     let m: Manifest;
     try {
-      m = readManifest(join(expDir, d));
+      m = read(join(expDir, d));
     } catch {
       continue;
     }
@@ -128,7 +141,13 @@ export function resolveStageInputs(
   resolved: ResolvedExperiment,
   stack: StackOutputs,
   pinned: ReadonlyMap<string, string> = new Map(),
+  copies?: SiteCopies,
 ): ResolvedInput[] {
+  const siteRuns = stack.scratch.runsDir.replace(/\/+$/, '');
+  // Paths as this machine reads them, and back as the site has them.
+  const here = (p: string) => (copies && (p === siteRuns || p.startsWith(`${siteRuns}/`)) ? copies.runsRoot + p.slice(siteRuns.length) : p);
+  const there = (p: string) =>
+    copies && (p === copies.runsRoot || p.startsWith(`${copies.runsRoot}/`)) ? siteRuns + p.slice(copies.runsRoot.length) : p;
   const problems: string[] = [];
   const out: ResolvedInput[] = [];
   const points = resolved.sweepPoints as Record<string, Scalar>[];
@@ -136,7 +155,7 @@ export function resolveStageInputs(
     for (const input of stage.inputs ?? []) {
       const at = `stage ${stage.id}, input ${input.stage} of run ${input.run}`;
       const run = pinned.get(`${stage.id}#${input.stage}`) ?? input.run;
-      const m = findRun(run, input.stage, stack.scratch.runsDir);
+      const m = findRun(here(run), input.stage, copies ? copies.runsRoot : stack.scratch.runsDir, copies);
       if (typeof m === 'string') {
         problems.push(`${at}: ${m}`);
         continue;
@@ -158,7 +177,11 @@ export function resolveStageInputs(
       }
       const earlier = earlierOutput(`run ${m.runDir} stage ${input.stage}`, found);
       const cacheDir = stack.scratch.cacheDirs[stage.dataset];
-      const current = cacheDir ? readJson<CacheIdentity>(join(cacheDir, 'meta.json')) : undefined;
+      const current = copies
+        ? copies.cacheMeta[stage.dataset]
+        : cacheDir
+          ? readJson<CacheIdentity>(join(cacheDir, 'meta.json'))
+          : undefined;
       const issues = stageInputProblems(stage, earlier, {
         currentCache: current?.params_digest ? current : undefined,
         cacheBuiltHere: resolved.stages.some((s) => s.stage === 'preprocess' && s.dataset === stage.dataset),
@@ -173,9 +196,9 @@ export function resolveStageInputs(
       out.push({
         stageId: stage.id,
         run: input.run,
-        runDir: m.runDir,
+        runDir: there(m.runDir),
         stage: input.stage,
-        dir: realpathSync(found.dir),
+        dir: copies ? there(found.dir) : realpathSync(found.dir),
         linkedAs: roots.map((r) => join(r, stage.dataset, linkName)),
         graphCache: earlier.metrics!.graph_cache!,
       });
@@ -185,12 +208,22 @@ export function resolveStageInputs(
   return out;
 }
 
+function isLink(p: string): boolean {
+  try {
+    return lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /** Links each input's output dir into the new run where the pipeline looks for it. */
 export function linkStageInputs(runDir: string, inputs: readonly ResolvedInput[]): void {
   for (const input of inputs) {
     for (const rel of input.linkedAs) {
       const link = join(runDir, rel);
-      if (existsSync(link)) continue; // two stages of this run read the same earlier output
+      // Two stages of this run read the same earlier output. (lstat: in the local copy of a run on a
+      // site over SSH the link points at the site's path, which does not exist here.)
+      if (isLink(link) || existsSync(link)) continue;
       mkdirSync(dirname(link), { recursive: true });
       symlinkSync(input.dir, link, 'dir');
     }

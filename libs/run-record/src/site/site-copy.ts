@@ -11,8 +11,11 @@ import type { Manifest } from '../manifest.ts';
 /** The site copy's stamp in a local copy: when it was last brought back from the site. */
 export const SITE_COPY_FILE = '.site-copy.json';
 
-/** What a copy back leaves out: checkpoints and caches are large and no report reads them. */
-export const COPY_EXCLUDES = ['*.ckpt', '*.pt', 'graph_cache/', '.staged/'];
+/**
+ * What a copy back leaves out: checkpoints are large and nothing here reads them (a model.pt stays:
+ * the check of a later run's inputs looks for it).
+ */
+export const COPY_EXCLUDES = ['*.ckpt', 'graph_cache/', '.staged/'];
 
 /** How the run's site is reached (manifests from before the connection output were local). */
 export function connectionOf(manifest: Pick<Manifest, 'stack'>): Connection {
