@@ -32,10 +32,17 @@ interface Example {
 }
 
 /** `kdgat-runner ARGS` on the laptop; out is stdout then stderr. */
-async function runner(args: string[]): Promise<{ code: number; out: string; stdout: string; seconds: number }> {
+async function runner(
+  args: string[],
+): Promise<{ code: number; out: string; stdout: string; seconds: number }> {
   const t0 = Date.now();
   const r = await site.runner(args, { timeoutMs: 1_200_000 });
-  return { code: r.code, out: `${r.out}${r.err}`, stdout: r.out, seconds: Math.round((Date.now() - t0) / 1000) };
+  return {
+    code: r.code,
+    out: `${r.out}${r.err}`,
+    stdout: r.out,
+    seconds: Math.round((Date.now() - t0) / 1000),
+  };
 }
 
 function loadExamples(): Example[] {

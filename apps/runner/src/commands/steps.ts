@@ -229,7 +229,9 @@ async function siteCopies(
   const pinned = (spec.source?.inputs ?? []).map((i) => i.runDir);
   const named = stages.flatMap((s) => (s.inputs ?? []).map((i) => i.run));
   for (const run of new Set([...named, ...pinned])) {
-    const dir = run.startsWith('/') ? run.replace(/\/manifest\.json$/, '') : `${siteRuns}/${run.replace(/\/manifest\.json$/, '')}`;
+    const dir = run.startsWith('/')
+      ? run.replace(/\/manifest\.json$/, '')
+      : `${siteRuns}/${run.replace(/\/manifest\.json$/, '')}`;
     if (!dir.startsWith(`${siteRuns}/`)) continue; // not under the site's runs: reported by the check
     if (!(await files.exists(dir))) continue; // no such run on the site: reported by the check
     await files.pull(dir, runsRoot + dir.slice(siteRuns.length), COPY_EXCLUDES);

@@ -1,7 +1,15 @@
 // Stages that start from an earlier run's outputs (`inputs:` in a stage): find that run, check
 // with @kdgat/config's rules that its outputs exist and match this run's data set and graph
 // cache, and link them into the new run's run roots where the pipeline looks for them.
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, symlinkSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  symlinkSync,
+} from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import {
   loadPipelineSchema,
@@ -145,9 +153,14 @@ export function resolveStageInputs(
 ): ResolvedInput[] {
   const siteRuns = stack.scratch.runsDir.replace(/\/+$/, '');
   // Paths as this machine reads them, and back as the site has them.
-  const here = (p: string) => (copies && (p === siteRuns || p.startsWith(`${siteRuns}/`)) ? copies.runsRoot + p.slice(siteRuns.length) : p);
+  const here = (p: string) =>
+    copies && (p === siteRuns || p.startsWith(`${siteRuns}/`))
+      ? copies.runsRoot + p.slice(siteRuns.length)
+      : p;
   const there = (p: string) =>
-    copies && (p === copies.runsRoot || p.startsWith(`${copies.runsRoot}/`)) ? siteRuns + p.slice(copies.runsRoot.length) : p;
+    copies && (p === copies.runsRoot || p.startsWith(`${copies.runsRoot}/`))
+      ? siteRuns + p.slice(copies.runsRoot.length)
+      : p;
   const problems: string[] = [];
   const out: ResolvedInput[] = [];
   const points = resolved.sweepPoints as Record<string, Scalar>[];
@@ -166,9 +179,7 @@ export function resolveStageInputs(
         continue;
       }
       const linkName = basename(found.dir);
-      const own = resolved.stages.find(
-        (s) => s.dataset === stage.dataset && runDirName(s) === linkName,
-      );
+      const own = resolved.stages.find((s) => s.dataset === stage.dataset && runDirName(s) === linkName);
       if (own) {
         problems.push(
           `${at}: stage ${own.id} of this run writes the same outputs (${stage.dataset}/${linkName}): take them from one place`,
