@@ -25,7 +25,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SITE_IP=10.213.7.2
 LAPTOP_IP=10.213.7.1
 
-die() { printf 'site: error: %s\n' "$*" >&2; exit 1; }
+die() {
+  printf 'site: error: %s\n' "$*" >&2
+  exit 1
+}
 
 # Names derived from DIR: namespaces and veth ends (at most 15 characters).
 names() {
@@ -117,7 +120,11 @@ EOF
 
 # A stand-in for the SLURM commands on the laptop, where there are none.
 no_slurm_here() {
-  printf '#!/bin/sh\necho "$(basename "$0"): not on the laptop: SLURM is reached over the stack'"'"'s ssh connection only" >&2\nexit 127\n'
+  cat <<'STUB'
+#!/bin/sh
+echo "$(basename "$0"): not on the laptop: SLURM is reached over the stack's ssh connection only" >&2
+exit 127
+STUB
 }
 
 laptop() {
