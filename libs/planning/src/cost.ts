@@ -17,6 +17,7 @@ import {
   type RightSizing,
 } from '@kdgat/usage';
 import { runCommand } from '@kdgat/schedulers';
+import type { Executor } from '@kdgat/transport';
 import type { RunPlan } from './build.ts';
 
 export class BudgetExceededError extends Error {
@@ -64,14 +65,15 @@ function workersOf(stage: ResolvedStage): number | undefined {
   return typeof w === 'number' ? w : undefined;
 }
 
-async function readBalance(resolved: ResolvedExperiment): Promise<Balance> {
+async function readBalance(resolved: ResolvedExperiment, executor?: Executor): Promise<Balance> {
   const cmd = resolved.cluster.balance;
   if (!cmd) return { amount: null, unit: null, note: `cluster ${resolved.cluster.name} names no balance command` };
   const argv = balanceArgv(cmd, resolved.account ?? resolved.cluster.account);
   const shown = argv.join(' ');
   try {
     const r = await Promise.race([
-      runCommand(argv[0]!, argv.slice(1)),
+      // On the site's login node when it is reached over SSH (the balance is the site's to tell).
+      executor ? executor.run(argv, { timeoutSeconds: 20 }) : runCommand(argv[0]!, argv.slice(1)),
       new Promise<never>((_, rej) => setTimeout(() => rej(new Error('no answer in 20 s')), 20_000).unref()),
     ]);
     if (r.code !== 0)
@@ -111,6 +113,8 @@ export async function costPlan(input: {
   plan: RunPlan;
   runsRoot: string;
   apply: boolean;
+  /** Where the balance command runs (a site over SSH); default this machine. */
+  executor?: Executor;
 }): Promise<PlanCosting & { rightSized?: RightSized }> {
   const { resolved, plan } = input;
   const runs = runsUnder(input.runsRoot);
@@ -156,7 +160,7 @@ export async function costPlan(input: {
         ...(expectedSeconds[s.id] !== undefined ? { expectedSecondsPerTask: expectedSeconds[s.id]! } : {}),
       })),
   );
-  const balance = await readBalance(resolved);
+  const balance = await readBalance(resolved, input.executor);
 
   // --- what plan/train print
   const unit = estimate.unit;

@@ -27,7 +27,7 @@ test('nx graph shows the ten projects with exactly the architecture edges', () =
       usage: ['config'],
       transport: ['config', 'slurm-templates'],
       schedulers: ['transport'],
-      planning: ['config', 'schedulers', 'slurm-templates', 'usage'],
+      planning: ['config', 'schedulers', 'slurm-templates', 'transport', 'usage'],
       'run-record': ['config', 'planning', 'schedulers', 'transport', 'usage'],
       runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'transport', 'usage'],
       infra: ['config', 'slurm-templates', 'transport'],

@@ -361,6 +361,7 @@ export async function planRun(
     plan,
     runsRoot: site.runsRoot,
     apply: opts.rightSize === true && !source,
+    ...(site.files ? { executor: site.files.session } : {}),
   });
   for (const line of costing.lines) log(line);
   const rightSized = source?.rightSized ?? costing.rightSized;
