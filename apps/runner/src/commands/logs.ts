@@ -1,6 +1,8 @@
 // `runner logs`: a job's (or array task's) stdout and stderr, whole or the last N lines.
 import { existsSync, readFileSync } from 'node:fs';
 import { logPathsOf, schedulerForManifest, tailFile } from '@kdgat/run-record';
+import type { TaskStatus } from '@kdgat/schedulers';
+import { ConnectionError } from '@kdgat/transport';
 import { openRun, type Command } from '../cli/args.ts';
 
 export const logsCommand: Command = async (ctx) => {
@@ -11,7 +13,13 @@ export const logsCommand: Command = async (ctx) => {
     throw ctx.usage(`--job ${values.job}: expected one of ${manifest.jobs.map((j) => j.key).join(', ')}`);
   if (!job.jobId) throw ctx.usage(`job ${job.key} was never submitted`);
   const index = values.index !== undefined ? Number(values.index) : job.array ? 0 : undefined;
-  const states = await schedulerForManifest(manifest).query([job.jobId]);
+  // Which task's log (its own job id names it); with the site unreachable, the copy's logs as they are.
+  const states = await schedulerForManifest(manifest)
+    .query([job.jobId])
+    .catch((e: unknown) => {
+      if (e instanceof ConnectionError) return new Map<string, TaskStatus[]>();
+      throw e;
+    });
   const task = (states.get(job.jobId) ?? []).find((t) => t.arrayIndex === index) ?? {
     jobId: job.jobId,
     state: 'UNKNOWN' as const,

@@ -1,4 +1,6 @@
 // `runner status`: every job and array task of a run as its scheduler sees it now (recorded).
+// A site over SSH that cannot be reached: the states the runner saw last, said to be that, exit 1.
+import { ConnectionError } from '@kdgat/transport';
 import {
   formatTable,
   jobIdsOf,
@@ -12,10 +14,24 @@ import { openRun, type Command } from '../cli/args.ts';
 export const statusCommand: Command = async (ctx) => {
   const { say } = ctx;
   const { record, view: manifest } = await openRun(ctx);
-  const states = await schedulerForManifest(manifest).query(jobIdsOf(manifest));
+  let states;
+  let unreachable: string | undefined;
+  try {
+    states = await schedulerForManifest(manifest).query(jobIdsOf(manifest));
+  } catch (e) {
+    if (!(e instanceof ConnectionError)) throw e;
+    // No answer: every job falls back to its last state seen (recorded in the manifest).
+    unreachable = e.message.split('\n')[0];
+    states = new Map();
+  }
   const progress = progressOf(manifest, states);
-  record.seen(progress);
-  await record.published();
+  if (unreachable === undefined) {
+    record.seen(progress);
+    await record.published();
+  } else
+    ctx.io.err.write(
+      `the scheduler could not be asked (${unreachable}): the states below are the last ones the runner saw\n`,
+    );
   if (ctx.values.json) {
     const jobs = progress.map((p) => ({
       key: p.job.key,
@@ -25,11 +41,11 @@ export const statusCommand: Command = async (ctx) => {
       tasks: p.tasks,
     }));
     say(JSON.stringify(jobs, null, 2));
-    return 0;
+    return unreachable === undefined ? 0 : 1;
   }
   say(`${manifest.experiment}: ${manifest.runDir} (submission ${manifest.submission.status})`);
   for (const p of progress) say(`  ${statusLine(p)}`);
   say('');
   say(formatTable(summaryRows(manifest, progress)));
-  return 0;
+  return unreachable === undefined ? 0 : 1;
 };

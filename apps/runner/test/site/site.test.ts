@@ -272,6 +272,24 @@ describe('the laptop reaches the site only over ssh', () => {
     };
     expect(JSON.stringify(onSite.jobs)).toMatch(/CANCELLED/);
   });
+  it('with the site unreachable, status, logs and report show the local copy and say how old it is', async () => {
+    expect(chainRun, 'the chain test ran first').toBeDefined();
+    // The login node goes away (its sshd stops; the cluster behind it keeps running).
+    const pid = readFileSync(join(site.siteRoot, 'ssh', 'sshd.pid'), 'utf8').trim();
+    process.kill(Number(pid), 'SIGTERM');
+    const status = await site.runner(['status', chainRun!.local]);
+    expect(status.code, said(status)).toBe(1);
+    expect(status.err).toMatch(
+      /the site could not be reached .*: showing the local copy .*, as brought back \S+ — older than the site/,
+    );
+    expect(status.err).toMatch(/the states below are the last ones the runner saw/);
+    expect(status.out).toMatch(/curriculum .*COMPLETED/);
+    const logs = expectOk(
+      await site.runner(['logs', chainRun!.local, '--job', 'curriculum', '--lines', '5']),
+    );
+    expect(logs.err).toMatch(/older than the site/);
+    expectOk(await site.runner(['report', chainRun!.local]));
+  });
 });
 
 /** Polls `probe` (at most every 2 s, at most WAIT_MS) until it returns something; says what it waited for. */
