@@ -108,6 +108,19 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(existsSync(site.onSite(`${SCRATCH}/runs`))).toBe(true);
   });
 
+  it("a bump in python/uv.lock shows as that package's line in pulumi preview --diff of the SSH stack", async () => {
+    const r = expectOk(await site.previewWithLockBump('psutil', '7.2.2', '7.2.3'));
+    const text = `${r.out}${r.err}`;
+    expect(text).toMatch(/^\s*-\s+- psutil==7\.2\.2$/m);
+    expect(text).toMatch(/^\s*\+\s+- psutil==7\.2\.3$/m);
+    // Only that package's line changed in the environment's packages.
+    const changed = text.split('\n').filter((l) => /^\s*[-+]\s+- [A-Za-z0-9_.-]+==/.test(l));
+    expect(changed.map((l) => l.trim().replace(/\s+/g, ' ')).sort()).toEqual([
+      '+ - psutil==7.2.3',
+      '- - psutil==7.2.2',
+    ]);
+  });
+
   it('train --wait runs the chain on the site with the code of the snapshot; status, logs and report work from the laptop', async () => {
     const spec = writeSpec('chain', chainSpec('site-chain'));
     const r = await site.runner([...trainArgs(spec), '--wait']);

@@ -53,6 +53,11 @@ export interface SshSite {
   pulumi(verb: 'up' | 'preview', extra?: string[]): Promise<Run>;
   /** A command on the login node, over SSH from the laptop (what a user would type there). */
   ssh(command: string): Promise<Run>;
+  /**
+   * `pulumi preview --diff` of the site's stack by a checkout of HEAD whose python/uv.lock has
+   * `pkg` at version `to` instead of `from` (the repository itself is not touched).
+   */
+  previewWithLockBump(pkg: string, from: string, to: string): Promise<Run>;
   stop(): void;
 }
 
@@ -224,9 +229,62 @@ export async function startSite(): Promise<SshSite> {
         `${facts['SITE_USER']}@${facts['SITE_HOST']}`,
         command,
       ]),
+    previewWithLockBump: async (pkg, from, to) => {
+      const checkout = programCheckout(join(dir, 'laptop', 'checkout'));
+      const lockFile = join(checkout, 'python', 'uv.lock');
+      const lock = readFileSync(lockFile, 'utf8');
+      const entry = `[[package]]\nname = "${pkg}"\nversion = "${from}"\n`;
+      if (!lock.includes(entry)) throw new Error(`python/uv.lock has no ${pkg} ${from}`);
+      writeFileSync(lockFile, lock.replace(entry, `[[package]]\nname = "${pkg}"\nversion = "${to}"\n`));
+      // The same stack and backend, its program taken from that checkout.
+      const bumped = join(dir, 'laptop', 'pulumi-bumped');
+      mkdirSync(bumped, { recursive: true });
+      writeFileSync(
+        join(bumped, 'Pulumi.yaml'),
+        stringify({ ...pulumiYaml, main: relative(bumped, join(checkout, 'infra', 'index.ts')) }),
+      );
+      cpSync(stackFile, join(bumped, `Pulumi.${stack}.yaml`));
+      if (!existsSync(join(bumped, 'node_modules')))
+        symlinkSync(join(checkout, 'node_modules'), join(bumped, 'node_modules'));
+      return laptop(['bash', join(REPO, 'infra', 'bin', 'pulumi-stack.sh'), 'preview', '--stack', stack], {
+        env: { ...env, KDGAT_INFRA_DIR: bumped },
+      });
+    },
     stop: () => {
       spawnSync('bash', [SITE_SH, 'down', dir], { stdio: 'inherit', timeout: 120_000 });
       rmSync(join(REPO, '.hpc', 'sites', stack), { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A checkout of HEAD at `dir` (git archive) whose node_modules are the repository's, but for the
+ * workspace packages, which point into the checkout itself: a program run from there reads the
+ * checkout's files (python/uv.lock) and nothing of the repository's own.
+ */
+function programCheckout(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const archive = spawnSync(
+    'sh',
+    ['-c', 'git -C "$1" archive --format=tar HEAD | tar -x -C "$2"', 'sh', REPO, dir],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (archive.status !== 0) throw new Error(`git archive HEAD failed: ${archive.stderr}`);
+  const modules = join(REPO, 'node_modules');
+  mkdirSync(join(dir, 'node_modules', '@kdgat'), { recursive: true });
+  for (const entry of readdirSync(modules)) {
+    if (entry === '@kdgat') continue;
+    symlinkSync(join(modules, entry), join(dir, 'node_modules', entry));
+  }
+  // Workspace links are relative (../../libs/config): the same text points into the checkout.
+  for (const pkg of readdirSync(join(modules, '@kdgat')))
+    symlinkSync(readlinkSync(join(modules, '@kdgat', pkg)), join(dir, 'node_modules', '@kdgat', pkg));
+  for (const nested of ['libs/config', 'infra']) {
+    const own = join(REPO, nested, 'node_modules');
+    if (existsSync(own) && !existsSync(join(dir, nested, 'node_modules')))
+      symlinkSync(own, join(dir, nested, 'node_modules'));
+  }
+  return dir;
 }

@@ -96,10 +96,18 @@ export function pipelinePinsFor(name: GpuLayerName, sources: PipelineSources = r
 
 /**
  * The pip packages of an environment with a GPU layer, sorted by name: every pin of the pipeline
- * (uv.lock wins, so a bump there shows at once), then what the layer adds. Empty without a layer.
+ * (uv.lock wins, so a bump there shows at once), then what the layer adds. A venv with
+ * `pipelinePins`: the pipeline's pins alone. Empty otherwise.
  */
 export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = repositorySources): Pin[] {
-  if (env.backend !== 'conda' || !env.gpuLayer) return [];
+  if (env.backend === 'venv') {
+    if (!env.pipelinePins) return [];
+    const python = env.python;
+    return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)))
+      .map((p) => ({ ...p }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+  if (!env.gpuLayer) return [];
   const pins = new Map(pipelinePinsFor(env.gpuLayer, sources).map((p) => [p.name, p.version]));
   for (const p of gpuLayerPins(env.gpuLayer, sources)) if (!pins.has(p.name)) pins.set(p.name, p.version);
   return [...pins]

@@ -52,11 +52,13 @@ const inputs = {
     ],
     pip: [],
   },
-  // CPU machines: a venv; the local stack layers the repository's uv environment (python/.venv) under it.
+  // CPU machines: a venv with the pipeline's pins from python/uv.lock; the local stack layers the
+  // repository's uv environment (python/.venv, the same lock) under it, so pip finds them installed.
   'cpu-local': {
     name: 'cpu-local',
     backend: 'venv',
     python: '3.11',
+    pipelinePins: true,
     requirements: [],
   },
 } as const;

@@ -5,14 +5,14 @@ import type { EnvironmentSpec } from './schema.ts';
 /**
  * The pip requirements an environment installs, sorted: with a `gpuLayer`, every pin of the
  * pipeline (python/uv.lock) and of the layer (python/gpu/<layer>.lock) as `name==version`, then the
- * spec's own `pip:` lines; a venv's `requirements`.
+ * spec's own `pip:` lines; a venv's `requirements` (after the pipeline's pins with `pipelinePins`).
  */
 export function pipRequirements(
   env: EnvironmentSpec,
   sources: PipelineSources = repositorySources,
 ): string[] {
-  if (env.backend === 'venv') return [...new Set(env.requirements)].sort();
   const site = sitePackages(env, sources).map((p) => `${p.name}==${p.version}`);
+  if (env.backend === 'venv') return [...new Set([...site, ...env.requirements])].sort();
   return [...new Set([...site, ...env.pip])].sort();
 }
 

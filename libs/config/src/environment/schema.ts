@@ -62,6 +62,11 @@ export const VenvEnvironmentSchema = z
     ...common,
     backend: z.literal('venv'),
     python: z.string().regex(/^3\.\d+$/, 'a Python version such as "3.11"'),
+    /**
+     * Install the pipeline's pins from python/uv.lock (for this Python, linux x86_64) into the venv,
+     * as the GPU environments do: a uv.lock bump then changes this environment too.
+     */
+    pipelinePins: z.boolean().default(false),
     requirements: z.array(PipRequirement).default([]),
   })
   .strict();
