@@ -27,6 +27,7 @@ export interface ManifestJob {
   /** Log file patterns (SLURM `%x %j %A %a`), absolute. */
   logs: { output: string; error: string };
   /** Last state seen by the runner (jobs vanish from squeue after MinJobAge). */
+  /** The states the runner saw last, and since when (`at`: first seen in them). */
   lastSeen?: { state: JobState; at: string; tasks?: Record<string, JobState> };
 }
 

@@ -19,7 +19,10 @@ import {
 import { ConnectionError, sessionFor } from '@kdgat/transport';
 import type { Io } from '../cli/args.ts';
 
-/** Polls of a remote site: at most one every 5 s (login nodes ask users not to hammer squeue). */
+/**
+ * Polls of a remote site: at most one every 5 s, backing off to one every 30 s while no state
+ * changes (login nodes ask users not to hammer squeue).
+ */
 const REMOTE_MIN_INTERVAL_MS = 5000;
 /** Consecutive failed connections before --wait gives up (the jobs are not touched). */
 const CONNECTION_RETRIES = 3;
@@ -69,7 +72,7 @@ export async function follow(record: RunRecord, io: Io): Promise<number> {
         polls++;
         record.seen(p);
       },
-      ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS } : {}),
+      ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS, backOffOnStates: true } : {}),
     });
   } catch (e) {
     if (!(e instanceof ConnectionError)) throw e;

@@ -64,13 +64,19 @@ export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>
   });
 }
 
-/** Records the states seen into the manifest's jobs (so `status` works after MinJobAge). */
+/**
+ * Records the states seen into the manifest's jobs (so `status` works after MinJobAge); `at` is
+ * when a job was first seen in its current states, so a poll that saw nothing new changes nothing
+ * (and a run on a site over SSH writes no manifest to the site for it).
+ */
 export function rememberStates(manifest: Manifest, progress: readonly JobProgress[]): void {
   const at = new Date().toISOString();
   for (const p of progress) {
     if (p.tasks.length === 0) continue;
     const tasks: Record<string, JobState> = {};
     for (const t of p.tasks) tasks[t.arrayIndex === undefined ? '-' : String(t.arrayIndex)] = t.state;
+    const seen = p.job.lastSeen;
+    if (seen && seen.state === p.state && JSON.stringify(seen.tasks) === JSON.stringify(tasks)) continue;
     p.job.lastSeen = { state: p.state, at, tasks };
   }
 }

@@ -1,4 +1,4 @@
-import { Writable } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { JobState, Scheduler, TaskStatus } from '@kdgat/schedulers';
 import type { Manifest } from '../manifest.ts';
@@ -105,5 +105,47 @@ describe('--wait output', () => {
     expect(writes).toHaveLength(s.polls() + 1);
     expect(writes.slice(0, -1).every((w) => w.startsWith('\r\x1b[2Ktrain [7] '))).toBe(true);
     expect(writes.at(-1)).toBe('\n');
+  });
+});
+
+describe('backing off on states (a site over SSH)', () => {
+  it('polls a long running job ever less often while only its elapsed time moves', async () => {
+    const manifest = {
+      jobs: [
+        {
+          key: 'train',
+          name: 'n',
+          stageId: 'train',
+          script: 's',
+          dependsOn: [],
+          runRoot: '/r',
+          logs: { output: '/nope', error: '/nope' },
+          jobId: '7',
+        },
+      ],
+    } as unknown as Manifest;
+    let elapsed = 0;
+    let polls = 0;
+    const scheduler = {
+      query: async () => {
+        polls++;
+        elapsed += 5;
+        const state = polls >= 8 ? 'COMPLETED' : 'RUNNING';
+        return new Map([['7', [{ jobId: '7', state, elapsedSeconds: elapsed }]]]);
+      },
+    } as unknown as Scheduler;
+    const pauses: number[] = [];
+    const out = Object.assign(new PassThrough(), { isTTY: false });
+    await watchRun({
+      scheduler,
+      manifest,
+      out,
+      minIntervalMs: 5000,
+      maxIntervalMs: 30_000,
+      backOffOnStates: true,
+      now: () => 0,
+      sleep: async (ms) => void pauses.push(ms),
+    });
+    expect(pauses).toEqual([5000, 7500, 11250, 16875, 25313, 30000, 30000]);
   });
 });

@@ -64,6 +64,11 @@ export interface WatchOptions {
   onPoll?: (progress: JobProgress[]) => void;
   minIntervalMs?: number;
   maxIntervalMs?: number;
+  /**
+   * Back off while the states stay the same, however the elapsed times move (a site over SSH: a
+   * long job is polled ever less often, up to maxIntervalMs, instead of at minIntervalMs).
+   */
+  backOffOnStates?: boolean;
   /** The clock and the pause between polls (tests pass their own). */
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -105,10 +110,11 @@ export async function watchRun(opts: WatchOptions): Promise<JobProgress[]> {
     opts.onPoll?.(progress);
     const logLine = runningLogLine(progress);
     output.update(progress, logLine);
-    // Back off while nothing moves, elapsed times included (as before: a running job polls at `min`).
-    const snapshot = progress.map(statusLine).join('\n');
-    interval =
-      snapshot !== previous || logLine !== lastLogLine ? min : Math.min(max, Math.round(interval * 1.5));
+    // Back off while nothing moves, elapsed times included (as before: a running job polls at `min`),
+    // or, with backOffOnStates, while no state changes.
+    const snapshot = progress.map(opts.backOffOnStates ? stateOf : statusLine).join('\n');
+    const moved = snapshot !== previous || (!opts.backOffOnStates && logLine !== lastLogLine);
+    interval = moved ? min : Math.min(max, Math.round(interval * 1.5));
     previous = snapshot;
     lastLogLine = logLine;
     if (finished(progress)) {
