@@ -51,7 +51,7 @@ suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-
 suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
 suite "site over SSH e2e (laptop -> sshd login node -> SLURM, own namespaces: infra:up, train, requeue, cancel)" nx run runner:test-site --skip-nx-cache --outputStyle=stream
 suite "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test --test-concurrency=1 'scripts/e2e/*.test.ts'
-suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, local SLURM)" node --test 'scripts/e2e-examples/*.test.ts'
+suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)" node --test 'scripts/e2e-examples/*.test.ts'
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done
