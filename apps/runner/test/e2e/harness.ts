@@ -39,6 +39,35 @@ export interface Site {
   cli(args: string[], opts?: { timeoutMs?: number; env?: NodeJS.ProcessEnv }): Promise<CliResult>;
 }
 
+/**
+ * Runs argv and collects its output. A run past `timeoutMs` is killed (SIGTERM), and says so at the
+ * end of `err` under `label`.
+ */
+export function runBounded(
+  argv: string[],
+  opts: { env: NodeJS.ProcessEnv; cwd: string; timeoutMs: number; label: string },
+): Promise<CliResult> {
+  return new Promise((res, rej) => {
+    const child = spawn(argv[0]!, argv.slice(1), { env: opts.env, cwd: opts.cwd });
+    let out = '';
+    let err = '';
+    let killed = false;
+    child.stdout.on('data', (d) => (out += String(d)));
+    child.stderr.on('data', (d) => (err += String(d)));
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill('SIGTERM');
+    }, opts.timeoutMs);
+    child.on('error', rej);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (killed)
+        err += `\n[e2e] ${opts.label}: still running after ${opts.timeoutMs / 1000} s; killed (SIGTERM)\n`;
+      res({ code: code ?? 1, out, err });
+    });
+  });
+}
+
 /** The run directory `train` / `plan` print (`run dir: …`). */
 export function runDirOf(out: string): string {
   const m = /^run dir: (.+)$/m.exec(out);
@@ -113,24 +142,11 @@ export function makeSite(): Site {
       return ['--spec', spec, '--stack', 'local', '--stack-outputs', stackFile, '--scheduler', scheduler];
     },
     cli(args, { timeoutMs = CLI_TIMEOUT_MS, env: childEnv = env } = {}) {
-      return new Promise((res, rej) => {
-        const child = spawn(process.execPath, [BIN, ...args], { env: childEnv, cwd: REPO });
-        let out = '';
-        let err = '';
-        let killed = false;
-        child.stdout.on('data', (d) => (out += String(d)));
-        child.stderr.on('data', (d) => (err += String(d)));
-        const timer = setTimeout(() => {
-          killed = true;
-          child.kill('SIGTERM');
-        }, timeoutMs);
-        child.on('error', rej);
-        child.on('close', (code) => {
-          clearTimeout(timer);
-          if (killed)
-            err += `\n[e2e] kdgat-runner ${args.join(' ')}: still running after ${timeoutMs / 1000} s; killed (SIGTERM)\n`;
-          res({ code: code ?? 1, out, err });
-        });
+      return runBounded([process.execPath, BIN, ...args], {
+        env: childEnv,
+        cwd: REPO,
+        timeoutMs,
+        label: `kdgat-runner ${args.join(' ')}`,
       });
     },
   };

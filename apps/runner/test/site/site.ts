@@ -2,7 +2,7 @@
 // cluster, an sshd login node with Lmod, /fs/scratch and /fs/ess, all in namespaces of their own,
 // and a laptop that reaches them only through the stack's ssh connection. Pulumi and the runner run
 // as the laptop; the test itself keeps a god's view of the site's files (SITE_ROOT) to check them.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   cpSync,
   existsSync,
@@ -18,6 +18,7 @@ import {
 import { homedir } from 'node:os';
 import { delimiter, join, relative, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { runBounded } from '../e2e/harness.ts';
 
 export const REPO = resolve(import.meta.dirname, '../../../..');
 const SITE_SH = join(REPO, 'scripts', 'site', 'site.sh');
@@ -74,25 +75,7 @@ function pulumiBinDir(): string {
 }
 
 function run(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
-  return new Promise((res, rej) => {
-    const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, env });
-    let out = '';
-    let err = '';
-    let killed = false;
-    child.stdout.on('data', (d) => (out += String(d)));
-    child.stderr.on('data', (d) => (err += String(d)));
-    const timer = setTimeout(() => {
-      killed = true;
-      child.kill('SIGTERM');
-    }, timeoutMs);
-    child.on('error', rej);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (killed)
-        err += `\n[site e2e] ${argv.join(' ')}: still running after ${timeoutMs / 1000} s; killed\n`;
-      res({ code: code ?? 1, out, err });
-    });
-  });
+  return runBounded(argv, { env, cwd: REPO, timeoutMs, label: argv.join(' ') });
 }
 
 /** The synthetic CAN data set the quickstart makes (made here when missing), for the site's /fs/ess. */
