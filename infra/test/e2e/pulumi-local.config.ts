@@ -14,7 +14,9 @@ export function localConfig(root: string, wheels: string, pip: string[], dataset
       },
     },
     environment: 'cpu-local',
-    environmentOverrides: { name: 'cpu-e2e', requirements: pip },
+    // A venv of its own from a local wheelhouse, not layered over python/.venv: without the
+    // pipeline's pins (they are not in the wheelhouse), only the test's requirement lines.
+    environmentOverrides: { name: 'cpu-e2e', pipelinePins: false, requirements: pip },
     datasets,
     build: {
       frontend: 'pip',
