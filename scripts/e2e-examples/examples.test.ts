@@ -142,6 +142,7 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
     const manifest = JSON.parse(readFileSync(join(runDir, 'manifest.json'), 'utf8')) as {
       jobs: { key: string; array?: { size: number } }[];
       inputs?: { stageId: string; runDir: string; linkedAs: string[]; dir: string }[];
+      tune?: { study: string };
     };
     // Every job and every array task COMPLETED, as the scheduler reports them.
     const status = await runner(['status', runDir, '--json']);
@@ -155,6 +156,15 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
       assert.equal(tasks.length, j.array?.size ?? 1, `examples/${e.file} ${j.key}: ${JSON.stringify(tasks)}`);
       for (const t of tasks)
         assert.equal(t.state, 'COMPLETED', `examples/${e.file} ${j.key}: ${JSON.stringify(t)}`);
+    }
+    // A study's report by its name, from the laptop (its journal brought back from the site).
+    if (e.spec['tune']) {
+      const study = String(manifest.tune?.study);
+      const report = await runner(['tune-report', '--study', study, '--stack', site.stack, '--json']);
+      assert.equal(report.code, 0, report.out);
+      const figures = JSON.parse(report.stdout) as { counts: Record<string, number> };
+      // shrink.ts: 2 trials, no pruner
+      assert.equal(figures.counts['COMPLETE'], 2, `examples/${e.file}: ${report.stdout.slice(0, 2000)}`);
     }
     // Inputs from earlier runs: recorded with the run this suite made, and linked into this run.
     if (e.after.length > 0) {

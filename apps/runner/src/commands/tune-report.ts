@@ -1,13 +1,27 @@
 // `runner tune-report`: the pipeline's own report of a study (trial counts, pruning, best trial).
+// On a site over SSH the study is read in the local copy of its run, brought back first.
+import { dirname, join } from 'node:path';
 import { resolveStudyDir, runTuneReport } from '@kdgat/planning';
-import { stackSource, type Command } from '../cli/args.ts';
+import { MANIFEST_FILE, copyLine, isRemote, readManifest, refreshCopy } from '@kdgat/run-record';
+import { existsSync } from 'node:fs';
+import { REPO_ROOT, stackSource, type Command } from '../cli/args.ts';
+import { localRunsRoot } from './steps.ts';
 
 export const tuneReportCommand: Command = async (ctx) => {
   const { values, say } = ctx;
   const studyArg = values.study ?? ctx.positionals[1];
   if (!studyArg) throw ctx.usage('tune-report needs --study NAME|DIR');
-  const stack = await stackSource(values).read(values.stack ?? 'local');
-  const dir = resolveStudyDir(studyArg, stack.scratch.runsDir);
+  const name = values.stack ?? 'local';
+  const stack = await stackSource(values).read(name);
+  const remote = stack.connection.kind === 'ssh';
+  const dir = resolveStudyDir(studyArg, remote ? localRunsRoot(REPO_ROOT, name) : stack.scratch.runsDir);
+  // A study in the local copy of a run on a site over SSH: its journal as the site has it now.
+  const runDir = dirname(dir);
+  if (existsSync(join(runDir, MANIFEST_FILE))) {
+    const manifest = readManifest(runDir);
+    if (isRemote(manifest))
+      ctx.io.err.write(`${copyLine(manifest, runDir, await refreshCopy(manifest, runDir))}\n`);
+  }
   if (values.json) say(JSON.stringify(await runTuneReport(stack, dir, { json: true, plots: true }), null, 2));
   else ctx.io.out.write(await runTuneReport(stack, dir, { json: false, plots: true }));
   return 0;

@@ -50,7 +50,8 @@ export async function tune(opts: RunOptions & { dryRun?: boolean }): Promise<Run
     const reports = await preflight(record, rendered, scheduler, site);
     if (!opts.dryRun) {
       await submit(record, rendered, scheduler);
-      linkStudy(site.runsRoot, study.name, study.dir);
+      // The name points at the study where this machine reads it: on a site over SSH, the local copy.
+      linkStudy(site.runsRoot, study.name, site.files ? join(record.dir, 'study') : study.dir);
     }
     return resultOf(record, planned, reports, scheduler, { reproduction, study });
   } finally {
