@@ -79,7 +79,8 @@ export async function refreshCopy(manifest: Manifest, dir: string): Promise<Copy
 
 /** One line on the copy's freshness, for status, logs and the report. */
 export function copyLine(manifest: Manifest, dir: string, state: CopyState): string {
-  const where = `${connectionOf(manifest).kind === 'ssh' ? (connectionOf(manifest) as { host: string }).host : 'site'}:${manifest.runDir}`;
+  const connection = connectionOf(manifest);
+  const where = `${connection.kind === 'ssh' ? connection.host : 'site'}:${manifest.runDir}`;
   if (!state.error) return `local copy ${dir} of ${where}, brought back ${state.pulledAt}`;
   return (
     `the site could not be reached (${state.error}): showing the local copy ${dir}` +
