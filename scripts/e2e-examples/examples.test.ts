@@ -165,6 +165,25 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
       const figures = JSON.parse(report.stdout) as { counts: Record<string, number> };
       // shrink.ts: 2 trials, no pruner
       assert.equal(figures.counts['COMPLETE'], 2, `examples/${e.file}: ${report.stdout.slice(0, 2000)}`);
+      // The best trial trained from the laptop, the study looked up by name in the local copy.
+      if (e.file === 'tune-vgae.yaml') {
+        const best = await runner([
+          'train',
+          '--spec',
+          join(dir, e.file),
+          '--from-study',
+          study,
+          '--best',
+          '--stack',
+          site.stack,
+          '--scheduler',
+          'slurm',
+          '--wait',
+        ]);
+        assert.equal(best.code, 0, best.out.slice(-4000));
+        assert.match(best.out, new RegExp(`best trial \\d+ of study ${study}`));
+        assert.match(best.out, /all \d+ task\(s\) completed/);
+      }
     }
     // Inputs from earlier runs: recorded with the run this suite made, and linked into this run.
     if (e.after.length > 0) {

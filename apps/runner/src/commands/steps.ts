@@ -1,7 +1,7 @@
 // The steps `train`, `plan` and `tune` are made of, in the order they run: load spec → check
 // stack → plan → render → guard → record → preflight → submit. Each is wiring over the libraries
 // (@kdgat/config, planning, run-record, schedulers) plus the lines it prints.
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import {
   checkSpecAgainstSite,
@@ -27,6 +27,7 @@ import {
   readSpecFile,
   readStackOrDeclared,
   renderPlan,
+  resolveStudyDir,
   submitPlan,
   writeRendered,
   type FromStudy,
@@ -44,6 +45,8 @@ import {
   RunRecord,
   codeSnapshot,
   compareRecordedLock,
+  copyLine,
+  refreshCopy,
   snapshotDir,
   uploadSnapshot,
   reproductionOf,
@@ -116,8 +119,14 @@ export async function loadSpec(opts: RunOptions, log: (line: string) => void): P
   else throw new Error('train needs --spec <file.yaml> or --from-manifest <run dir|manifest.json>');
   let fromStudy: FromStudy | undefined;
   if (opts.fromStudy) {
-    const stack = await opts.stackSource.read(stackNameOf(opts, source));
-    const applied = await applyBestTrial(spec.text, spec.file, opts.fromStudy, stack);
+    const name = stackNameOf(opts, source);
+    const stack = await opts.stackSource.read(name);
+    const applied = await applyBestTrial(
+      spec.text,
+      spec.file,
+      await studyHere(opts.fromStudy, name, stack, opts, log),
+      stack,
+    );
     spec = { ...spec, text: applied.text };
     fromStudy = applied.provenance;
     const values = Object.entries(fromStudy.params).map(([k, v]) => `${k}=${String(v)}`);
@@ -133,6 +142,27 @@ export async function loadSpec(opts: RunOptions, log: (line: string) => void): P
     ...(source ? { source } : {}),
     ...(fromStudy ? { fromStudy } : {}),
   };
+}
+
+/**
+ * The study a `--from-study` names, where this machine reads it: as given for a local site; for a
+ * site over SSH, in the local copy of its run (the name looked up there), brought back first.
+ */
+async function studyHere(
+  study: string,
+  stackName: string,
+  stack: StackOutputs,
+  opts: RunOptions,
+  log: (line: string) => void,
+): Promise<string> {
+  if (stack.connection.kind !== 'ssh') return study;
+  const dir = resolveStudyDir(study, localRunsRoot(opts.repoRoot, stackName));
+  const runDir = dirname(dir);
+  if (existsSync(join(runDir, MANIFEST_FILE))) {
+    const manifest = readManifest(runDir);
+    log(copyLine(manifest, runDir, await refreshCopy(manifest, runDir)));
+  }
+  return dir;
 }
 
 /** `--overrides` and every sweep point against the pipeline schema; the loader's warnings. */
