@@ -61,7 +61,8 @@ for input in "${inputs[@]}"; do
   if $check; then
     if ! cmp -s "$work/$layer.lock" "$GPU_DIR/$layer.lock"; then
       stale+=("$layer")
-      diff -u "$GPU_DIR/$layer.lock" "$work/$layer.lock" >&2 || true
+      # diff exits 1 when the files differ (known here: they do); 2 is a real failure.
+      diff -u "$GPU_DIR/$layer.lock" "$work/$layer.lock" >&2 || (($? == 1))
     fi
   else
     cp "$work/$layer.lock" "$GPU_DIR/$layer.lock"

@@ -111,7 +111,9 @@ EOF
   # not `ip netns exec`: that remounts /sys, and slurmd needs the cgroup mounts under it.)
   if ! nsenter --net="/run/netns/$SITE_NS" unshare --mount --uts --propagation private \
     env REPO="$REPO" SITE="$SITE" SITE_IP="$SITE_IP" bash "$0" _site_init </dev/null >"$SITE/init.log" 2>&1; then
-    cat "$SITE/init.log" "$SITE/slurm-up.log" >&2 2>/dev/null || true
+    for log in "$SITE/init.log" "$SITE/slurm-up.log"; do
+      if [[ -s $log ]]; then cat "$log" >&2; fi
+    done
     die "the site did not start (log above)"
   fi
   printf 'SITE_HOST=%s\nSITE_PORT=22\nSITE_USER=%s\nSITE_HOST_KEY=%s\nLAPTOP_KEY=%s\nSITE_ROOT=%s\n' \
@@ -144,11 +146,10 @@ laptop_init() {
   # The site's files, SLURM's configuration and munge's sockets are not the laptop's to see.
   mount -t tmpfs -o size=1m tmpfs "$SITE"
   for path in /etc/slurm /var/tmp/kdgat-slurm /run/munge /var/run/munge; do
-    [[ -d $path ]] && mount -t tmpfs -o size=1m tmpfs "$path"
+    if [[ -d $path ]]; then mount -t tmpfs -o size=1m tmpfs "$path"; fi
   done
   for cmd in sbatch squeue scontrol scancel sacct srun sinfo salloc sstat; do
-    path=$(command -v "$cmd" || true)
-    [[ -n $path ]] && mount --bind "$LAPTOP/no-slurm" "$path"
+    if path=$(command -v "$cmd"); then mount --bind "$LAPTOP/no-slurm" "$path"; fi
   done
   unset SLURM_CONF
   exec "$@"

@@ -106,13 +106,7 @@ describe('examples/', () => {
   });
 
   it('profile, trial-batch, cugraph, sweep-lr and tune-pitzer start from the VGAE of a kdgat-pitzer run', () => {
-    for (const f of [
-      'profile.yaml',
-      'trial-batch.yaml',
-      'cugraph.yaml',
-      'sweep-lr.yaml',
-      'tune-pitzer.yaml',
-    ]) {
+    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml', 'sweep-lr.yaml', 'tune-pitzer.yaml']) {
       const { plan, resolved } = planOf(f);
       expect(plan.jobs).toHaveLength(1);
       expect(resolved.stages[0]!.inputs).toEqual([{ run: 'kdgat-hcrl-sa', stage: 'autoencoder' }]);

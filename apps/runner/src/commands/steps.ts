@@ -304,7 +304,7 @@ export async function shipCode(
   site: Site,
   opts: RunOptions,
   log: (line: string) => void,
-): Promise<(NonNullable<Manifest['code']> & { diff?: string }) | undefined> {
+): Promise<{ recorded: NonNullable<Manifest['code']>; diff?: string } | undefined> {
   if (!site.files) return undefined;
   const snapshot = await codeSnapshot(opts.repoRoot, { allowDirty: opts.allowDirty === true });
   const dir = snapshotDir(codeRootOf(site.outputs), snapshot);
@@ -313,13 +313,10 @@ export async function shipCode(
     `code: python/ at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
       `tree ${snapshot.tree.slice(0, 12)} ${uploaded ? 'uploaded to' : 'already on the site at'} ${dir}`,
   );
-  return {
-    tree: snapshot.tree,
-    commit: snapshot.commit,
-    dir,
-    dirty: snapshot.dirty,
-    ...(snapshot.diff !== undefined ? { diffFile: CODE_DIFF_FILE, diff: snapshot.diff } : {}),
-  };
+  const { tree, commit, dirty, diff } = snapshot;
+  return diff === undefined
+    ? { recorded: { tree, commit, dir, dirty } }
+    : { recorded: { tree, commit, dir, dirty, diffFile: CODE_DIFF_FILE }, diff };
 }
 
 /**
@@ -559,16 +556,15 @@ export async function newRun(
   const { name: experiment } = spec.resolved.spec;
   const runDir = siteRunDirOf(site, newRunDir(site.runsRoot, experiment, spec.resolved.specHash));
   const code = await shipCode(site, opts, log);
-  const rendered = render(spec, site, planned, scheduler, runDir, code?.dir);
+  const rendered = render(spec, site, planned, scheduler, runDir, code?.recorded.dir);
   const written = writeRun(site, runDir, rendered, opts.repoRoot, log, code);
   const { study } = extra?.(written.outDir, runDir) ?? {};
-  const { diff: _diff, ...recordedCode } = code ?? {};
   const run = {
     runDir,
     rendered,
     scheduler,
     ...(study ? { study } : {}),
-    ...(code ? { code: recordedCode as NonNullable<Manifest['code']> } : {}),
+    ...(code ? { code: code.recorded } : {}),
   };
   const record = await recordRun(spec, site, planned, written, run, opts);
   await publishRun(site, record, log);

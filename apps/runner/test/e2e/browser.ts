@@ -47,9 +47,7 @@ function startChromium(): Promise<{ proc: ChildProcess; ws: string; profile: str
   return new Promise((res, rej) => {
     let err = '';
     const timer = setTimeout(() => rej(new Error(`chromium did not start in 30 s:\n${err}`)), 30_000);
-    proc.on('error', (e) =>
-      rej(new Error(`${CHROMIUM}: ${e.message} (scripts/bootstrap.sh installs chromium)`)),
-    );
+    proc.on('error', (e) => rej(new Error(`${CHROMIUM}: ${e.message} (scripts/bootstrap.sh installs chromium)`)));
     proc.stderr!.setEncoding('utf8').on('data', (d: string) => {
       err += d;
       const m = /DevTools listening on (ws:\/\/\S+)/.exec(err);
@@ -86,19 +84,10 @@ export async function checkPage(url: string): Promise<PageCheck> {
       pending.set(id, { res, rej });
       socket.send(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }));
     });
-  const check: PageCheck = {
-    consoleErrors: [],
-    exceptions: [],
-    requests: [],
-    images: [],
-    title: '',
-    screenshot: Buffer.alloc(0),
-  };
+  const check: PageCheck = { consoleErrors: [], exceptions: [], requests: [], images: [], title: '', screenshot: Buffer.alloc(0) };
   try {
     const { targetId } = (await send('Target.createTarget', { url: 'about:blank' })) as { targetId: string };
-    const { sessionId } = (await send('Target.attachToTarget', { targetId, flatten: true })) as {
-      sessionId: string;
-    };
+    const { sessionId } = (await send('Target.attachToTarget', { targetId, flatten: true })) as { sessionId: string };
     let loaded: () => void = () => {};
     const load = new Promise<void>((res) => (loaded = res));
     listeners.push((m) => {
@@ -106,37 +95,24 @@ export async function checkPage(url: string): Promise<PageCheck> {
       const p = m.params ?? {};
       if (m.method === 'Runtime.consoleAPICalled' && (p['type'] === 'error' || p['type'] === 'assert'))
         check.consoleErrors.push(JSON.stringify(p['args']));
-      if (m.method === 'Runtime.exceptionThrown')
-        check.exceptions.push(JSON.stringify(p['exceptionDetails']));
+      if (m.method === 'Runtime.exceptionThrown') check.exceptions.push(JSON.stringify(p['exceptionDetails']));
       if (m.method === 'Log.entryAdded') {
         const e = p['entry'] as { level: string; text: string; url?: string };
         if (e.level === 'error') check.consoleErrors.push(`${e.text} ${e.url ?? ''}`);
       }
-      if (m.method === 'Network.requestWillBeSent')
-        check.requests.push((p['request'] as { url: string }).url);
+      if (m.method === 'Network.requestWillBeSent') check.requests.push((p['request'] as { url: string }).url);
       if (m.method === 'Page.loadEventFired') loaded();
     });
     for (const domain of ['Runtime', 'Log', 'Network', 'Page']) await send(`${domain}.enable`, {}, sessionId);
     await send('Page.navigate', { url }, sessionId);
-    await Promise.race([
-      load,
-      new Promise((_, rej) => setTimeout(() => rej(new Error(`${url} did not load in 30 s`)), 30_000)),
-    ]);
+    await Promise.race([load, new Promise((_, rej) => setTimeout(() => rej(new Error(`${url} did not load in 30 s`)), 30_000))]);
     const evaluate = async <T>(expression: string): Promise<T> =>
-      (
-        (await send('Runtime.evaluate', { expression, returnByValue: true }, sessionId)) as {
-          result: { value: T };
-        }
-      ).result.value;
+      ((await send('Runtime.evaluate', { expression, returnByValue: true }, sessionId)) as { result: { value: T } }).result.value;
     check.title = await evaluate<string>('document.title');
     check.images = await evaluate<{ src: string; ok: boolean }[]>(
       'Array.from(document.images).map((i) => ({ src: i.getAttribute("src"), ok: i.complete && i.naturalWidth > 0 }))',
     );
-    const shot = (await send(
-      'Page.captureScreenshot',
-      { format: 'png', captureBeyondViewport: false },
-      sessionId,
-    )) as { data: string };
+    const shot = (await send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: false }, sessionId)) as { data: string };
     check.screenshot = Buffer.from(shot.data, 'base64');
     return check;
   } finally {

@@ -71,9 +71,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     expect(first.code, first.err).toBe(0);
     expect(first.out).toMatch(/cost \(local; local test cluster/);
     // 2 cpus + 4 GB on a node of 64 cores / 256 GB: 2 billed cores, 1 GPU, 30 minutes.
-    expect(first.out).toMatch(
-      /ae: 1 task\(s\) x 2 billed core\(s\) \+ 1 GPU\(s\) on gpu; worst \(to the time limit\) 0\.5000 GPU-h, 1\.00 core-h, 6\.00 SU/,
-    );
+    expect(first.out).toMatch(/ae: 1 task\(s\) x 2 billed core\(s\) \+ 1 GPU\(s\) on gpu; worst \(to the time limit\) 0\.5000 GPU-h, 1\.00 core-h, 6\.00 SU/);
     expect(first.out).toContain('ae: no history for this stage: the spec is kept');
     expect(first.out).toMatch(/balance: unknown \(cluster local names no balance command\)/);
 
@@ -107,18 +105,13 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
 
     const second = await site.cli(['plan', ...site.specArgs(file)]);
     expect(second.code, second.err).toBe(0);
-    expect(second.out).toMatch(
-      /ae: from 1 finished task\(s\) of 1 run\(s\) \(apply with train --right-size\)/,
-    );
+    expect(second.out).toMatch(/ae: from 1 finished task\(s\) of 1 run\(s\) \(apply with train --right-size\)/);
     expect(second.out).toMatch(/memGB: 4 -> 1 +\(peak RSS p95/);
     expect(second.out).toMatch(/cpus: 2 -> 1 /);
     // 30 minutes down to the elapsed time x 1.25 plus the 300 s requeue lead, in 5-minute steps.
     expect(second.out).toMatch(/time: 0:30:00 -> 00:10:00 /);
     expect(second.out).toMatch(/expected \d+\.\d+ GPU-h/);
-    const estimate =
-      /total: worst ([\d.]+) GPU-h, ([\d.]+) core-h, ([\d.]+) SU; expected ([\d.]+) GPU-h, ([\d.]+) core-h, ([\d.]+) SU/.exec(
-        second.out,
-      )!;
+    const estimate = /total: worst ([\d.]+) GPU-h, ([\d.]+) core-h, ([\d.]+) SU; expected ([\d.]+) GPU-h, ([\d.]+) core-h, ([\d.]+) SU/.exec(second.out)!;
     console.log(
       `[figures] first run: requested 2 cpus / 4 GB / 1800 s; used ${rec.used.meanCpus} cores busy, ${rec.used.peakRssMB} MB peak RSS (${rec.used.peakRssSource}), ${rec.elapsedSeconds} s; ` +
         `estimate before it: worst 0.5 GPU-h / 6 SU; second plan: worst ${estimate[1]} GPU-h / ${estimate[3]} SU, expected ${estimate[4]} GPU-h / ${estimate[6]} SU`,
@@ -155,38 +148,20 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     const before = squeueIds();
     const r = await site.cli(['train', ...site.specArgs(file)]);
     expect(r.code).toBe(3);
-    expect(r.err).toMatch(
-      /the plan's worst case, 6\.00 SU, is over budget\.maxBillingUnits = 1 SU; nothing was queued/,
-    );
+    expect(r.err).toMatch(/the plan's worst case, 6\.00 SU, is over budget\.maxBillingUnits = 1 SU; nothing was queued/);
     expect(r.err).toMatch(/ae: 1 task\(s\) x 2 billed core\(s\)/);
     expect(r.err).toMatch(/to fit: shorter resources\.time/);
     expect(squeueIds()).toEqual(before);
     expect(existsSync(join(site.runsDir, 'e2e-budget'))).toBe(false);
-    const ok = await site.cli([
-      'plan',
-      ...site.specArgs(site.spec('budget-ok', spec('e2e-budget-ok', ['budget: { maxBillingUnits: 10 }']))),
-    ]);
+    const ok = await site.cli(['plan', ...site.specArgs(site.spec('budget-ok', spec('e2e-budget-ok', ['budget: { maxBillingUnits: 10 }'])))]);
     expect(ok.code, ok.err).toBe(0);
     expect(ok.out).toContain('budget: worst case 6.00 SU is within 10 SU');
   });
 
   it("reads the account's balance with the site command the cluster profile names", async () => {
-    const profile = {
-      ...clusterPresets.local,
-      balance: {
-        argv: ['OSCusage', '-P', 'PAS1266'],
-        pattern: clusterPresets['osc-pitzer'].balance!.pattern,
-        unit: 'SU',
-      },
-    };
+    const profile = { ...clusterPresets.local, balance: { argv: ['OSCusage', '-P', 'PAS1266'], pattern: clusterPresets['osc-pitzer'].balance!.pattern, unit: 'SU' } };
     writeFileSync(join(site.root, 'cluster-with-balance.yaml'), JSON.stringify(profile));
-    const file = site.spec(
-      'balance',
-      spec('e2e-balance').replace(
-        'cluster: local',
-        `cluster: ${join(site.root, 'cluster-with-balance.yaml')}`,
-      ),
-    );
+    const file = site.spec('balance', spec('e2e-balance').replace('cluster: local', `cluster: ${join(site.root, 'cluster-with-balance.yaml')}`));
     const r = await site.cli(['plan', ...site.specArgs(file)]);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toContain('balance: 1234.5 SU (from `OSCusage -P PAS1266`)');
@@ -195,12 +170,10 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
   it('reports a 12-point sweep: the metric per point and the best point', async () => {
     const file = site.spec(
       'sweep12',
-      spec('e2e-sweep12', [
-        'sweep:',
-        '  grid:',
-        '    training.lr: [0.1, 0.05, 0.01, 0.005]',
-        '    training.batch_size: [16, 32, 64]',
-      ]).replace('resources: { cpus: 2,', 'resources: { cpus: 1,'),
+      spec('e2e-sweep12', ['sweep:', '  grid:', '    training.lr: [0.1, 0.05, 0.01, 0.005]', '    training.batch_size: [16, 32, 64]']).replace(
+        'resources: { cpus: 2,',
+        'resources: { cpus: 1,',
+      ),
     );
     const r = await site.cli(['train', ...site.specArgs(file), '--wait']);
     expect(r.code, `${r.out}\n${r.err}`).toBe(0);
@@ -209,13 +182,9 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     const report = await site.cli(['report', runDir], { env: reportEnv });
     const seconds = (performance.now() - t0) / 1000;
     expect(report.code, `${report.out}\n${report.err}`).toBe(0);
-    console.log(
-      `[figures] report on a 12-point sweep: ${seconds.toFixed(1)} s (${report.out.split('\n')[0]})`,
-    );
+    console.log(`[figures] report on a 12-point sweep: ${seconds.toFixed(1)} s (${report.out.split('\n')[0]})`);
     // The stand-in's F1 is 0.9 - lr: the best point is the smallest lr.
-    expect(report.out).toMatch(
-      /best point of ae: #\d+ \(training\.lr=0\.005, training\.batch_size=\d+\): f1 = 0\.895/,
-    );
+    expect(report.out).toMatch(/best point of ae: #\d+ \(training\.lr=0\.005, training\.batch_size=\d+\): f1 = 0\.895/);
     const dir = join(runDir, 'report');
     expect(statSync(join(dir, 'ae-sweep.png')).size).toBeGreaterThan(1000);
     const html = readFileSync(join(dir, 'report.html'), 'utf8');
@@ -224,3 +193,4 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     expect(readdirSync(dir).filter((f) => f.endsWith('.png')).length).toBeGreaterThanOrEqual(5);
   });
 });
+

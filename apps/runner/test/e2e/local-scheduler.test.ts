@@ -81,11 +81,7 @@ describe('local scheduler', () => {
     const next = states.get(b)!;
     expect(next.map((t) => t.state)).toEqual(['COMPLETED', 'CANCELLED', 'COMPLETED']);
     expect(next[1]!.reason).toBe(`DependencyNeverSatisfied (aftercorr:${a})`);
-    expect(
-      readdirSync(dir)
-        .filter((f) => f.startsWith('next.'))
-        .sort(),
-    ).toEqual(['next.0', 'next.2']);
+    expect(readdirSync(dir).filter((f) => f.startsWith('next.')).sort()).toEqual(['next.0', 'next.2']);
   });
 
   it('cancels the dependants of a failed job, and reports the exit code', async () => {

@@ -21,12 +21,7 @@ describe('train with the local scheduler', () => {
         name: 'e2e-local',
         stages: [
           { id: 'autoencoder', stage: 'autoencoder', model: 'vgae', overrides: { 'training.max_epochs': 1 } },
-          {
-            id: 'curriculum',
-            stage: 'curriculum',
-            dependsOn: ['autoencoder'],
-            overrides: { 'training.max_epochs': 2 },
-          },
+          { id: 'curriculum', stage: 'curriculum', dependsOn: ['autoencoder'], overrides: { 'training.max_epochs': 2 } },
         ],
         sweep: { 'training.lr': [0.1, 0.01] },
       }),
@@ -38,9 +33,7 @@ describe('train with the local scheduler', () => {
     const m = readManifest(runDir);
     expect(m.scheduler).toBe('local');
     const cur = m.jobs.find((j) => j.key === 'curriculum')!;
-    const metrics = JSON.parse(
-      readFileSync(join(cur.runRoot, 'point_1', 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'),
-    );
+    const metrics = JSON.parse(readFileSync(join(cur.runRoot, 'point_1', 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'));
     expect(metrics.overrides['training.lr']).toBe('0.01');
     const logs = await site.cli(['logs', runDir, '--job', 'curriculum', '--index', '1']);
     expect(logs.out).toContain('kdgat: epoch 2/2 done');
@@ -52,9 +45,7 @@ describe('train with the local scheduler', () => {
       specYaml({ name: 'e2e-oom', stages: [{ id: 'train', stage: 'curriculum' }] }),
     );
     site.env['KDGAT_STANDIN_FAIL'] = 'cuda_oom'; // the stand-in fails like a CUDA OOM
-    const r = await site
-      .cli(['train', ...args(spec), '--wait'])
-      .finally(() => delete site.env['KDGAT_STANDIN_FAIL']);
+    const r = await site.cli(['train', ...args(spec), '--wait']).finally(() => delete site.env['KDGAT_STANDIN_FAIL']);
     expect(r.code).toBe(1);
     expect(r.out).toMatch(/train\s+\d+\s+FAILED\s+1:0/);
     expect(r.out).toMatch(/train: CUDA_OOM: the GPU ran out of memory/);
@@ -62,10 +53,7 @@ describe('train with the local scheduler', () => {
   });
 
   it('refuses a stack provisioned from another environment spec', async () => {
-    const spec = site.spec(
-      'local-env',
-      specYaml({ name: 'e2e-env', stages: [{ id: 'x', stage: 'curriculum' }] }),
-    );
+    const spec = site.spec('local-env', specYaml({ name: 'e2e-env', stages: [{ id: 'x', stage: 'curriculum' }] }));
     const outputs = JSON.parse(readFileSync(site.stackFile, 'utf8'));
     outputs.environment.specHash = '0'.repeat(64);
     const other = join(site.root, 'other-stack.json');
@@ -78,10 +66,7 @@ describe('train with the local scheduler', () => {
   it('keeps the environment lock with the run; --from-manifest refuses a changed environment', async () => {
     const spec = site.spec(
       'local-lock',
-      specYaml({
-        name: 'e2e-lock',
-        stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.max_epochs': 1 } }],
-      }),
+      specYaml({ name: 'e2e-lock', stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.max_epochs': 1 } }] }),
     );
     const withLock = (name: string, lock: string) => {
       const outputs = JSON.parse(readFileSync(site.stackFile, 'utf8'));
@@ -92,55 +77,23 @@ describe('train with the local scheduler', () => {
       return file;
     };
     const lockV1 = 'numpy==2.3.1\ntorch==2.8.0\n';
-    const first = await site.cli([
-      'train',
-      '--spec',
-      spec,
-      '--stack-outputs',
-      withLock('lock-v1.json', lockV1),
-      '--scheduler',
-      'local',
-      '--wait',
-    ]);
+    const first = await site.cli(['train', '--spec', spec, '--stack-outputs', withLock('lock-v1.json', lockV1), '--scheduler', 'local', '--wait']);
     expect(first.code, first.err + first.out).toBe(0);
     const runDir = runDirOf(first.out);
-    expect(readManifest(runDir).environment).toMatchObject({
-      lockHash: sha256(lockV1),
-      lockFile: 'environment.lock.txt',
-    });
+    expect(readManifest(runDir).environment).toMatchObject({ lockHash: sha256(lockV1), lockFile: 'environment.lock.txt' });
     expect(readFileSync(join(runDir, 'environment.lock.txt'), 'utf8')).toBe(lockV1);
 
     // A later `pulumi up` rebuilt the environment with another torch and one more package.
     const v2 = withLock('lock-v2.json', 'numpy==2.3.1\ntorch==2.8.1\noptuna==4.1.0\n');
-    const refused = await site.cli([
-      'train',
-      '--from-manifest',
-      runDir,
-      '--stack-outputs',
-      v2,
-      '--scheduler',
-      'local',
-    ]);
+    const refused = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', v2, '--scheduler', 'local']);
     expect(refused.code, refused.err + refused.out).toBe(3);
-    expect(refused.err).toMatch(
-      /environment cpu-local changed since the recorded run[\s\S]*nothing was submitted/,
-    );
+    expect(refused.err).toMatch(/environment cpu-local changed since the recorded run[\s\S]*nothing was submitted/);
     expect(refused.err).toContain('~ torch 2.8.0 -> 2.8.1');
     expect(refused.err).toContain('+ optuna 4.1.0');
     expect(refused.err).toContain('--allow-env-change');
     expect(readdirSync(join(site.runsDir, 'e2e-lock'))).toHaveLength(1); // nothing rendered, nothing queued
 
-    const allowed = await site.cli([
-      'train',
-      '--from-manifest',
-      runDir,
-      '--stack-outputs',
-      v2,
-      '--scheduler',
-      'local',
-      '--allow-env-change',
-      '--wait',
-    ]);
+    const allowed = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', v2, '--scheduler', 'local', '--allow-env-change', '--wait']);
     expect(allowed.code, allowed.err + allowed.out).toBe(0);
     expect(allowed.out).toContain('~ torch 2.8.0 -> 2.8.1');
     const again = readManifest(runDirOf(allowed.out));
