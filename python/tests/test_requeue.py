@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kdgat.contract import ACK_FILE, CONTRACT, REQUEUE_SIGNAL_ENV
+from kdgat.contract import ACK_FILE, CONTRACT, OOM_BATCH_SIZE_ENV, OOM_GAVE_UP_LINE, REQUEUE_SIGNAL_ENV
 from kdgat.training import requeue
-from kdgat.training.oom import OomBackoff
+from kdgat.training.oom import OomBackoff, start_batch_size
 
 
 @pytest.mark.parametrize(
@@ -86,3 +86,22 @@ def test_oom_backoff_halves_until_its_retries_or_batch_size_one_are_spent(tmp_pa
         two.after_oom(oom, attempt=a, record={}, epoch=0, global_step=0, resume=tmp_path)
         for a in two.attempts()
     ] == [True, False]
+
+
+def test_the_back_off_says_where_it_gave_up_and_a_resubmission_starts_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    oom = torch.OutOfMemoryError("CUDA out of memory")
+    backoff = OomBackoff(batch_size=16, max_retries=0)
+    with caplog.at_level("ERROR", logger="kdgat.training"):
+        assert not backoff.after_oom(oom, attempt=0, record={}, epoch=2, global_step=9, resume=tmp_path)
+    # The runner reads the batch size after the contract's line (its recovery halves it).
+    assert f"{OOM_GAVE_UP_LINE} 16, epoch 2" in caplog.text
+    monkeypatch.delenv(OOM_BATCH_SIZE_ENV, raising=False)
+    assert start_batch_size(64) == 64
+    monkeypatch.setenv(OOM_BATCH_SIZE_ENV, "8")
+    assert start_batch_size(64) == 8
+    assert start_batch_size(4) == 4
+    monkeypatch.setenv(OOM_BATCH_SIZE_ENV, "0")
+    with pytest.raises(ValueError, match=OOM_BATCH_SIZE_ENV):
+        start_batch_size(64)

@@ -53,7 +53,10 @@ export interface CostRecord {
   balance?: Balance;
 }
 
-export type RightSized = Record<string, { cpus: number; memGB: number; time: string; basis: string[]; tasks: number; runs: number }>;
+export type RightSized = Record<
+  string,
+  { cpus: number; memGB: number; time: string; basis: string[]; tasks: number; runs: number }
+>;
 
 function leadOf(resolved: ResolvedExperiment): number {
   const r = resolved.requeue as { enabled?: boolean; leadSeconds?: number } | undefined;
@@ -67,7 +70,8 @@ function workersOf(stage: ResolvedStage): number | undefined {
 
 async function readBalance(resolved: ResolvedExperiment, executor?: Executor): Promise<Balance> {
   const cmd = resolved.cluster.balance;
-  if (!cmd) return { amount: null, unit: null, note: `cluster ${resolved.cluster.name} names no balance command` };
+  if (!cmd)
+    return { amount: null, unit: null, note: `cluster ${resolved.cluster.name} names no balance command` };
   const argv = balanceArgv(cmd, resolved.account ?? resolved.cluster.account);
   const shown = argv.join(' ');
   try {
@@ -77,14 +81,22 @@ async function readBalance(resolved: ResolvedExperiment, executor?: Executor): P
       new Promise<never>((_, rej) => setTimeout(() => rej(new Error('no answer in 20 s')), 20_000).unref()),
     ]);
     if (r.code !== 0)
-      return { amount: null, unit: cmd.unit, note: `\`${shown}\` exited ${r.code}: ${(r.stderr || r.stdout).trim().split('\n')[0] ?? ''}` };
+      return {
+        amount: null,
+        unit: cmd.unit,
+        note: `\`${shown}\` exited ${r.code}: ${(r.stderr || r.stdout).trim().split('\n')[0] ?? ''}`,
+      };
     const amount = parseBalance(r.stdout, cmd);
     return amount === null
       ? { amount: null, unit: cmd.unit, note: `\`${shown}\` printed no amount matching /${cmd.pattern}/` }
       : { amount, unit: cmd.unit, note: `from \`${shown}\`` };
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    return { amount: null, unit: cmd.unit, note: err.code === 'ENOENT' ? `${argv[0]} is not on PATH` : `\`${shown}\`: ${err.message}` };
+    return {
+      amount: null,
+      unit: cmd.unit,
+      note: err.code === 'ENOENT' ? `${argv[0]} is not on PATH` : `\`${shown}\`: ${err.message}`,
+    };
   }
 }
 
@@ -124,7 +136,8 @@ export async function costPlan(input: {
   const lines: string[] = [];
   for (const stage of resolved.stages) {
     const history = stageHistory(input.runsRoot, stage, runs);
-    const partition = resolved.cluster.partitions.find((p) => p.name === stage.resources.partition) ?? resolved.partition;
+    const partition =
+      resolved.cluster.partitions.find((p) => p.name === stage.resources.partition) ?? resolved.partition;
     const s = rightSize({
       tasks: history.tasks,
       runs: history.runs.length,
@@ -134,7 +147,9 @@ export async function costPlan(input: {
       ...(workersOf(stage) !== undefined ? { numWorkers: workersOf(stage)! } : {}),
     });
     sizing[stage.id] = s;
-    const done = history.tasks.filter((t) => t.completed && t.elapsedSeconds !== null).map((t) => t.elapsedSeconds!);
+    const done = history.tasks
+      .filter((t) => t.completed && t.elapsedSeconds !== null)
+      .map((t) => t.elapsedSeconds!);
     if (done.length > 0) expectedSeconds[stage.id] = percentile(done, 0.5);
     if (input.apply && (s.cpus || s.memGB || s.time)) {
       stage.resources = applyRightSizing(stage.resources, s);
@@ -164,12 +179,17 @@ export async function costPlan(input: {
 
   // --- what plan/train print
   const unit = estimate.unit;
-  const money = (u: number | null) => (unit ? formatUnits(u, unit) : 'no charging rules in the cluster profile');
+  const money = (u: number | null) =>
+    unit ? formatUnits(u, unit) : 'no charging rules in the cluster profile';
   lines.push(`cost (${resolved.cluster.name}${estimate.source ? `; ${estimate.source}` : ''}):`);
   for (const st of estimate.stages) {
     const e = st.expected;
+    // A DDP job's billed cores count every task on the node: say so where there is more than one.
+    const r = resolved.stages.find((s) => s.id === st.id)!.resources;
+    const perNode =
+      r.ntasksPerNode > 1 ? ` (${r.ntasksPerNode} tasks x ${r.cpus} cpus, ${r.memGB} GB per node)` : '';
     lines.push(
-      `  ${st.id}: ${st.tasks} task(s) x ${st.effectiveCoresPerTask} billed core(s)${st.gpusPerTask ? ` + ${st.gpusPerTask} GPU(s)` : ''} on ${st.partition}; ` +
+      `  ${st.id}: ${st.tasks} task(s) x ${st.effectiveCoresPerTask} billed core(s)${perNode}${st.gpusPerTask ? ` + ${st.gpusPerTask} GPU(s)` : ''} on ${st.partition}; ` +
         `worst (to the time limit) ${formatHours(st.worst.gpuHours)} GPU-h, ${formatHours(st.worst.coreHours)} core-h, ${money(st.worst.units)}; ` +
         (e
           ? `expected ${formatHours(e.gpuHours)} GPU-h, ${formatHours(e.coreHours)} core-h, ${money(e.units)}`
@@ -180,12 +200,17 @@ export async function costPlan(input: {
     `  total: worst ${formatHours(estimate.worst.gpuHours)} GPU-h, ${formatHours(estimate.worst.coreHours)} core-h, ${money(estimate.worst.units)}; ` +
       `expected ${formatHours(estimate.expected.gpuHours)} GPU-h, ${formatHours(estimate.expected.coreHours)} core-h, ${money(estimate.expected.units)}` +
       (estimate.expectedFromHistory.length < estimate.stages.length
-        ? ` (stages without history at their limit: ${estimate.stages.filter((s) => !estimate.expectedFromHistory.includes(s.id)).map((s) => s.id).join(', ')})`
+        ? ` (stages without history at their limit: ${estimate.stages
+            .filter((s) => !estimate.expectedFromHistory.includes(s.id))
+            .map((s) => s.id)
+            .join(', ')})`
         : ''),
   );
   const requeue = resolved.requeue as { enabled?: boolean; maxRestarts?: number } | undefined;
   if (requeue?.enabled && (requeue.maxRestarts ?? 0) > 0)
-    lines.push(`  (requeue may run a task up to ${requeue.maxRestarts} more time(s): at most ${(requeue.maxRestarts ?? 0) + 1}x the worst case)`);
+    lines.push(
+      `  (requeue may run a task up to ${requeue.maxRestarts} more time(s): at most ${(requeue.maxRestarts ?? 0) + 1}x the worst case)`,
+    );
   lines.push(
     balance.amount !== null
       ? `  balance: ${balance.amount} ${balance.unit ?? ''} (${balance.note})`
@@ -225,7 +250,9 @@ export async function costPlan(input: {
     lines.push(`budget: worst case ${formatUnits(worst, unit)} is within ${budget.maxBillingUnits} ${unit}`);
   }
   if (balance.amount !== null && estimate.worst.units !== null && estimate.worst.units > balance.amount)
-    lines.push(`warning: the worst case (${formatUnits(estimate.worst.units, unit)}) is more than the balance (${balance.amount} ${balance.unit ?? ''})`);
+    lines.push(
+      `warning: the worst case (${formatUnits(estimate.worst.units, unit)}) is more than the balance (${balance.amount} ${balance.unit ?? ''})`,
+    );
   return { estimate, sizing, balance, lines, ...(input.apply ? { rightSized } : {}) };
 }
 
@@ -240,4 +267,34 @@ export function costRecord(c: PlanCosting, resolved: ResolvedExperiment): CostRe
     ...(budget ? { budget: budget.maxBillingUnits } : {}),
     balance: c.balance,
   };
+}
+
+/**
+ * A resubmission of `tasks` task(s) of a stage with `resources` (a recovery) against the spec's
+ * budget: its worst case (to its time limit, as `costPlan` counts), and why it may not be queued
+ * when `committed` (the plan's worst case plus the resubmissions made so far) and it together are
+ * over `budget.maxBillingUnits` or cannot be counted. No budget: never refused.
+ */
+export function resubmissionCost(
+  resolved: ResolvedExperiment,
+  stage: { id: string; tasks: number; resources: ResolvedStage['resources'] },
+  committed: number | null,
+): { worstUnits: number | null; refused?: string } {
+  const estimate = estimateCost(resolved.cluster, [stage]);
+  const worst = estimate.worst.units;
+  const budget = (resolved.spec as { budget?: { maxBillingUnits: number } }).budget;
+  if (!budget) return { worstUnits: worst };
+  const unit = estimate.unit;
+  if (worst === null || committed === null)
+    return {
+      worstUnits: worst,
+      refused: `budget: ${budget.maxBillingUnits} ${unit ?? ''} cannot be checked: partition ${stage.resources.partition} has no charging rates`,
+    };
+  const total = committed + worst;
+  if (total > budget.maxBillingUnits)
+    return {
+      worstUnits: worst,
+      refused: `over budget: the run's worst case so far, ${formatUnits(committed, unit)}, plus this resubmission's ${formatUnits(worst, unit)} is ${formatUnits(total, unit)}, over budget.maxBillingUnits = ${budget.maxBillingUnits} ${unit ?? ''}`,
+    };
+  return { worstUnits: worst };
 }

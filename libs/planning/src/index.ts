@@ -33,6 +33,7 @@ export {
   applyRecordedSizes,
   costPlan,
   costRecord,
+  resubmissionCost,
   tasksPerStage,
   type Balance,
   type CostRecord,

@@ -7,6 +7,8 @@ export {
   jobIdsOf,
   readManifest,
   sha256,
+  type EarlierTask,
+  type JobAttempt,
   type Manifest,
   type ManifestJob,
 } from './manifest.ts';
@@ -34,6 +36,7 @@ export {
   type SiteCopies,
 } from './inputs/inputs.ts';
 export {
+  efficiencyOf,
   formatElapsed,
   formatTable,
   jobStateOf,
@@ -41,6 +44,7 @@ export {
   rememberStates,
   statusLine,
   summaryRows,
+  taskKey,
   taskRunRoot,
   type JobProgress,
   type SummaryRow,
@@ -76,3 +80,15 @@ export {
   uploadSnapshot,
   type CodeSnapshot,
 } from './code/snapshot.ts';
+export {
+  decideRecovery,
+  maxRecoveriesOf,
+  type RecoveryCause,
+  type RecoveryInput,
+  type RecoveryPlan,
+  type RecoveryStop,
+  type Resubmission,
+  type TaskFacts,
+} from './recovery/decide.ts';
+export { epochEndsOf, recordOf, taskFacts } from './recovery/facts.ts';
+export { recoverRun, resubmissionRequest, type RecoveryOutcome } from './recovery/apply.ts';

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scalar } from '@kdgat/config';
 import type { CostRecord, FromStudy, RightSized, StackOutputs } from '@kdgat/planning';
-import { runCommand, type JobState } from '@kdgat/schedulers';
+import { runCommand, type JobState, type TaskAccounting } from '@kdgat/schedulers';
 import type { ResolvedInput } from './inputs/inputs.ts';
 
 export const MANIFEST_FILE = 'manifest.json';
@@ -26,9 +26,62 @@ export interface ManifestJob {
   runRoot: string;
   /** Log file patterns (SLURM `%x %j %A %a`), absolute. */
   logs: { output: string; error: string };
-  /** Last state seen by the runner (jobs vanish from squeue after MinJobAge). */
-  /** The states the runner saw last, and since when (`at`: first seen in them). */
-  lastSeen?: { state: JobState; at: string; tasks?: Record<string, JobState> };
+  /**
+   * The states the runner saw last, and since when (`at`: first seen in them): jobs vanish from
+   * squeue after MinJobAge. `tasks`, `accounting` and `nodes` are keyed by array index, `-` for a
+   * plain job; `accounting` (sacct's, where the cluster keeps it) and `nodes` are kept for tasks
+   * that ended, so status, report and history read them after SLURM forgot the job.
+   */
+  lastSeen?: {
+    state: JobState;
+    at: string;
+    tasks?: Record<string, JobState>;
+    accounting?: Record<string, TaskAccounting>;
+    nodes?: Record<string, string[]>;
+  };
+  /**
+   * The runner's recoveries of this job (`--wait`, `runner resume`), oldest first: each failed
+   * submission and what replaced it; `jobId` above is the latest submission's.
+   */
+  attempts?: JobAttempt[];
+  /**
+   * Array tasks of earlier submissions that were not resubmitted (they ended: their states are
+   * final), shown with the tasks of the latest submission.
+   */
+  earlierTasks?: EarlierTask[];
+  /** Why the runner stopped recovering this job, the last time it looked. */
+  stopped?: { jobId: string; tasks?: number[]; state: JobState; cause: string; reason: string; at: string };
+}
+
+/** One recovery: the submission that failed, why, and the options it was resubmitted with. */
+export interface JobAttempt {
+  /** The job id that failed (kept; the job's `jobId` is now the resubmission's). */
+  jobId: string;
+  /** The array tasks resubmitted (absent: the whole job). */
+  tasks?: number[];
+  /** The final state of the failed submission (a dependent's: CANCELLED). */
+  state: JobState;
+  /** NODE_FAIL, OUT_OF_MEMORY, GPU_OOM, TIMEOUT, or DEPENDENCY (resubmitted after its upstream); `+` between several. */
+  cause: string;
+  action: 'resubmitted';
+  /** The resubmission's own sbatch options (`--exclude=c02`, `--mem=16G`, `--time=…`, `--array=3`, `--export=…`). */
+  options: string[];
+  /** The resubmission's job id. */
+  resubmittedAs: string;
+  at: string;
+  /** The resubmission's worst case in the cluster's billing unit (counted against the budget); null without rates. */
+  worstUnits: number | null;
+  /** The line printed for it. */
+  note: string;
+}
+
+/** A task of an earlier submission of a recovered array job. */
+export interface EarlierTask {
+  jobId: string;
+  arrayIndex?: number;
+  taskJobId?: string;
+  state: JobState;
+  exitCode?: string;
 }
 
 export interface Manifest {

@@ -7,7 +7,16 @@ import type { ResolvedExperiment } from '@kdgat/config';
 import type { FromStudy, PlanCosting, RenderedJob, RunPlan, StackOutputs } from '@kdgat/planning';
 import { costRecord } from '@kdgat/planning';
 import type { ResolvedInput } from './inputs/inputs.ts';
-import { MANIFEST_FILE, MANIFEST_VERSION, readManifest, sha256, type Manifest } from './manifest.ts';
+import {
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  readManifest,
+  sha256,
+  type EarlierTask,
+  type JobAttempt,
+  type Manifest,
+  type ManifestJob,
+} from './manifest.ts';
 import { rememberStates, type JobProgress } from './track/track.ts';
 
 export class RunRecord {
@@ -85,6 +94,36 @@ export class RunRecord {
   seen(progress: readonly JobProgress[]): void {
     rememberStates(this.manifest, progress);
     this.#save();
+  }
+
+  /**
+   * A job resubmitted by a recovery: the attempt is kept, the job's id becomes the new one (its
+   * last-seen states were the failed submission's), and the array tasks not resubmitted are kept.
+   */
+  recovered(key: string, attempt: JobAttempt, earlierTasks: readonly EarlierTask[]): void {
+    const job = this.#job(key);
+    job.attempts = [...(job.attempts ?? []), attempt];
+    job.jobId = attempt.resubmittedAs;
+    delete job.lastSeen;
+    delete job.stopped;
+    if (earlierTasks.length > 0) job.earlierTasks = [...earlierTasks];
+    else delete job.earlierTasks;
+    this.#save();
+  }
+
+  /** The runner stopped recovering a job, and why. */
+  stoppedRecovery(key: string, stop: NonNullable<ManifestJob['stopped']>): void {
+    this.#job(key).stopped = stop;
+    this.#save();
+  }
+
+  #job(key: string): ManifestJob {
+    const job = this.manifest.jobs.find((j) => j.key === key);
+    if (!job)
+      throw new Error(
+        `${this.path}: no job ${JSON.stringify(key)} (expected one of ${this.manifest.jobs.map((j) => j.key).join(', ')})`,
+      );
+    return job;
   }
 
   #save(): void {

@@ -88,6 +88,14 @@ export interface SubmitRequest {
   error?: string;
   /** `B:USR1@60`: the pre-timeout signal, as `--signal` takes it. */
   signal?: string;
+  /**
+   * sbatch options for this submission only (a recovery: `--exclude=c02`, `--mem=8G`,
+   * `--time=00:20:00`, `--array=3` for one array task, `--export=ALL,NAME=value`): put before the
+   * script, they override its `#SBATCH` lines. Only the forms of `SUBMIT_OVERRIDES` are accepted
+   * (overrides.ts); the local scheduler honours `--time`, `--array` and `--export` and ignores
+   * `--exclude` and `--mem` (one machine, no memory limit).
+   */
+  overrides?: string[];
 }
 
 export interface TaskStatus {
@@ -103,6 +111,38 @@ export interface TaskStatus {
   elapsedSeconds?: number;
   reason?: string;
   restarts?: number;
+  /** The nodes the task ran (or runs) on, expanded (`c01`, `c02`): squeue %N, scontrol or sacct NodeList. */
+  nodes?: string[];
+  /**
+   * What the task used, from SLURM accounting (sacct, every step of the job summed): absent where
+   * the cluster has no accounting or the task has not ended.
+   */
+  accounting?: TaskAccounting;
+}
+
+/**
+ * sacct's figures for one job or array task: what `seff` reads. They describe the job id's latest
+ * attempt (sacct without `-D`): a requeued task's earlier attempts are not in them.
+ */
+export interface TaskAccounting {
+  /**
+   * TotalCPU of all the job's steps (batch, extern and srun steps), in seconds: user + system time
+   * of every task on every node; a step killed by a signal may lose its children's share.
+   */
+  cpuSeconds: number;
+  /**
+   * The largest MaxRSS of any step, in MB (a multi-node step's MaxRSS is its largest task's); null
+   * when sacct sampled none (a job shorter than JobAcctGatherFrequency shows 0).
+   */
+  maxRssMB: number | null;
+  /** ElapsedRaw of the job allocation. */
+  elapsedSeconds: number;
+  /** AllocCPUS of the allocation (every node). */
+  allocCpus: number;
+  /** ReqMem in MB for the whole job (an older SLURM's per-node `n` or per-cpu `c` figure multiplied out). */
+  reqMemMB: number | null;
+  /** The steps that ran (`batch`, `extern`, `0` …). */
+  steps: string[];
 }
 
 export interface PreflightResult {

@@ -18,8 +18,17 @@ export {
   type SchedulerLimits,
   type SubmitRequest,
   type TaskStatus,
+  type TaskAccounting,
 } from './core.ts';
 export { runCommand, type CommandResult } from './exec.ts';
+export {
+  SUBMIT_OVERRIDES,
+  arrayIndicesOf,
+  checkOverrides,
+  exportedVariables,
+  parseOverride,
+  type SubmitOverrideName,
+} from './overrides.ts';
 export { SlurmScheduler, sbatchArgs } from './slurm/index.ts';
 export { DEFAULT_MAX_ARRAY_SIZE, UnprovisionedSlurm } from './slurm/unprovisioned.ts';
 export { LocalScheduler } from './local/index.ts';

@@ -32,7 +32,7 @@ kdgat_stage_id=curriculum
 kdgat_run_root=/fs/scratch/PAS1266/kd-gat/runs/set_01-ddp
 kdgat_run_subdir=set_01/gat_large_curriculum
 # What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).
-export KDGAT_RECORD_REQUEST='cpus=12 memGB=700 gpus=8 timeSeconds=86400 partition=gpu-quad'
+export KDGAT_RECORD_REQUEST='cpus=12 memGB=700 gpus=8 timeSeconds=86400 partition=gpu-quad tasks=8'
 export KDGAT_RECORD_STAGE='stageId=curriculum stage=curriculum model=gat scale=large dataset=set_01'
 # P0: the dataset caches copied to node-local disk (NAME SRC_DIR pairs).
 kdgat_stage_datasets=(
@@ -379,6 +379,16 @@ kdgat_stage_caches() {
   fi
   # shellcheck source=/dev/null
   source "$kdgat_stage_data_script"
+  if ((${SLURM_JOB_NUM_NODES:-1} > 1)); then
+    # Several nodes: each reads its own node-local copy, so each stages one (one task per node;
+    # $TMPDIR names the same path on every node, a different disk on each).
+    echo "kdgat: staging on each of the job's $SLURM_JOB_NUM_NODES nodes"
+    srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \
+      bash "$kdgat_stage_data_script" "${kdgat_stage_datasets[@]}"
+    KD_GAT_CACHE_ROOT=$(kdgat_stage_root)
+    export KD_GAT_CACHE_ROOT
+    return 0
+  fi
   kdgat_stage_data "${kdgat_stage_datasets[@]}"
 }
 

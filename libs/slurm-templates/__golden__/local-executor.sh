@@ -18,7 +18,7 @@ kdgat_stage_id=autoencoder
 kdgat_run_root=/work/main/.hpc/scratch/runs/quickstart
 kdgat_run_subdir=hcrl_sa/vgae_small_autoencoder
 # What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).
-export KDGAT_RECORD_REQUEST='cpus=2 memGB=4 gpus=0 timeSeconds=1800 partition=local'
+export KDGAT_RECORD_REQUEST='cpus=2 memGB=4 gpus=0 timeSeconds=1800 partition=local tasks=1'
 export KDGAT_RECORD_STAGE='stageId=autoencoder stage=autoencoder model=vgae scale=small dataset=hcrl_sa'
 # P0: the dataset caches copied to node-local disk (NAME SRC_DIR pairs).
 kdgat_stage_datasets=(
@@ -363,6 +363,16 @@ kdgat_stage_caches() {
   fi
   # shellcheck source=/dev/null
   source "$kdgat_stage_data_script"
+  if ((${SLURM_JOB_NUM_NODES:-1} > 1)); then
+    # Several nodes: each reads its own node-local copy, so each stages one (one task per node;
+    # $TMPDIR names the same path on every node, a different disk on each).
+    echo "kdgat: staging on each of the job's $SLURM_JOB_NUM_NODES nodes"
+    srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \
+      bash "$kdgat_stage_data_script" "${kdgat_stage_datasets[@]}"
+    KD_GAT_CACHE_ROOT=$(kdgat_stage_root)
+    export KD_GAT_CACHE_ROOT
+    return 0
+  fi
   kdgat_stage_data "${kdgat_stage_datasets[@]}"
 }
 

@@ -2,7 +2,9 @@
 import type { Resources } from '@kdgat/config';
 import { JOB_RECORD_SCHEMA, taskUsage, type JobRecord, type TaskUsage } from './records/record.ts';
 
-export function record(over: Omit<Partial<JobRecord>, 'used'> & { used?: Partial<JobRecord['used']> } = {}): JobRecord {
+export function record(
+  over: Omit<Partial<JobRecord>, 'used'> & { used?: Partial<JobRecord['used']> } = {},
+): JobRecord {
   const { used, ...rest } = over;
   return {
     schema: JOB_RECORD_SCHEMA,
@@ -21,8 +23,15 @@ export function record(over: Omit<Partial<JobRecord>, 'used'> & { used?: Partial
     start: 1000,
     end: 1600,
     elapsedSeconds: 600,
-    requested: { cpus: 8, memGB: 85, gpus: 1, timeSeconds: 28800, partition: 'gpu' },
-    used: { cpuSeconds: 1200, meanCpus: 2, peakRssMB: 4096, peakRssSource: 'pipeline', peakGpuMemMB: null, ...used },
+    requested: { cpus: 8, memGB: 85, gpus: 1, timeSeconds: 28800, partition: 'gpu', tasks: 1 },
+    used: {
+      cpuSeconds: 1200,
+      meanCpus: 2,
+      peakRssMB: 4096,
+      peakRssSource: 'pipeline',
+      peakGpuMemMB: null,
+      ...used,
+    },
     gpu: null,
     dataWaitFraction: 0.05,
     graphsPerSec: 1000,

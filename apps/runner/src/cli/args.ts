@@ -37,6 +37,12 @@ usage:
   kdgat-runner tune-report --study NAME|DIR [--stack NAME] [--json]
                                                              trial counts, pruning rate, durations, best
   kdgat-runner status RUN_DIR [--json]                       state of every job and array task
+  kdgat-runner resume RUN_DIR [--wait]                       resubmit the failures a run can survive
+                                                             (NODE_FAIL: another node; OUT_OF_MEMORY:
+                                                             more memory or a smaller batch; TIMEOUT
+                                                             without the requeue handshake: more time),
+                                                             each from checkpoints/last.ckpt; --wait
+                                                             follows it (train --wait does this too)
   kdgat-runner logs   RUN_DIR [--job KEY] [--index N] [--lines N]
   kdgat-runner cancel RUN_DIR                                cancel every job of the run
   kdgat-runner report RUN_DIR                                report.html + PNGs: curves, usage, verdict
@@ -46,7 +52,9 @@ options:
   --stack NAME           infra stack whose outputs to use (default: local)
   --stack-outputs FILE   read stack outputs from a JSON file instead of \`pulumi stack output\`
   --scheduler KIND       slurm | local (default: the cluster profile's scheduler)
-  --wait                 follow the run to the end; exit non-zero if any job failed
+  --wait                 follow the run to the end, resubmitting the failures it can survive
+                         (at most requeue.maxRecoveries per job, within the budget); exit non-zero
+                         if any job did not complete
   --force                submit even if a run of the same spec is queued or running
   --from-manifest PATH   re-render and submit a recorded run (same scripts, byte for byte); refused
                          when the environment's lock changed since, listing the packages that differ

@@ -48,7 +48,7 @@ describe('kdgat-runner CLI', () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(
-        /unknown command "launch": expected train, plan, tune, tune-report, status, logs, report or cancel/,
+        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report or cancel/,
       ),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);

@@ -20,6 +20,7 @@ import { cancelCommand } from '../commands/cancel.ts';
 import { logsCommand } from '../commands/logs.ts';
 import { planCommand } from '../commands/plan.ts';
 import { reportCommand } from '../commands/report.ts';
+import { resumeCommand } from '../commands/resume.ts';
 import { statusCommand } from '../commands/status.ts';
 import { trainCommand } from '../commands/train.ts';
 import { tuneReportCommand } from '../commands/tune-report.ts';
@@ -42,6 +43,7 @@ const COMMANDS: Record<string, Command> = {
   tune: tuneCommand,
   'tune-report': tuneReportCommand,
   status: statusCommand,
+  resume: resumeCommand,
   logs: logsCommand,
   cancel: cancelCommand,
   report: reportCommand,
@@ -111,7 +113,7 @@ export async function main(
     const run = COMMANDS[command];
     if (!run)
       throw new UsageError(
-        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, logs, report or cancel`,
+        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report or cancel`,
       );
     return await run(ctx);
   } catch (e) {

@@ -1,5 +1,6 @@
-// `--wait`: follow a submitted run to the end (states recorded as they are seen), then the
-// summary table, the verdict and where the report is; exit 1 when any task did not complete.
+// `--wait`: follow a submitted run to the end (states recorded as they are seen), resubmit the
+// failures it can survive and follow those, then the summary table, the verdict and where the
+// report is; exit 1 when any task did not complete after the recoveries.
 // On a site over SSH a poll is one remote call (and the manifest's update there); a connection
 // that drops is retried a few times, and if it stays down the jobs are left as they are.
 import { isFailure, type Scheduler } from '@kdgat/schedulers';
@@ -9,6 +10,7 @@ import {
   formatTable,
   isRemote,
   localView,
+  recoverRun,
   refreshCopy,
   schedulerForManifest,
   summaryRows,
@@ -55,33 +57,61 @@ function retrying(scheduler: Scheduler, io: Io, pauseMs: number): Scheduler {
   };
 }
 
-export async function follow(record: RunRecord, io: Io): Promise<number> {
+/**
+ * Follows the run until every job ended; then the failures it can survive are resubmitted
+ * (`recoverRun`: NODE_FAIL, OUT_OF_MEMORY, a CUDA OOM, a TIMEOUT without the requeue handshake,
+ * and the jobs cancelled after them) and followed again, until nothing more is resubmitted.
+ * `scheduler`: tests give their own.
+ */
+export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): Promise<number> {
   const remote = isRemote(record.manifest);
   // What following costs the login node: polls and the remote calls they made.
   const session = remote ? sessionFor(connectionOf(record.manifest)) : undefined;
   const callsBefore = session?.calls ?? 0;
   const started = Date.now();
+  const queue = retrying(
+    scheduler ?? schedulerForManifest(record.manifest),
+    io,
+    remote ? REMOTE_MIN_INTERVAL_MS : 1000,
+  );
   let polls = 0;
   let progress;
-  try {
-    progress = await watchRun({
-      scheduler: retrying(schedulerForManifest(record.manifest), io, remote ? REMOTE_MIN_INTERVAL_MS : 1000),
-      manifest: record.manifest,
-      out: io.out,
-      onPoll: (p) => {
-        polls++;
-        record.seen(p);
-      },
-      ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS, backOffOnStates: true } : {}),
+  for (;;) {
+    try {
+      progress = await watchRun({
+        scheduler: queue,
+        manifest: record.manifest,
+        out: io.out,
+        onPoll: (p) => {
+          polls++;
+          record.seen(p);
+        },
+        ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS, backOffOnStates: true } : {}),
+      });
+    } catch (e) {
+      if (!(e instanceof ConnectionError)) throw e;
+      throw new ConnectionError(
+        e.target,
+        `${e.message}\nthe jobs were not touched: \`nx run runner:resume ${record.dir} --wait\` follows them again once the site answers`,
+      );
+    }
+    await record.published();
+    // The job records, logs and history the decision reads are on the site: bring them back first.
+    if (remote)
+      io.err.write(
+        `${copyLine(record.manifest, record.dir, await refreshCopy(record.manifest, record.dir))}\n`,
+      );
+    const view = remote ? localView(record.manifest, record.dir) : record.manifest;
+    const outcome = await recoverRun({
+      record,
+      view,
+      progress,
+      scheduler: queue,
+      say: (line) => io.out.write(`${line}\n`),
+      checkpointsHere: !remote,
     });
-  } catch (e) {
-    if (!(e instanceof ConnectionError)) throw e;
-    throw new ConnectionError(
-      e.target,
-      `${e.message}\nthe jobs were not touched: \`nx run runner:status ${record.dir}\` follows them again once the site answers`,
-    );
+    if (outcome.resubmitted.size === 0) break;
   }
-  await record.published();
   if (session) {
     const calls = session.calls - callsBefore;
     const minutes = Math.max((Date.now() - started) / 60_000, 1 / 60);
@@ -89,12 +119,8 @@ export async function follow(record: RunRecord, io: Io): Promise<number> {
       `--wait: ${polls} poll(s), ${calls} remote call(s) in ${minutes.toFixed(1)} min (${(calls / minutes).toFixed(1)}/min)\n`,
     );
   }
-  // What the summary and the verdict read (job records, metrics) is on the site: bring it back.
-  let manifest = record.manifest;
-  if (remote) {
-    io.err.write(`${copyLine(manifest, record.dir, await refreshCopy(manifest, record.dir))}\n`);
-    manifest = localView(manifest, record.dir);
-  }
+  // What the summary and the verdict read (job records, metrics) was brought back before the recovery.
+  const manifest = remote ? localView(record.manifest, record.dir) : record.manifest;
   const rows = summaryRows(manifest, progress);
   io.out.write(`\n${formatTable(rows)}\n`);
   const failed = rows.filter((r) => isFailure(r.state));

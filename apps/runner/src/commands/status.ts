@@ -1,4 +1,6 @@
-// `runner status`: every job and array task of a run as its scheduler sees it now (recorded).
+// `runner status`: every job and array task of a run as its scheduler sees it now (recorded); an
+// ended task that SLURM accounting measured shows its CPU efficiency and peak memory (the table's
+// usage column, seff's figures), also after SLURM forgot the job (the manifest keeps them).
 // A site over SSH that cannot be reached: the states the runner saw last, said to be that, exit 1.
 import { ConnectionError } from '@kdgat/transport';
 import {

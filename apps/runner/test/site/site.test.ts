@@ -5,20 +5,21 @@
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO, SCRATCH, startSite, type Run, type SshSite } from './site.ts';
+import {
+  REPO,
+  SCRATCH,
+  expectOk,
+  runDirsOf,
+  said,
+  startSite,
+  statusOfRun,
+  waitFor,
+  type SshSite,
+} from './site.ts';
 
 let site: SshSite;
 /** The chain's run (the first test's), for the tests that come back to it. */
 let chainRun: { site: string; local: string } | undefined;
-
-/** What a failed command said, for assertion messages. */
-const said = (r: Run) =>
-  `exit ${r.code}\n--- stdout\n${r.out.slice(-4000)}\n--- stderr\n${r.err.slice(-4000)}`;
-
-function expectOk(r: Run): Run {
-  expect(r.code, said(r)).toBe(0);
-  return r;
-}
 
 /** The quickstart's chain, shrunk as the examples suite shrinks it (one epoch, one core). */
 function chainSpec(name: string, epochs = 1): string {
@@ -56,22 +57,7 @@ function writeSpec(name: string, text: string): string {
 
 const trainArgs = (spec: string) => ['train', '--spec', spec, '--stack', site.stack, '--scheduler', 'slurm'];
 
-/** `run dir: SITE_PATH on the site; local copy: LOCAL` */
-function runDirsOf(out: string): { site: string; local: string } {
-  const m = /^run dir: (\S+) on the site; local copy: (\S+)$/m.exec(out);
-  if (!m) throw new Error(`no "run dir: … on the site; local copy: …" line in:\n${out}`);
-  return { site: m[1]!, local: m[2]! };
-}
-
-interface StatusJob {
-  key: string;
-  tasks: { state: string; restarts?: number }[];
-}
-
-async function statusOf(localRunDir: string): Promise<StatusJob[]> {
-  const r = expectOk(await site.runner(['status', localRunDir, '--json']));
-  return JSON.parse(r.out) as StatusJob[];
-}
+const statusOf = (localRunDir: string) => statusOfRun(site, localRunDir);
 
 beforeAll(async () => {
   site = await startSite();
@@ -310,16 +296,3 @@ describe('the laptop reaches the site only over ssh', () => {
     expectOk(await site.runner(['report', chainRun!.local]));
   });
 });
-
-/** Polls `probe` (at most every 2 s, at most WAIT_MS) until it returns something; says what it waited for. */
-async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${WAIT_MS / 1000} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2000));
-  }
-}
-
-const WAIT_MS = 240_000;

@@ -18,6 +18,7 @@ import {
 import { homedir } from 'node:os';
 import { delimiter, join, relative, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { expect } from 'vitest';
 import { runBounded } from '../e2e/harness.ts';
 
 export const REPO = resolve(import.meta.dirname, '../../../..');
@@ -61,6 +62,12 @@ export interface SshSite {
    * `pkg` at version `to` instead of `from` (the repository itself is not touched).
    */
   previewWithLockBump(pkg: string, from: string, to: string): Promise<Run>;
+  /** The compute nodes (c01 c02 in `gpu`, c03 in `cpu`). */
+  nodes: string[];
+  /** The node dies at once: its slurmd, its job steps and its jobs' processes are killed. */
+  killNode(node: string): Run;
+  /** A killed node boots again; SLURM returns it to service. */
+  reviveNode(node: string): Run;
   stop(): void;
 }
 
@@ -90,6 +97,20 @@ function synthData(): string {
     if (r.status !== 0) throw new Error(`kdgat synth failed:\n${r.stdout}${r.stderr}`);
   }
   return dir;
+}
+
+/** The site's partitions as the stack declares them: what site.sh gave each node (its facts). */
+export function boxPartitions(facts: Record<string, string>): Record<string, unknown>[] {
+  const node = {
+    coresPerNode: Number(facts['NODE_CPUS']),
+    memPerNodeGB: Math.floor(Number(facts['NODE_MEM_MB']) / 1024),
+  };
+  const gpuNode = { ...node, gpuType: 'v100', gpusPerNode: 1, gpuMemGB: 16 };
+  return [
+    { name: 'gpu', ...gpuNode, maxWalltime: '7-00:00:00' },
+    { name: 'gpudebug', ...gpuNode, maxWalltime: '01:00:00' },
+    { name: 'cpu', ...node, gpusPerNode: 0, maxWalltime: '7-00:00:00' },
+  ];
 }
 
 export async function startSite(): Promise<SshSite> {
@@ -150,6 +171,15 @@ export async function startSite(): Promise<SshSite> {
         privateKeyPath: facts['LAPTOP_KEY'],
       },
       modules: { cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
+      // The box's partitions as site.sh declares them to SLURM (two GPU nodes, one CPU node).
+      partitions: boxPartitions(facts),
+      charging: {
+        partitions: {
+          gpu: { coreHour: 1, gpuHour: 10 },
+          gpudebug: { coreHour: 1, gpuHour: 10 },
+          cpu: { coreHour: 1, gpuHour: 0 },
+        },
+      },
       paths: {
         projectRoot: PROJECT,
         scratchRoot: SCRATCH,
@@ -235,11 +265,19 @@ export async function startSite(): Promise<SshSite> {
         env: { ...env, KDGAT_INFRA_DIR: bumped },
       });
     },
+    nodes: facts['NODES']!.split(' '),
+    killNode: (node) => siteCommand('kill-node', dir, node),
+    reviveNode: (node) => siteCommand('revive-node', dir, node),
     stop: () => {
       spawnSync('bash', [SITE_SH, 'down', dir], { stdio: 'inherit', timeout: 120_000 });
       rmSync(join(REPO, '.hpc', 'sites', stack), { recursive: true, force: true });
     },
   };
+}
+
+function siteCommand(verb: string, ...args: string[]): Run {
+  const r = spawnSync('bash', [SITE_SH, verb, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status ?? 1, out: r.stdout, err: r.stderr };
 }
 
 /**
@@ -272,4 +310,54 @@ function programCheckout(dir: string): string {
       symlinkSync(own, join(dir, nested, 'node_modules'));
   }
   return dir;
+}
+
+/** What a command said, for assertion messages. */
+export const said = (r: Run) =>
+  `exit ${r.code}\n--- stdout\n${r.out.slice(-4000)}\n--- stderr\n${r.err.slice(-4000)}`;
+
+export function expectOk(r: Run): Run {
+  expect(r.code, said(r)).toBe(0);
+  return r;
+}
+
+/** `run dir: SITE_PATH on the site; local copy: LOCAL` */
+export function runDirsOf(out: string): { site: string; local: string } {
+  const m = /^run dir: (\S+) on the site; local copy: (\S+)$/m.exec(out);
+  if (!m) throw new Error(`no "run dir: … on the site; local copy: …" line in:\n${out}`);
+  return { site: m[1]!, local: m[2]! };
+}
+
+export interface StatusJob {
+  key: string;
+  jobId?: string;
+  tasks: {
+    state: string;
+    restarts?: number;
+    nodes?: string[];
+    accounting?: { cpuSeconds: number; maxRssMB: number | null; elapsedSeconds: number; allocCpus: number };
+  }[];
+}
+
+/** `status RUN --json` from the laptop. */
+export async function statusOfRun(site: SshSite, localRunDir: string): Promise<StatusJob[]> {
+  const r = expectOk(await site.runner(['status', localRunDir, '--json']));
+  return JSON.parse(r.out) as StatusJob[];
+}
+
+/** How long a test waits for one thing on the site (a deadline, not a speed check). */
+export const WAIT_MS = 240_000;
+
+/** Polls `probe` (at most every 2 s, at most WAIT_MS) until it returns something; says what it waited for. */
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+): Promise<T> {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${WAIT_MS / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2000));
+  }
 }

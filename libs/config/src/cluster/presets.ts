@@ -44,6 +44,7 @@ const oscPaths = (project: string, cluster: string) => ({
   logsDir: `/fs/scratch/${project}/kd-gat/logs/${cluster}`,
 });
 
+// Partitions are kept one a line (prettier-ignore), so the figures read as a table.
 const inputs: Record<string, ClusterProfileInput> = {
   'osc-pitzer': {
     ...oscCommon,
@@ -53,10 +54,16 @@ const inputs: Record<string, ClusterProfileInput> = {
     modules: oscModules,
     paths: oscPaths('PAS1266', 'pitzer'),
     charging: oscCharging(['gpu', 'gpu-exp', 'gpu-quad', 'gpudebug', 'gpubackfill']),
+    // prettier-ignore
     partitions: [
+      // Memory billed as one core is per partition: usable memory / cores per node (osc.edu, Pitzer
+      // "Batch Limit Rules"). Never copy one partition's figure to another.
+      // gpu: 363 GB / 40 cores; gpudebug and gpubackfill are given these nodes (no published figures of their own).
       { name: 'gpu', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
-      { name: 'gpu-exp', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
-      { name: 'gpu-quad', gpuType: 'v100', gpusPerNode: 4, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 744, memPerCoreGB: 9.074, maxWalltime: '7-00:00:00' },
+      // gpu-exp: 363 GB / 48 cores
+      { name: 'gpu-exp', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 363, memPerCoreGB: 7.5625, maxWalltime: '7-00:00:00' },
+      // gpu-quad: 744 GB / 48 cores
+      { name: 'gpu-quad', gpuType: 'v100', gpusPerNode: 4, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 744, memPerCoreGB: 15.5, maxWalltime: '7-00:00:00' },
       { name: 'gpudebug', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '01:00:00' },
       { name: 'gpubackfill', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '04:00:00' },
     ],
@@ -69,6 +76,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     modules: oscModules,
     paths: oscPaths('PAS1266', 'ascend'),
     charging: oscCharging(['nextgen', 'quad', 'longgpu']),
+    // prettier-ignore
     partitions: [
       { name: 'nextgen', gpuType: 'a100', gpusPerNode: 2, gpuMemGB: 40, coresPerNode: 128, memPerNodeGB: 503, maxWalltime: '7-00:00:00' },
       { name: 'quad', gpuType: 'a100', gpusPerNode: 4, gpuMemGB: 80, coresPerNode: 96, memPerNodeGB: 1005, maxWalltime: '7-00:00:00' },
@@ -83,6 +91,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     modules: oscModules,
     paths: oscPaths('PAS1266', 'cardinal'),
     charging: oscCharging(['gpu']),
+    // prettier-ignore
     partitions: [
       { name: 'gpu', gpuType: 'h100', gpusPerNode: 4, gpuMemGB: 94, coresPerNode: 104, memPerNodeGB: 936, maxWalltime: '7-00:00:00' },
     ],
@@ -113,6 +122,7 @@ const inputs: Record<string, ClusterProfileInput> = {
       wholeNodesWhenMultiNode: true,
       partitions: { gpu: { coreHour: 1, gpuHour: 10 }, gpudebug: { coreHour: 1, gpuHour: 10 } },
     },
+    // prettier-ignore
     partitions: [
       { name: 'gpu', gpuType: 'v100', gpusPerNode: 1, gpuMemGB: 16, coresPerNode: 64, memPerNodeGB: 256, maxWalltime: '7-00:00:00' },
       { name: 'gpudebug', gpuType: 'v100', gpusPerNode: 1, gpuMemGB: 16, coresPerNode: 64, memPerNodeGB: 256, maxWalltime: '01:00:00' },

@@ -22,7 +22,7 @@ export const PartitionSchema = z
     gpuMemGB: z.number().min(0).default(0),
     coresPerNode: z.number().int().positive(),
     memPerNodeGB: z.number().positive(),
-    /** Memory billed as one core (Pitzer: ~9.074 GB). */
+    /** Memory billed as one core, per partition: usable memory / cores (Pitzer gpu: 363 / 40 ≈ 9.074 GB). */
     memPerCoreGB: z.number().positive().optional(),
     maxWalltime: SlurmTime,
   })

@@ -28,6 +28,13 @@ export const RunContractSchema = z
         ackFields: z.object({ stage: z.array(Ident).min(1), tune: z.array(Ident).min(1) }).strict(),
       })
       .strict(),
+    /** The OOM back-off across jobs: what a resubmission sets, what the pipeline prints when it gives up. */
+    oom: z
+      .object({
+        batchSizeEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name'),
+        gaveUpLine: z.string().min(1),
+      })
+      .strict(),
     runDir: z
       .object({
         layout: z.string(),

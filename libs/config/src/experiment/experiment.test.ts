@@ -42,12 +42,16 @@ describe('resolution', () => {
 
   it('turns profiling on through the pipeline overrides', () => {
     const { resolved } = load(`${LOCAL_SPEC}profiling:\n  enabled: true\n  steps: 3\n`);
-    expect(resolved.stages[0]!.overrides).toMatchObject({ 'training.profile': true, 'training.profile_steps': 3 });
+    expect(resolved.stages[0]!.overrides).toMatchObject({
+      'training.profile': true,
+      'training.profile_steps': 3,
+    });
   });
 
   it('hashes the same spec the same way whatever its formatting', () => {
     const a = load(LOCAL_SPEC).resolved.specHash;
-    const b = load(`# a comment\n${LOCAL_SPEC.replace('gpus: { count: 0 }', 'gpus:\n        count: 0')}`).resolved.specHash;
+    const b = load(`# a comment\n${LOCAL_SPEC.replace('gpus: { count: 0 }', 'gpus:\n        count: 0')}`)
+      .resolved.specHash;
     const c = load(LOCAL_SPEC.replace('training.max_epochs: 2', 'training.max_epochs: 3')).resolved.specHash;
     expect(a).toBe(b);
     expect(a).not.toBe(c);
@@ -57,7 +61,12 @@ describe('resolution', () => {
 describe('rules, each with its message', () => {
   it('gpus per node', () => {
     const [i] = issuesOf(PITZER_SPEC.replace('count: 1, type: v100', 'count: 3, type: v100'));
-    expect(i).toMatchObject({ path: 'stages[0].resources.gpus.count', line: 14, expected: '<= 2', found: '3' });
+    expect(i).toMatchObject({
+      path: 'stages[0].resources.gpus.count',
+      line: 14,
+      expected: '<= 2',
+      found: '3',
+    });
     expect(i!.message).toContain('3 GPUs per node do not fit partition gpu (2 per node)');
   });
   it('memory per node', () => {
@@ -71,6 +80,43 @@ describe('rules, each with its message', () => {
   it('cores per node', () => {
     const [i] = issuesOf(PITZER_SPEC.replace('cpus: 8', 'cpus: 41'));
     expect(i!.message).toContain('41 cpus do not fit a node of gpu (40 cores)');
+  });
+  it('cores per node are cpus per task x tasks per node: 24 cpus x 2 tasks do not fit a 40-core node', () => {
+    const twoTasks = PITZER_SPEC.replace('cpus: 8', 'cpus: 24').replace(
+      'count: 1, type: v100',
+      'count: 2, type: v100',
+    );
+    const [i, ...rest] = issuesOf(twoTasks);
+    expect(rest).toEqual([]);
+    expect(i).toMatchObject({
+      file: 'spec.yaml',
+      line: 12,
+      path: 'stages[0].resources.cpus',
+      expected: 'cpus x ntasksPerNode <= 40: cpus <= 20 with 2 tasks per node',
+      found: '24 x 2 = 48',
+    });
+    expect(i!.message).toContain(
+      '24 cpus per task x 2 tasks per node = 48 cores do not fit a node of gpu (40 cores)',
+    );
+    // the same 24 cpus as one task fit, and so do 20 per task for the two GPUs
+    expect(() => load(PITZER_SPEC.replace('cpus: 8', 'cpus: 24'))).not.toThrow();
+    expect(() => load(twoTasks.replace('cpus: 24', 'cpus: 20'))).not.toThrow();
+    // an explicit task count without cpus is the field to blame for the default cpus
+    const tasksOnly = PITZER_SPEC.replace('      cpus: 8\n', '      ntasksPerNode: 41\n');
+    expect(issuesOf(tasksOnly)[0]).toMatchObject({
+      path: 'stages[0].resources.ntasksPerNode',
+      found: '1 x 41 = 41',
+    });
+  });
+  it('default cpus leave room for every task: 8 per task, fewer when the tasks would not fit', () => {
+    const noCpus = PITZER_SPEC.replace('      cpus: 8\n', '');
+    expect(
+      load(noCpus.replace('count: 1, type: v100', 'count: 2, type: v100')).resolved.stages[0]!.resources,
+    ).toMatchObject({ cpus: 8, ntasksPerNode: 2 });
+    expect(
+      load(noCpus.replace('      memGB: 72\n', '      memGB: 72\n      ntasksPerNode: 8\n')).resolved
+        .stages[0]!.resources,
+    ).toMatchObject({ cpus: 5, ntasksPerNode: 8 });
   });
   it('GPU type of the partition', () => {
     const [i] = issuesOf(PITZER_SPEC.replace('type: v100', 'type: a100'));
@@ -92,25 +138,61 @@ describe('rules, each with its message', () => {
     expect(warnings[0]).toContain('85G on 8 cpus is billed as 10 cores on osc-pitzer');
     expect(load(PITZER_SPEC).warnings).toEqual([]);
   });
+  it('the billing warning counts the cores of every task: 200G on 2 tasks x 4 cpus is billed as 23 cores on gpu, 13 on gpu-quad', () => {
+    const spec = (partition: string) =>
+      PITZER_SPEC.replace('cpus: 8', 'cpus: 4')
+        .replace('memGB: 72', 'memGB: 200')
+        .replace('count: 1, type: v100', 'count: 2, type: v100')
+        .replace('time: "8:00:00"', `time: "8:00:00"\n      partition: ${partition}`);
+    // ceil(200 / 9.074) = 23 cores on the 40-core gpu nodes, against 2 x 4 = 8 requested
+    expect(load(spec('gpu')).warnings).toEqual([
+      'stages[0] (ae): 200G on 2 tasks x 4 cpus (8 cores per node) is billed as 23 cores on osc-pitzer (9.074 GB per core on gpu): ' +
+        'ask for 11 cpus per task (more DataLoader workers for free) or at most 72G',
+    ]);
+    // ceil(200 / 15.5) = 13 cores on gpu-quad (744 GB / 48 cores)
+    expect(load(spec('gpu-quad')).warnings[0]).toContain(
+      '200G on 2 tasks x 4 cpus (8 cores per node) is billed as 13 cores on osc-pitzer (15.5 GB per core on gpu-quad)',
+    );
+    // 2 tasks x 12 cpus = 24 cores: more than the 23 the memory is billed as, so no warning
+    expect(load(spec('gpu').replace('cpus: 4', 'cpus: 12')).warnings).toEqual([]);
+  });
   it('DataLoader workers + 1 must fit the cpus (warned)', () => {
-    const { warnings } = load(PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 8\n    resources:'));
-    expect(warnings.join('\n')).toContain('data.num_workers=8 plus the training process needs 9 cpus but 8 are requested');
-    expect(load(PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 7\n    resources:')).warnings).toEqual([]);
+    const { warnings } = load(
+      PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 8\n    resources:'),
+    );
+    expect(warnings.join('\n')).toContain(
+      'data.num_workers=8 plus the training process needs 9 cpus but 8 are requested',
+    );
+    expect(
+      load(PITZER_SPEC.replace('    resources:', '    overrides:\n      data.num_workers: 7\n    resources:'))
+        .warnings,
+    ).toEqual([]);
   });
   it('use_cugraph on an environment without pylibcugraphops', () => {
-    const spec = PITZER_SPEC.replace('    resources:', '    overrides:\n      vgae.use_cugraph: true\n    resources:');
+    const spec = PITZER_SPEC.replace(
+      '    resources:',
+      '    overrides:\n      vgae.use_cugraph: true\n    resources:',
+    );
     const [i] = issuesOf(spec);
     expect(i).toMatchObject({ path: 'stages[0].overrides.vgae.use_cugraph', line: 12 });
-    expect(i!.message).toContain('needs pylibcugraphops (CuGraphGATConv), which environment gnn-rapids does not have');
+    expect(i!.message).toContain(
+      'needs pylibcugraphops (CuGraphGATConv), which environment gnn-rapids does not have',
+    );
     expect(load(`${spec}allowFallback: true\n`).resolved.stages[0]!.overrides['vgae.use_cugraph']).toBe(true);
-    expect(() => load(spec.replace('environment: gnn-rapids', 'environment: gnn-rapids-cugraphops'))).not.toThrow();
+    expect(() =>
+      load(spec.replace('environment: gnn-rapids', 'environment: gnn-rapids-cugraphops')),
+    ).not.toThrow();
   });
   it('dependsOn must name an earlier stage', () => {
-    const [i] = issuesOf(LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    dependsOn: [later]\n'));
+    const [i] = issuesOf(
+      LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    dependsOn: [later]\n'),
+    );
     expect(i!.message).toBe('"later" is not an earlier stage of this spec');
   });
   it('overrides are checked against the pipeline schema: type and did-you-mean', () => {
-    const issues = issuesOf(LOCAL_SPEC.replace('training.max_epochs: 2', 'training.max_epochs: two\n      training.lrr: 0.1'));
+    const issues = issuesOf(
+      LOCAL_SPEC.replace('training.max_epochs: 2', 'training.max_epochs: two\n      training.lrr: 0.1'),
+    );
     expect(issues.map((i) => i.message)).toEqual([
       'training.max_epochs = "two" is not valid for the pipeline',
       'unknown pipeline config key `training.lrr` — did you mean `training.lr`?',
@@ -156,7 +238,9 @@ describe('errors a user can act on', () => {
         return (e as Error).message;
       }
     })();
-    expect(text).toContain('spec.yaml:7:12: stages[0].model: "gcn" is not an allowed value (expected one of "gat", "vgae", found "gcn")');
+    expect(text).toContain(
+      'spec.yaml:7:12: stages[0].model: "gcn" is not an allowed value (expected one of "gat", "vgae", found "gcn")',
+    );
   });
   it('YAML syntax errors carry their position', () => {
     const [i] = issuesOf('name: [unclosed\n');

@@ -4,7 +4,13 @@
 // field paths, never thrown one at a time.
 import { createHash } from 'node:crypto';
 import type { ClusterProfile, Partition } from '../cluster/schema.ts';
-import { cudaOf, cudaSupportsGpu, hasCugraphOps, rapidsLine, rapidsSupportsGpu } from '../environment/rules.ts';
+import {
+  cudaOf,
+  cudaSupportsGpu,
+  hasCugraphOps,
+  rapidsLine,
+  rapidsSupportsGpu,
+} from '../environment/rules.ts';
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
 import { validateOverrides } from './overrides.ts';
@@ -113,7 +119,8 @@ export function resolveExperiment(
   };
   const defaultPartitionName = spec.partition ?? cluster.defaultPartition;
   const defaultPartition =
-    findPartition(defaultPartitionName, spec.partition ? ['partition'] : ['cluster']) ?? cluster.partitions[0]!;
+    findPartition(defaultPartitionName, spec.partition ? ['partition'] : ['cluster']) ??
+    cluster.partitions[0]!;
 
   const account = spec.account ?? cluster.account;
   if (cluster.accountRequired && !account) {
@@ -145,15 +152,19 @@ export function resolveExperiment(
     ids.add(s.id);
 
     const r = s.resources;
-    const partition = r.partition ? (findPartition(r.partition, at('resources', 'partition')) ?? defaultPartition) : defaultPartition;
+    const partition = r.partition
+      ? (findPartition(r.partition, at('resources', 'partition')) ?? defaultPartition)
+      : defaultPartition;
     const gpuCount = r.gpus?.count ?? (partition.gpusPerNode > 0 ? 1 : 0);
     const gpuType = r.gpus?.type ?? (gpuCount > 0 ? partition.gpuType : undefined);
+    // One task per GPU (DDP); `cpus` is per task (--cpus-per-task), so a node holds cpus x tasks.
+    const ntasksPerNode = r.ntasksPerNode ?? Math.max(1, gpuCount);
     const resources: Resources = {
-      cpus: r.cpus ?? Math.min(PLAN_CPUS, partition.coresPerNode),
+      cpus: r.cpus ?? Math.max(1, Math.min(PLAN_CPUS, Math.floor(partition.coresPerNode / ntasksPerNode))),
       memGB: r.memGB ?? Math.min(PLAN_MEM_GB, partition.memPerNodeGB),
       gpus: gpuType ? { count: gpuCount, type: gpuType } : { count: gpuCount },
       nodes: r.nodes ?? 1,
-      ntasksPerNode: r.ntasksPerNode ?? Math.max(1, gpuCount),
+      ntasksPerNode,
       time: r.time ?? formatSlurmTime(Math.min(DEFAULT_TIME, parseSlurmTime(partition.maxWalltime))),
       partition: partition.name,
       arrayConcurrency: r.arrayConcurrency ?? DEFAULT_ARRAY_CONCURRENCY,
@@ -181,13 +192,27 @@ export function resolveExperiment(
         expected: `<= ${partition.memPerNodeGB}`,
         found: String(resources.memGB),
       });
-    if (resources.cpus > partition.coresPerNode)
+    const coresPerNode = resources.cpus * resources.ntasksPerNode;
+    if (coresPerNode > partition.coresPerNode) {
+      const tasks = resources.ntasksPerNode;
       problems.push({
-        path: at('resources', 'cpus'),
-        message: `${resources.cpus} cpus do not fit a node of ${partition.name} (${partition.coresPerNode} cores)`,
-        expected: `<= ${partition.coresPerNode}`,
-        found: String(resources.cpus),
+        // The field the spec wrote (cpus, else the task count that multiplies the default cpus).
+        path: at(
+          'resources',
+          r.cpus === undefined && r.ntasksPerNode !== undefined ? 'ntasksPerNode' : 'cpus',
+        ),
+        message:
+          tasks === 1
+            ? `${resources.cpus} cpus do not fit a node of ${partition.name} (${partition.coresPerNode} cores)`
+            : `${resources.cpus} cpus per task x ${tasks} tasks per node = ${coresPerNode} cores do not fit a node of ` +
+              `${partition.name} (${partition.coresPerNode} cores): cpus is per task (--cpus-per-task)`,
+        expected:
+          tasks === 1
+            ? `<= ${partition.coresPerNode}`
+            : `cpus x ntasksPerNode <= ${partition.coresPerNode}: cpus <= ${Math.floor(partition.coresPerNode / tasks)} with ${tasks} tasks per node`,
+        found: tasks === 1 ? String(resources.cpus) : `${resources.cpus} x ${tasks} = ${coresPerNode}`,
       });
+    }
     if (parseSlurmTime(resources.time) > parseSlurmTime(partition.maxWalltime))
       problems.push({
         path: at('resources', 'time'),
@@ -196,12 +221,26 @@ export function resolveExperiment(
         found: resources.time,
       });
     if (partition.memPerCoreGB) {
+      // Billed per node: max(cpus x tasks, memory / memory per core of this partition).
+      const tasks = resources.ntasksPerNode;
       const billed = Math.ceil(resources.memGB / partition.memPerCoreGB - 1e-9);
-      if (billed > resources.cpus)
+      if (billed > coresPerNode) {
+        const cores =
+          tasks === 1
+            ? `${resources.cpus} cpus`
+            : `${tasks} tasks x ${resources.cpus} cpus (${coresPerNode} cores per node)`;
+        // The most cpus per task the billed cores pay for, without billing more.
+        const freeCpus = Math.floor(billed / tasks);
+        const atMost = `at most ${Math.floor(coresPerNode * partition.memPerCoreGB)}G`;
+        const fix =
+          freeCpus > resources.cpus
+            ? `ask for ${freeCpus} cpus${tasks === 1 ? '' : ' per task'} (more DataLoader workers for free) or ${atMost}`
+            : `ask for ${atMost}`;
         warnings.push(
-          `stages[${i}] (${s.id}): ${resources.memGB}G on ${resources.cpus} cpus is billed as ${billed} cores on ${cluster.name} ` +
-            `(${partition.memPerCoreGB} GB per core): ask for ${billed} cpus (more DataLoader workers for free) or at most ${Math.floor(resources.cpus * partition.memPerCoreGB)}G`,
+          `stages[${i}] (${s.id}): ${resources.memGB}G on ${cores} is billed as ${billed} cores on ${cluster.name} ` +
+            `(${partition.memPerCoreGB} GB per core on ${partition.name}): ${fix}`,
         );
+      }
     }
     if (cuda && gpuCount > 0 && gpuType && !cudaSupportsGpu(cuda.major, gpuType))
       problems.push({
@@ -217,7 +256,9 @@ export function resolveExperiment(
     const overrides: Record<string, Scalar> = {
       ...spec.overrides,
       ...s.overrides,
-      ...(spec.profiling.enabled ? { 'training.profile': true, 'training.profile_steps': spec.profiling.steps } : {}),
+      ...(spec.profiling.enabled
+        ? { 'training.profile': true, 'training.profile_steps': spec.profiling.steps }
+        : {}),
     };
     return {
       id: s.id,
@@ -237,7 +278,12 @@ export function resolveExperiment(
     key in spec.stages[stageIndex]!.overrides ? ['stages', stageIndex, 'overrides', key] : ['overrides', key];
   stages.forEach((st, i) => {
     for (const p of validateOverrides(st.overrides, pipelineSchema))
-      problems.push({ path: overridePath(i, p.key), message: p.message, expected: p.expected, found: p.found });
+      problems.push({
+        path: overridePath(i, p.key),
+        message: p.message,
+        expected: p.expected,
+        found: p.found,
+      });
     const workers = st.overrides['data.num_workers'];
     if (typeof workers === 'number' && workers + 1 > st.resources.cpus)
       warnings.push(
@@ -248,13 +294,17 @@ export function resolveExperiment(
   sweepPoints.forEach((point, j) => {
     for (const p of validateOverrides(point, pipelineSchema))
       problems.push({
-        path: spec.sweep?.grid && p.key in spec.sweep.grid ? ['sweep', 'grid', p.key] : ['sweep', 'list', j - gridSize(spec), p.key],
+        path:
+          spec.sweep?.grid && p.key in spec.sweep.grid
+            ? ['sweep', 'grid', p.key]
+            : ['sweep', 'list', j - gridSize(spec), p.key],
         message: p.message,
         expected: p.expected,
         found: p.found,
       });
   });
-  const withCugraph = (o: Record<string, Scalar>) => o['gat.use_cugraph'] === true || o['vgae.use_cugraph'] === true;
+  const withCugraph = (o: Record<string, Scalar>) =>
+    o['gat.use_cugraph'] === true || o['vgae.use_cugraph'] === true;
   if (!hasCugraphOps(environment) && !spec.allowFallback) {
     stages.forEach((st, i) => {
       if (withCugraph(st.overrides)) {

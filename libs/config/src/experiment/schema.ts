@@ -13,7 +13,14 @@ export const REQUEUE_DEFAULTS: {
   signal: (typeof REQUEUE_SIGNALS)[number];
   leadSeconds: number;
   maxRestarts: number;
-} = { enabled: true, signal: RUN_CONTRACT.requeue.defaultSignal, leadSeconds: 300, maxRestarts: 3 };
+  maxRecoveries: number;
+} = {
+  enabled: true,
+  signal: RUN_CONTRACT.requeue.defaultSignal,
+  leadSeconds: 300,
+  maxRestarts: 3,
+  maxRecoveries: 2,
+};
 
 export const ResourcesInputSchema = z
   .object({
@@ -108,6 +115,13 @@ export const ExperimentSpecSchema = z
         /** Seconds before the time limit at which SLURM sends the signal (--signal=B:SIG@lead). */
         leadSeconds: z.number().int().min(10).max(3600).default(REQUEUE_DEFAULTS.leadSeconds),
         maxRestarts: z.number().int().min(0).max(100).default(REQUEUE_DEFAULTS.maxRestarts),
+        /**
+         * Resubmissions the runner makes of one job after a failure it can survive (`--wait`,
+         * `runner resume`): a node failure (excluding that node), a memory kill (more memory, or a
+         * smaller batch after a CUDA OOM), a time limit reached without the requeue handshake (more
+         * time); each resumes from checkpoints/last.ckpt. 0: none.
+         */
+        maxRecoveries: z.number().int().min(0).max(10).default(REQUEUE_DEFAULTS.maxRecoveries),
       })
       .strict()
       .default(REQUEUE_DEFAULTS),

@@ -12,12 +12,17 @@ const stage = fc.record({
   scale: fc.constantFrom('large', 'small'),
   dataset: name,
   overrides: fc.record(
-    { 'training.lr': fc.double({ min: 1e-6, max: 1, noNaN: true }), 'training.max_epochs': fc.integer({ min: 1, max: 500 }), 'gat.conv': fc.constantFrom('gat', 'gatv2') },
+    {
+      'training.lr': fc.double({ min: 1e-6, max: 1, noNaN: true }),
+      'training.max_epochs': fc.integer({ min: 1, max: 500 }),
+      'gat.conv': fc.constantFrom('gat', 'gatv2'),
+    },
     { requiredKeys: [] },
   ),
   resources: fc.record(
     {
-      cpus: fc.integer({ min: 1, max: 40 }),
+      // cpus are per task, one task per GPU: up to 2 x 20 on Pitzer's 40-core gpu nodes
+      cpus: fc.integer({ min: 1, max: 20 }),
       memGB: fc.integer({ min: 1, max: 363 }),
       gpus: fc.record({ count: fc.integer({ min: 0, max: 2 }) }),
       time: fc.constantFrom('0:30:00', '8:00:00', '2-00:00:00'),
@@ -30,8 +35,20 @@ const spec = fc.record({
   cluster: fc.constant('osc-pitzer'),
   environment: fc.constantFrom('gnn-rapids', 'gnn-rapids-cugraphops'),
   account: fc.constant('PAS1266'),
-  stages: fc.array(stage, { minLength: 1, maxLength: 4 }).map((ss) => ss.map((s, i) => ({ id: `s${i}`, ...s }))),
-  sweep: fc.option(fc.record({ grid: fc.record({ 'training.lr': fc.array(fc.double({ min: 1e-5, max: 0.1, noNaN: true }), { minLength: 1, maxLength: 3 }) }) }), { nil: undefined }),
+  stages: fc
+    .array(stage, { minLength: 1, maxLength: 4 })
+    .map((ss) => ss.map((s, i) => ({ id: `s${i}`, ...s }))),
+  sweep: fc.option(
+    fc.record({
+      grid: fc.record({
+        'training.lr': fc.array(fc.double({ min: 1e-5, max: 0.1, noNaN: true }), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+      }),
+    }),
+    { nil: undefined },
+  ),
 });
 
 describe('properties', () => {
@@ -40,9 +57,13 @@ describe('properties', () => {
       fc.property(spec, (s) => {
         const clean = JSON.parse(JSON.stringify(s));
         const { spec: parsed } = loadExperimentSpec({ text: stringify(clean), file: 'gen.yaml' });
-        const again = loadExperimentSpec({ text: stringify(JSON.parse(JSON.stringify(parsed))), file: 'gen2.yaml' });
+        const again = loadExperimentSpec({
+          text: stringify(JSON.parse(JSON.stringify(parsed))),
+          file: 'gen2.yaml',
+        });
         expect(again.spec).toEqual(parsed);
-        for (const [k, v] of Object.entries(clean)) expect((parsed as Record<string, unknown>)[k]).toEqual(k === 'stages' ? expect.anything() : v);
+        for (const [k, v] of Object.entries(clean))
+          expect((parsed as Record<string, unknown>)[k]).toEqual(k === 'stages' ? expect.anything() : v);
         expect(parsed.stages.map((x) => x.id)).toEqual(clean.stages.map((x: { id: string }) => x.id));
       }),
       { numRuns: 60 },
@@ -53,7 +74,12 @@ describe('properties', () => {
     const junk = fc.oneof(
       fc.anything(),
       spec.chain((s) =>
-        fc.record({ path: fc.constantFrom('name', 'stages', 'account', 'sweep', 'environment', 'cluster'), value: fc.anything() }).map(({ path, value }) => ({ ...s, [path]: value })),
+        fc
+          .record({
+            path: fc.constantFrom('name', 'stages', 'account', 'sweep', 'environment', 'cluster'),
+            value: fc.anything(),
+          })
+          .map(({ path, value }) => ({ ...s, [path]: value })),
       ),
     );
     fc.assert(

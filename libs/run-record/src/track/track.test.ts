@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { Manifest } from '../manifest.ts';
 import type { TaskStatus } from '@kdgat/schedulers';
-import { formatElapsed, formatTable, jobStateOf, progressOf, statusLine } from './track.ts';
+import {
+  efficiencyOf,
+  formatElapsed,
+  formatTable,
+  jobStateOf,
+  progressOf,
+  rememberStates,
+  statusLine,
+} from './track.ts';
 
 const t = (state: TaskStatus['state'], arrayIndex?: number): TaskStatus => ({
   jobId: '5',
@@ -69,6 +77,7 @@ describe('formatting', () => {
         state: 'COMPLETED',
         exitCode: '0:0',
         elapsed: '0:04',
+        usage: '-',
         metrics: 'f1=0.9900',
         triage: null,
       },
@@ -78,11 +87,120 @@ describe('formatting', () => {
         state: 'TIMEOUT',
         exitCode: '0:15',
         elapsed: '10:00',
+        usage: '-',
         metrics: '-',
         triage: { kind: 'TIMEOUT', what: 'hit the limit', fix: 'raise resources.time' },
       },
     ]);
     expect(text.split('\n')[0]).toMatch(/^job\s+job id\s+state\s+exit\s+elapsed\s+metrics$/);
     expect(text).toContain('train[1]: TIMEOUT: hit the limit\n    fix: raise resources.time');
+  });
+});
+
+describe('accounting of ended tasks', () => {
+  const acc = (cpuSeconds: number) => ({
+    cpuSeconds,
+    maxRssMB: 2027.5,
+    elapsedSeconds: 600,
+    allocCpus: 8,
+    reqMemMB: 16384,
+    steps: ['batch', 'extern', '0'],
+  });
+  const manifest = () =>
+    ({
+      runDir: '/nonexistent',
+      jobs: [
+        {
+          key: 'train',
+          name: 'sw-train',
+          stageId: 'train',
+          script: 'scripts/train.sbatch',
+          dependsOn: [],
+          jobId: '5',
+          array: { size: 2, concurrency: 2, firstPoint: 0 },
+          runRoot: '/r/outputs',
+          logs: { output: '/r/logs/%x-%A_%a.out', error: '/r/logs/%x-%A_%a.err' },
+        },
+      ],
+    }) as unknown as Manifest;
+
+  it('keeps the accounting and nodes of ended tasks in the manifest, and shows them once SLURM forgot the job', () => {
+    const m = manifest();
+    const answer = new Map([
+      [
+        '5',
+        [
+          {
+            jobId: '5',
+            arrayIndex: 0,
+            state: 'COMPLETED' as const,
+            nodes: ['c01', 'c02'],
+            accounting: acc(2398.12),
+          },
+          { jobId: '5', arrayIndex: 1, state: 'RUNNING' as const, nodes: ['c03'] },
+        ],
+      ],
+    ]);
+    rememberStates(m, progressOf(m, answer));
+    expect(m.jobs[0]!.lastSeen).toMatchObject({
+      state: 'RUNNING',
+      tasks: { '0': 'COMPLETED', '1': 'RUNNING' },
+      accounting: { '0': acc(2398.12) },
+      nodes: { '0': ['c01', 'c02'] },
+    });
+    const at = m.jobs[0]!.lastSeen!.at;
+
+    // The same answer, then one without sacct's part (it failed this time): nothing changes.
+    rememberStates(m, progressOf(m, answer));
+    rememberStates(m, progressOf(m, new Map([['5', answer.get('5')!.map(({ accounting: _a, ...t }) => t)]])));
+    expect(m.jobs[0]!.lastSeen!.accounting).toEqual({ '0': acc(2398.12) });
+    expect(m.jobs[0]!.lastSeen!.at).toBe(at);
+
+    // Forgotten: status reads the manifest's figures.
+    const [p] = progressOf(m, new Map());
+    expect(p!.tasks.find((t) => t.arrayIndex === 0)).toMatchObject({
+      state: 'COMPLETED',
+      accounting: acc(2398.12),
+      nodes: ['c01', 'c02'],
+    });
+  });
+
+  it('drops the figures of a task that runs again', () => {
+    const m = manifest();
+    m.jobs[0]!.lastSeen = {
+      state: 'FAILED',
+      at: 'x',
+      tasks: { '0': 'FAILED' },
+      accounting: { '0': acc(10) },
+      nodes: { '0': ['c01'] },
+    };
+    rememberStates(
+      m,
+      progressOf(m, new Map([['5', [{ jobId: '5', arrayIndex: 0, state: 'PENDING' as const }]]])),
+    );
+    expect(m.jobs[0]!.lastSeen).not.toHaveProperty('accounting');
+    expect(m.jobs[0]!.lastSeen).not.toHaveProperty('nodes');
+  });
+
+  it('puts CPU efficiency and peak memory the way seff does', () => {
+    expect(efficiencyOf(acc(2400), 2)).toBe('cpu 50% of 8, mem 1.98 GB of 8.00 GB/node (25%)');
+    expect(efficiencyOf(acc(2400), 1)).toBe('cpu 50% of 8, mem 1.98 GB of 16.0 GB (12%)');
+    expect(efficiencyOf({ ...acc(0), maxRssMB: null })).toBe('cpu 0% of 8, mem -');
+  });
+
+  it('adds a usage column only where accounting answered', () => {
+    const row = {
+      job: 'a',
+      jobId: '1',
+      state: 'COMPLETED' as const,
+      exitCode: '0:0',
+      elapsed: '10:00',
+      metrics: '-',
+      triage: null,
+    };
+    expect(
+      formatTable([{ ...row, usage: 'cpu 50% of 8, mem 1.98 GB of 16.0 GB (12%)' }]).split('\n')[0],
+    ).toMatch(/^job\s+job id\s+state\s+exit\s+elapsed\s+usage\s+metrics$/);
+    expect(formatTable([{ ...row, usage: '-' }]).split('\n')[0]).not.toContain('usage');
   });
 });

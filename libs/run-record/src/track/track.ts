@@ -1,7 +1,7 @@
 // A run's progress from its scheduler's answer: per-job state and counts, a status line per job,
 // and the final summary table with triage. Following it live is watch.ts.
 import { runDirName } from '@kdgat/config';
-import { isActive, isFailure, type JobState, type TaskStatus } from '@kdgat/schedulers';
+import { isActive, isFailure, type JobState, type TaskAccounting, type TaskStatus } from '@kdgat/schedulers';
 import type { Manifest, ManifestJob } from '../manifest.ts';
 import { findMetrics, keyMetrics, tailLogs } from './files.ts';
 import { triageTask, type Triage } from './triage.ts';
@@ -33,6 +33,24 @@ export function jobStateOf(tasks: readonly TaskStatus[], expected: number): JobS
   return tasks.every((t) => t.state === 'COMPLETED') ? 'UNKNOWN' : tasks[0]!.state;
 }
 
+/** The key of a task in `lastSeen`: its array index, `-` for a plain job. */
+export function taskKey(arrayIndex: number | undefined): string {
+  return arrayIndex === undefined ? '-' : String(arrayIndex);
+}
+
+/** A task with what the manifest kept of it (accounting, nodes) where this answer lacks it. */
+function withKept(job: ManifestJob, t: TaskStatus): TaskStatus {
+  const key = taskKey(t.arrayIndex);
+  const accounting = job.lastSeen?.accounting?.[key];
+  const nodes = job.lastSeen?.nodes?.[key];
+  if (isActive(t.state) || (t.accounting && t.nodes) || (!accounting && !nodes)) return t;
+  return {
+    ...t,
+    ...(!t.accounting && accounting ? { accounting } : {}),
+    ...(!t.nodes && nodes ? { nodes } : {}),
+  };
+}
+
 export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>): JobProgress[] {
   return manifest.jobs.map((job) => {
     let tasks = job.jobId ? (states.get(job.jobId) ?? []) : [];
@@ -45,6 +63,10 @@ export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>
           )
         : [{ jobId, state: job.lastSeen.state }];
     }
+    tasks = tasks.map((t) => withKept(job, t));
+    // A recovered array: its tasks that were not resubmitted ended in an earlier submission.
+    const earlier = (job.earlierTasks ?? []).filter((e) => !tasks.some((t) => t.arrayIndex === e.arrayIndex));
+    if (earlier.length > 0) tasks = [...earlier, ...tasks];
     const counts = { pending: 0, running: 0, done: 0, failed: 0 };
     for (const t of tasks) {
       if (t.state === 'RUNNING' || t.state === 'COMPLETING') counts.running++;
@@ -65,19 +87,41 @@ export function progressOf(manifest: Manifest, states: Map<string, TaskStatus[]>
 }
 
 /**
- * Records the states seen into the manifest's jobs (so `status` works after MinJobAge); `at` is
- * when a job was first seen in its current states, so a poll that saw nothing new changes nothing
- * (and a run on a site over SSH writes no manifest to the site for it).
+ * Records the states seen into the manifest's jobs (so `status` works after MinJobAge), with the
+ * accounting and nodes of the tasks that ended (so status, report and history have them after SLURM
+ * forgot the job); `at` is when a job was first seen in its current states, so a poll that saw
+ * nothing new changes nothing (and a run on a site over SSH writes no manifest to the site for it).
  */
 export function rememberStates(manifest: Manifest, progress: readonly JobProgress[]): void {
   const at = new Date().toISOString();
   for (const p of progress) {
     if (p.tasks.length === 0) continue;
-    const tasks: Record<string, JobState> = {};
-    for (const t of p.tasks) tasks[t.arrayIndex === undefined ? '-' : String(t.arrayIndex)] = t.state;
     const seen = p.job.lastSeen;
-    if (seen && seen.state === p.state && JSON.stringify(seen.tasks) === JSON.stringify(tasks)) continue;
-    p.job.lastSeen = { state: p.state, at, tasks };
+    const tasks: Record<string, JobState> = {};
+    const accounting: Record<string, TaskAccounting> = { ...seen?.accounting };
+    const nodes: Record<string, string[]> = { ...seen?.nodes };
+    for (const t of p.tasks) {
+      const key = taskKey(t.arrayIndex);
+      tasks[key] = t.state;
+      // A task that runs again (requeued) has no figures yet: its last ones described another attempt.
+      if (isActive(t.state)) {
+        delete accounting[key];
+        delete nodes[key];
+        continue;
+      }
+      if (t.accounting) accounting[key] = t.accounting;
+      if (t.nodes) nodes[key] = t.nodes;
+    }
+    const same = (a: unknown, b: unknown) => JSON.stringify(a ?? {}) === JSON.stringify(b ?? {});
+    const sameStates = seen?.state === p.state && same(seen.tasks, tasks);
+    if (seen && sameStates && same(seen.accounting, accounting) && same(seen.nodes, nodes)) continue;
+    p.job.lastSeen = {
+      state: p.state,
+      at: seen && sameStates ? seen.at : at,
+      tasks,
+      ...(Object.keys(accounting).length > 0 ? { accounting } : {}),
+      ...(Object.keys(nodes).length > 0 ? { nodes } : {}),
+    };
   }
 }
 
@@ -102,8 +146,27 @@ export interface SummaryRow {
   state: JobState;
   exitCode: string;
   elapsed: string;
+  /** What an ended task used, as seff puts it (`efficiencyOf`); `-` without accounting. */
+  usage: string;
   metrics: string;
   triage: Triage | null;
+}
+
+const gb = (mb: number) => `${(mb / 1024).toFixed(mb < 10 * 1024 ? 2 : 1)} GB`;
+
+/**
+ * seff's two lines in one: CPU efficiency (TotalCPU over elapsed x allocated cores) and the peak
+ * memory against the request (per node for a multi-node job: MaxRSS is the largest task's).
+ */
+export function efficiencyOf(a: TaskAccounting, nodes = 1): string {
+  const coreSeconds = a.elapsedSeconds * a.allocCpus;
+  const cpu =
+    coreSeconds > 0 ? `cpu ${Math.round((a.cpuSeconds / coreSeconds) * 100)}% of ${a.allocCpus}` : 'cpu -';
+  if (a.maxRssMB === null) return `${cpu}, mem -`;
+  if (a.reqMemMB === null || a.reqMemMB <= 0) return `${cpu}, mem ${gb(a.maxRssMB)} peak`;
+  const perNode = a.reqMemMB / Math.max(1, nodes);
+  const of = `${gb(perNode)}${nodes > 1 ? '/node' : ''}`;
+  return `${cpu}, mem ${gb(a.maxRssMB)} of ${of} (${Math.round((a.maxRssMB / perNode) * 100)}%)`;
 }
 
 export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]): SummaryRow[] {
@@ -152,6 +215,7 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
         state: t.state,
         exitCode: t.exitCode ?? '-',
         elapsed: t.elapsedSeconds === undefined ? '-' : formatElapsed(t.elapsedSeconds),
+        usage: t.accounting ? efficiencyOf(t.accounting, t.nodes?.length) : '-',
         metrics:
           metrics
             .map((m) => keyMetrics(m.metrics))
@@ -165,8 +229,18 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
 }
 
 export function formatTable(rows: readonly SummaryRow[]): string {
-  const header = ['job', 'job id', 'state', 'exit', 'elapsed', 'metrics'];
-  const body = rows.map((r) => [r.job, r.jobId, r.state, r.exitCode, r.elapsed, r.metrics]);
+  // The usage column only where SLURM accounting answered for some task.
+  const usage = rows.some((r) => r.usage !== '-');
+  const header = ['job', 'job id', 'state', 'exit', 'elapsed', ...(usage ? ['usage'] : []), 'metrics'];
+  const body = rows.map((r) => [
+    r.job,
+    r.jobId,
+    r.state,
+    r.exitCode,
+    r.elapsed,
+    ...(usage ? [r.usage] : []),
+    r.metrics,
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]) =>
     cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');

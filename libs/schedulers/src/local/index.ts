@@ -17,6 +17,7 @@ import {
   type TaskStatus,
 } from '../core.ts';
 import { parseSbatchDirectives } from './directives.ts';
+import { arrayIndicesOf, checkOverrides } from '../overrides.ts';
 import {
   allocateJobIds,
   cancelMarker,
@@ -65,6 +66,7 @@ export class LocalScheduler implements Scheduler {
 
   async submit(request: SubmitRequest): Promise<string> {
     this.#submitCalls++;
+    const overrides = checkOverrides(request);
     for (const dep of [...request.dependsOn, ...(request.aftercorr ?? [])]) {
       if (!readRecord(this.stateDir, dep)) {
         throw new SchedulerError(
@@ -74,16 +76,27 @@ export class LocalScheduler implements Scheduler {
         );
       }
     }
+    // `--array=3,5` (a recovery of some tasks) runs those indices of the script's array only.
     const size = request.array?.size ?? 0;
-    const first = await allocateJobIds(this.stateDir, size + 1);
+    const chosen = overrides.get('array');
+    const indices = chosen === undefined ? Array.from({ length: size }, (_, i) => i) : arrayIndicesOf(chosen);
+    const outside = indices.filter((i) => i >= size);
+    if (outside.length > 0)
+      throw new SchedulerError(
+        `local scheduler refused ${request.name}: --array=${chosen ?? ''} names task(s) ${outside.join(',')}, ` +
+          `expected indices below the array's size ${size}`,
+        'submit',
+        '',
+      );
+    const first = await allocateJobIds(this.stateDir, indices.length + 1);
     const id = String(first);
     const record: LocalJobRecord = {
       id,
       request,
       submittedAt: new Date().toISOString(),
       tasks: request.array
-        ? Array.from({ length: size }, (_, i) => ({
-            index: i,
+        ? indices.map((index, i) => ({
+            index,
             jobId: String(first + 1 + i),
             state: 'PENDING' as const,
           }))

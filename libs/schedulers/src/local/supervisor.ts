@@ -8,6 +8,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { isActive } from '../core.ts';
 import { parseElapsed } from '../slurm/parse.ts';
 import { defaultLogPattern, expandLogPattern, parseSbatchDirectives } from './directives.ts';
+import { checkOverrides, exportedVariables } from '../overrides.ts';
 import {
   cancelMarker,
   readRecord,
@@ -67,8 +68,12 @@ async function waitForDependencies(): Promise<boolean> {
 const script = readFileSync(record.request.scriptPath, 'utf8');
 const directives = parseSbatchDirectives(script);
 const req = record.request;
+// A submission's overrides win over the script's lines, as on sbatch's command line: --time and
+// --export here, --array at submit; --exclude and --mem mean nothing on one machine.
+const overrides = checkOverrides(req);
+const exported = overrides.has('export') ? exportedVariables(overrides.get('export')!) : {};
 const cpusPerTask = Number(directives.get('cpus-per-task') ?? req.cpusPerTask ?? '1') || 1;
-const limitSeconds = parseElapsed(directives.get('time') ?? req.timeLimit ?? '');
+const limitSeconds = parseElapsed(overrides.get('time') ?? directives.get('time') ?? req.timeLimit ?? '');
 const signalSpec = /^(B:)?([A-Z0-9]+)@(\d+)$/.exec(directives.get('signal') ?? req.signal ?? '');
 const workDir = directives.get('chdir')
   ? resolve(record.request.cwd, directives.get('chdir')!)
@@ -102,6 +107,7 @@ async function runTask(task: LocalTaskRecord): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), `kdgat-local-${task.jobId}-`));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    ...exported,
     SLURM_JOB_ID: task.jobId,
     SLURM_JOBID: task.jobId,
     SLURM_JOB_NAME: record.request.name,
@@ -238,7 +244,7 @@ async function main(): Promise<void> {
       queue.length = 0;
       save();
     }
-    for (let i = 0; i < queue.length && running.size < parallel; ) {
+    for (let i = 0; i < queue.length && running.size < parallel;) {
       const task = queue[i]!;
       const { ready, dep } = correspondingReady(task);
       if (ready === 'wait') {

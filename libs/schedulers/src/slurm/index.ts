@@ -4,13 +4,16 @@
 import { localExecutor, type Executor, type RunResult } from '@kdgat/transport';
 import {
   SchedulerError,
+  isActive,
   type PreflightResult,
   type Scheduler,
   type SchedulerLimits,
   type SubmitRequest,
   type TaskStatus,
 } from '../core.ts';
+import { checkOverrides } from '../overrides.ts';
 import {
+  SACCT_FIELDS,
   SQUEUE_FORMAT,
   parseParsableJobId,
   parseSacct,
@@ -22,7 +25,8 @@ import {
 /**
  * The sbatch arguments (besides the script) for a request; pure, shared by preflight and submit.
  * Resources (`--array`, `--signal`, …) are the script's own `#SBATCH` lines, the one place a user
- * reads and `--test-only` checks; the call adds only what exists at submission: the dependencies.
+ * reads and `--test-only` checks; the call adds only what exists at submission: the dependencies,
+ * and a recovery's overrides (`request.overrides`).
  */
 export function sbatchArgs(
   request: SubmitRequest,
@@ -41,7 +45,10 @@ export function sbatchArgs(
     ];
     args.push(`--dependency=${parts.join(',')}`, '--kill-on-invalid-dep=yes');
   }
-  args.push(request.scriptPath);
+  // A submission's own options (a recovery's --exclude, --mem, …): before the script, so they win
+  // over its #SBATCH lines; checked against SUBMIT_OVERRIDES first.
+  checkOverrides(request);
+  args.push(...(request.overrides ?? []), request.scriptPath);
   return args;
 }
 
@@ -55,30 +62,51 @@ const COMMAND_TIMEOUT_S = 120;
  * restart counts squeue lacks), each section closed by a marker line with its status.
  * $1: the ids joined with commas, $2: the squeue format, then the ids.
  */
-const QUERY_SCRIPT = `squeue -h -r --jobs="$1" -o "$2"; echo "@@kdgat squeue $?"
+const QUERY_SCRIPT = `ids=$1
+squeue -h -r --jobs="$ids" -o "$2"; echo "@@kdgat squeue $?"
 shift 2
 for id in "$@"; do scontrol show job -o "$id" 2>/dev/null; echo "@@kdgat scontrol $id $?"; done`;
 
-/** The sections of QUERY_SCRIPT's output: squeue's text and status, and scontrol's per job. */
+/**
+ * The poll's third section where the cluster keeps accounting: one sacct for every job, steps
+ * included (what was used is in the steps; never one sacct per job: slurmdbd is shared).
+ */
+const SACCT_SECTION = `sacct -n -P --jobs="$ids" -o ${SACCT_FIELDS} 2>/dev/null; echo "@@kdgat sacct $?"`;
+
+/** QUERY_SCRIPT with the sacct section where accounting is on. */
+export function queryScript(accounting: boolean): string {
+  return accounting ? `${QUERY_SCRIPT}\n${SACCT_SECTION}` : QUERY_SCRIPT;
+}
+
+interface Section {
+  text: string;
+  code: number;
+}
+
+/** The sections of the poll's output: squeue's, scontrol's per job and sacct's, with their statuses. */
 export function splitQueryOutput(stdout: string): {
-  squeue: { text: string; code: number };
-  scontrol: Map<string, { text: string; code: number }>;
+  squeue: Section;
+  scontrol: Map<string, Section>;
+  /** Absent when the poll did not ask sacct. */
+  sacct?: Section;
 } {
-  const scontrol = new Map<string, { text: string; code: number }>();
-  let squeue = { text: '', code: 1 };
+  const scontrol = new Map<string, Section>();
+  let squeue: Section = { text: '', code: 1 };
+  let sacct: Section | undefined;
   let buf: string[] = [];
   for (const line of stdout.split('\n')) {
-    const m = /^@@kdgat (squeue|scontrol)(?: (\S+))? (\d+)$/.exec(line);
+    const m = /^@@kdgat (squeue|scontrol|sacct)(?: (\S+))? (\d+)$/.exec(line);
     if (!m) {
       buf.push(line);
       continue;
     }
     const section = { text: buf.join('\n'), code: Number(m[3]) };
     if (m[1] === 'squeue') squeue = section;
+    else if (m[1] === 'sacct') sacct = section;
     else scontrol.set(m[2]!, section);
     buf = [];
   }
-  return { squeue, scontrol };
+  return { squeue, scontrol, ...(sacct ? { sacct } : {}) };
 }
 
 function reasonOf(result: CommandResult): string {
@@ -180,8 +208,10 @@ export class SlurmScheduler implements Scheduler {
   }
 
   /**
-   * One call for every job (squeue, then `scontrol show job` per job, in one remote shell); sacct
-   * only for what scontrol has forgotten, and only with accounting.
+   * One remote call for every job: squeue, then `scontrol show job` per job, and where the cluster
+   * keeps accounting one sacct for them all, in one remote shell. sacct's state is final for an
+   * ended task (squeue and scontrol forget jobs after MinJobAge) and brings what it used; without
+   * accounting, or when sacct fails, the answer is squeue's and scontrol's alone.
    */
   async query(jobIds: string[]): Promise<Map<string, TaskStatus[]>> {
     const result = new Map<string, TaskStatus[]>();
@@ -193,7 +223,17 @@ export class SlurmScheduler implements Scheduler {
       else list.push(t);
       result.set(t.jobId, list);
     };
-    const r = await this.#run(['sh', '-c', QUERY_SCRIPT, 'sh', jobIds.join(','), SQUEUE_FORMAT, ...jobIds]);
+    // The configuration is read once per scheduler; a cluster whose answer cannot be read is polled without sacct.
+    const accounting = await this.accountingEnabled().catch(() => false);
+    const r = await this.#run([
+      'sh',
+      '-c',
+      queryScript(accounting),
+      'sh',
+      jobIds.join(','),
+      SQUEUE_FORMAT,
+      ...jobIds,
+    ]);
     if (r.code !== 0)
       throw new SchedulerError(
         `squeue/scontrol failed on ${this.target}: ${reasonOf(r)}`,
@@ -204,31 +244,23 @@ export class SlurmScheduler implements Scheduler {
     if (sections.squeue.code === 0)
       for (const t of parseSqueue(sections.squeue.text)) if (jobIds.includes(t.jobId)) add(t);
     // scontrol gives exit codes and restart counts squeue lacks.
-    const missing: string[] = [];
     for (const id of jobIds) {
-      const tasks = result.get(id);
       const sc = sections.scontrol.get(id);
-      if (sc?.code === 0) {
-        const fromScontrol = parseShowJob(sc.text).filter((t) => t.jobId === id);
-        for (const t of fromScontrol) {
-          const seen = tasks?.find((x) => x.arrayIndex === t.arrayIndex);
-          add(seen ? { ...seen, ...t } : t);
-        }
-        if (fromScontrol.length === 0 && !tasks) missing.push(id);
-      } else if (!tasks) missing.push(id);
+      if (sc?.code !== 0) continue;
+      for (const t of parseShowJob(sc.text).filter((x) => x.jobId === id)) {
+        const seen = result.get(id)?.find((x) => x.arrayIndex === t.arrayIndex);
+        add(seen ? { ...seen, ...t } : t);
+      }
     }
-    if (missing.length > 0 && (await this.accountingEnabled())) {
-      const r = await this.#run([
-        'sacct',
-        '-n',
-        '-P',
-        '-X',
-        `--jobs=${missing.join(',')}`,
-        '-o',
-        'JobIDRaw,JobID,State,ExitCode,ElapsedRaw',
-      ]);
-      if (r.code === 0) for (const t of parseSacct(r.stdout)) add(t);
-    }
+    if (sections.sacct?.code === 0)
+      for (const t of parseSacct(sections.sacct.text)) {
+        if (!jobIds.includes(t.jobId)) continue;
+        const seen = result.get(t.jobId)?.find((x) => x.arrayIndex === t.arrayIndex);
+        if (!seen) add(t);
+        // An ended task: sacct's record is the final word (state, exit code, elapsed, usage).
+        else if (!isActive(t.state)) add({ ...seen, ...t });
+        else if (!seen.nodes && t.nodes) add({ ...seen, nodes: t.nodes });
+      }
     return result;
   }
 }

@@ -1,5 +1,5 @@
 // Pure parsers for SLURM command output (tested against recorded output in parse.test.ts).
-import { normaliseState, type TaskStatus } from '../core.ts';
+import { isActive, normaliseState, type TaskAccounting, type TaskStatus } from '../core.ts';
 
 /** `sbatch --parsable` prints `jobid` or `jobid;cluster`. */
 export function parseParsableJobId(stdout: string): string {
@@ -38,14 +38,14 @@ export function parseElapsed(text: string): number | undefined {
   return days * 86400 + secs;
 }
 
-export const SQUEUE_FORMAT = '%F|%K|%i|%T|%M|%r';
+export const SQUEUE_FORMAT = '%F|%K|%i|%T|%M|%r|%N';
 
-/** `squeue -h -r -o '%F|%K|%i|%T|%M|%r'` → tasks keyed by the submitted (array) job id. */
+/** `squeue -h -r -o '%F|%K|%i|%T|%M|%r|%N'` → tasks keyed by the submitted (array) job id. */
 export function parseSqueue(text: string): TaskStatus[] {
   const out: TaskStatus[] = [];
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;
-    const [arrayJobId, taskId, , state, time, reason] = line.split('|');
+    const [arrayJobId, taskId, , state, time, reason, nodeList] = line.split('|');
     if (!arrayJobId || !state) continue;
     const idx = taskId && /^\d+$/.test(taskId.trim()) ? Number(taskId) : undefined;
     const task: TaskStatus = { jobId: arrayJobId.trim(), state: normaliseState(state) };
@@ -53,6 +53,8 @@ export function parseSqueue(text: string): TaskStatus[] {
     const elapsed = parseElapsed(time ?? '');
     if (elapsed !== undefined) task.elapsedSeconds = elapsed;
     if (reason && reason.trim() !== 'None') task.reason = reason.trim();
+    const nodes = expandHostlist(nodeList ?? '');
+    if (nodes.length > 0) task.nodes = nodes;
     out.push(task);
   }
   return out;
@@ -91,6 +93,8 @@ export function parseShowJob(text: string): TaskStatus[] {
     if (reason && reason !== 'None') task.reason = reason;
     const restarts = kv.get('Restarts');
     if (restarts && /^\d+$/.test(restarts)) task.restarts = Number(restarts);
+    const nodes = expandHostlist(kv.get('NodeList') ?? '');
+    if (nodes.length > 0) task.nodes = nodes;
     out.push(task);
   }
   return out;
@@ -110,20 +114,168 @@ export function expandIndexRange(text: string): number[] {
   return out;
 }
 
-/** `sacct -n -P -X -o JobIDRaw,JobID,State,ExitCode,ElapsedRaw` → tasks. */
+/**
+ * SLURM hostlists → hostnames: `c[01-03],gpu5` → c01 c02 c03 gpu5 (zero padding kept, several
+ * bracket groups multiplied out). Empty for `None assigned`, `(null)` and ''.
+ */
+export function expandHostlist(text: string): string[] {
+  const t = text.trim();
+  if (t === '' || t === '(null)' || /^none/i.test(t)) return [];
+  const names: string[] = [];
+  let depth = 0;
+  let part = '';
+  for (const ch of t) {
+    if (ch === '[') depth++;
+    if (ch === ']') depth--;
+    if (ch === ',' && depth === 0) {
+      names.push(...expandHostPattern(part));
+      part = '';
+    } else part += ch;
+  }
+  names.push(...expandHostPattern(part));
+  return names;
+}
+
+function expandHostPattern(pattern: string): string[] {
+  const m = /^([^[]*)\[([^\]]*)\](.*)$/.exec(pattern.trim());
+  if (!m) return pattern.trim() ? [pattern.trim()] : [];
+  const [, head = '', ranges = '', tail = ''] = m;
+  const items = ranges.split(',').flatMap((r) => {
+    const [a = '', b] = r.split('-');
+    if (b === undefined) return [a];
+    const width = a.length;
+    const out: string[] = [];
+    for (let i = Number(a); i <= Number(b); i++) out.push(String(i).padStart(width, '0'));
+    return out;
+  });
+  const tails = expandHostPattern(tail);
+  return items.flatMap((i) => (tails.length > 0 ? tails.map((x) => `${head}${i}${x}`) : [`${head}${i}`]));
+}
+
+/** sacct's CPU times (`[DD-[hh:]]mm:ss[.sss]`: `00:01.234`, `01:02:03`, `1-02:03:04`) → seconds. */
+export function parseCpuTime(text: string): number | undefined {
+  const m = /^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$/.exec(text.trim());
+  if (!m) return undefined;
+  return Number(m[1] ?? 0) * 86400 + Number(m[2] ?? 0) * 3600 + Number(m[3]) * 60 + Number(m[4]);
+}
+
+const UNIT_POWER: Record<string, number> = { K: 1, M: 2, G: 3, T: 4, P: 5 };
+
+/**
+ * sacct's sizes (`123456K`, `4000M`, `1.50G`, `0`) → MB (1024-based, as SLURM counts). A size with
+ * no letter is in `bareUnit` (MaxRSS counts kilobytes, ReqMem megabytes). Older SLURM appended `n`
+ * (per node) or `c` (per cpu) to ReqMem: returned as `per`.
+ */
+export function parseSize(
+  text: string,
+  bareUnit: 'K' | 'M',
+): { mb: number; per?: 'node' | 'cpu' } | undefined {
+  const m = /^(\d+(?:\.\d+)?)([KMGTP])?([nc])?$/.exec(text.trim());
+  if (!m) return undefined;
+  const power = UNIT_POWER[m[2] ?? bareUnit]!;
+  const mb = Number(m[1]) * 1024 ** (power - 2);
+  return m[3] ? { mb, per: m[3] === 'n' ? 'node' : 'cpu' } : { mb };
+}
+
+/** The fields the poll asks sacct for, in this order (`-n -P`, steps included: no `-X`). */
+export const SACCT_FIELDS =
+  'JobIDRaw,JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,NodeList,AllocCPUS,ReqMem';
+
+/**
+ * `sacct -n -P -o <SACCT_FIELDS>` (steps included) → one status per job or array task, keyed like
+ * squeue's: the allocation line gives state, exit code, elapsed and nodes; its steps (`.batch`,
+ * `.extern`, `.0` …) give what was used. An ended task carries `accounting`: TotalCPU summed over
+ * its steps (sacct's allocation line is the same sum, so it is read only when no step is listed),
+ * the largest step MaxRSS, and the request. A pending array remainder (`123_[4-9%2]`) becomes one
+ * pending task per index.
+ */
 export function parseSacct(text: string): TaskStatus[] {
+  interface Line {
+    raw: string;
+    state: string;
+    exit: string;
+    elapsed: string;
+    cpu: string;
+    rss: string;
+    nodeList: string;
+    allocCpus: string;
+    reqMem: string;
+  }
+  const jobs = new Map<string, { line: Line; steps: Map<string, Line> }>();
+  const stepRows: [string, string, Line][] = [];
+  for (const row of text.split('\n')) {
+    if (!row.trim()) continue;
+    const [
+      raw = '',
+      jobIdText = '',
+      state = '',
+      exit = '',
+      elapsed = '',
+      cpu = '',
+      rss = '',
+      nodeList = '',
+      allocCpus = '',
+      reqMem = '',
+    ] = row.split('|');
+    const line: Line = { raw, state, exit, elapsed, cpu, rss, nodeList, allocCpus, reqMem };
+    const dot = jobIdText.indexOf('.');
+    if (dot < 0) jobs.set(jobIdText, { line, steps: jobs.get(jobIdText)?.steps ?? new Map() });
+    else stepRows.push([jobIdText.slice(0, dot), jobIdText.slice(dot + 1), line]);
+  }
+  for (const [owner, step, line] of stepRows) jobs.get(owner)?.steps.set(step, line);
+
   const out: TaskStatus[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.trim()) continue;
-    const [, jobIdText = '', state = '', exit = '', elapsedRaw = ''] = line.split('|');
+  for (const [jobIdText, { line, steps }] of jobs) {
     const m = /^(\d+)(?:_(\d+|\[.*\]))?$/.exec(jobIdText);
     if (!m) continue;
-    const task: TaskStatus = { jobId: m[1]!, state: normaliseState(state), exitCode: exit };
-    const raw = line.split('|')[0];
-    if (raw) task.taskJobId = raw;
-    if (m[2] !== undefined && /^\d+$/.test(m[2])) task.arrayIndex = Number(m[2]);
-    if (/^\d+$/.test(elapsedRaw)) task.elapsedSeconds = Number(elapsedRaw);
+    const state = normaliseState(line.state);
+    if (m[2]?.startsWith('[')) {
+      for (const i of expandIndexRange(m[2].slice(1, -1))) out.push({ jobId: m[1]!, arrayIndex: i, state });
+      continue;
+    }
+    const task: TaskStatus = { jobId: m[1]!, state };
+    if (line.raw) task.taskJobId = line.raw;
+    if (m[2] !== undefined) task.arrayIndex = Number(m[2]);
+    if (line.exit) task.exitCode = line.exit;
+    if (/^\d+$/.test(line.elapsed)) task.elapsedSeconds = Number(line.elapsed);
+    const nodes = expandHostlist(line.nodeList);
+    if (nodes.length > 0) task.nodes = nodes;
+    // Accounting for an ended task that ran: a job cancelled while pending has no steps and no time.
+    const ran = steps.size > 0 || (parseCpuTime(line.cpu) !== undefined && Number(line.elapsed) > 0);
+    if (!isActive(state) && task.elapsedSeconds !== undefined && ran)
+      task.accounting = accountingOf(line, [...steps], nodes.length);
     out.push(task);
   }
   return out;
+}
+
+function accountingOf(
+  job: { cpu: string; allocCpus: string; elapsed: string; reqMem: string },
+  steps: [string, { cpu: string; rss: string }][],
+  nodeCount: number,
+): TaskAccounting {
+  const stepCpu = steps.map(([, s]) => parseCpuTime(s.cpu) ?? 0);
+  const cpuSeconds = steps.length > 0 ? stepCpu.reduce((a, b) => a + b, 0) : (parseCpuTime(job.cpu) ?? 0);
+  const rss = steps.flatMap(([, s]) => {
+    const size = parseSize(s.rss, 'K');
+    return size ? [size.mb] : [];
+  });
+  const allocCpus = /^\d+$/.test(job.allocCpus) ? Number(job.allocCpus) : 0;
+  const req = parseSize(job.reqMem, 'M');
+  const reqMemMB = !req
+    ? null
+    : req.per === 'node'
+      ? req.mb * Math.max(1, nodeCount)
+      : req.per === 'cpu'
+        ? req.mb * Math.max(1, allocCpus)
+        : req.mb;
+  return {
+    cpuSeconds: Math.round(cpuSeconds * 1000) / 1000,
+    // 0 everywhere: no sample was taken (a step shorter than JobAcctGatherFrequency).
+    maxRssMB: rss.some((x) => x > 0) ? Math.round(Math.max(...rss) * 1000) / 1000 : null,
+    elapsedSeconds: Number(job.elapsed),
+    allocCpus,
+    reqMemMB,
+    steps: steps.map(([name]) => name),
+  };
 }

@@ -354,6 +354,16 @@ kdgat_stage_caches() {
   fi
   # shellcheck source=/dev/null
   source "$kdgat_stage_data_script"
+  if ((${SLURM_JOB_NUM_NODES:-1} > 1)); then
+    # Several nodes: each reads its own node-local copy, so each stages one (one task per node;
+    # $TMPDIR names the same path on every node, a different disk on each).
+    echo "kdgat: staging on each of the job's $SLURM_JOB_NUM_NODES nodes"
+    srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \
+      bash "$kdgat_stage_data_script" "${kdgat_stage_datasets[@]}"
+    KD_GAT_CACHE_ROOT=$(kdgat_stage_root)
+    export KD_GAT_CACHE_ROOT
+    return 0
+  fi
   kdgat_stage_data "${kdgat_stage_datasets[@]}"
 }
 

@@ -165,7 +165,7 @@ kdgat_epilog() {
   record+=",\"restart\":${SLURM_RESTART_COUNT:-0},\"host\":$(json_str "$(hostname)")"
   for k in stageId stage model scale dataset; do record+=",\"$k\":$(json_str "${who[$k]:-}")"; done
   record+=",\"state\":$(json_str "$state"),\"exitStatus\":$(json_num "$status"),\"start\":$(json_num "$start"),\"end\":$end,\"elapsedSeconds\":$(json_num "$secs")"
-  record+=",\"requested\":{\"cpus\":$(json_num "${req[cpus]:-}"),\"memGB\":$(json_num "${req[memGB]:-}"),\"gpus\":$(json_num "${req[gpus]:-}"),\"timeSeconds\":$(json_num "${req[timeSeconds]:-}"),\"partition\":$(json_str "${req[partition]:-}")}"
+  record+=",\"requested\":{\"cpus\":$(json_num "${req[cpus]:-}"),\"memGB\":$(json_num "${req[memGB]:-}"),\"gpus\":$(json_num "${req[gpus]:-}"),\"timeSeconds\":$(json_num "${req[timeSeconds]:-}"),\"partition\":$(json_str "${req[partition]:-}"),\"tasks\":$(json_num "${req[tasks]:-}")}"
   record+=",\"used\":{\"cpuSeconds\":$(json_num "$cpu_seconds"),\"meanCpus\":$(json_num "$mean_cpus"),\"peakRssMB\":$(json_num "$rss"),\"peakRssSource\":\"$rss_source\",\"peakGpuMemMB\":$(json_num "$(metric peak_gpu_mem_mb)")}"
   record+=",\"gpu\":$gpu_json,\"dataWaitFraction\":$(json_num "$(metric data_wait_fraction)"),\"graphsPerSec\":$(json_num "$(metric graphs_per_sec)")"
   record+=",\"signalled\":$signalled,\"timeLimitHit\":$limit_hit}"

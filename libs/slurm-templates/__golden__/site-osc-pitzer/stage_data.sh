@@ -253,5 +253,6 @@ kdgat_stage_data() {
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
   kdgat_stage_data "$@"
+  printf 'kdgat stage: caches ready on %s in %s\n' "$(hostname)" "$KD_GAT_CACHE_ROOT" >&2
   printf '%s\n' "$KD_GAT_CACHE_ROOT"
 fi

@@ -50,7 +50,15 @@ describe('job_epilog.sh', () => {
   });
 
   it('appends a machine-readable record per attempt: requested vs used, GPU utilisation, data-wait, time limit', () => {
-    sb.write('run/metrics.json', JSON.stringify({ peak_gpu_mem_mb: 2048.5, data_wait_fraction: 0.31, graphs_per_sec: 950.5, peak_cpu_rss_mb: 400 }));
+    sb.write(
+      'run/metrics.json',
+      JSON.stringify({
+        peak_gpu_mem_mb: 2048.5,
+        data_wait_fraction: 0.31,
+        graphs_per_sec: 950.5,
+        peak_cpu_rss_mb: 400,
+      }),
+    );
     sb.write(
       'run/history.csv',
       'epoch,time,train_loss,val_loss,val_acc,graphs_per_sec,data_wait_fraction,rss_tree_mb,gpu_mem_mb\n0,1,0.5,0.6,,900,0.3,812.5,\n1,2,0.4,0.5,,1000,0.3,1500.2,\n',
@@ -58,20 +66,27 @@ describe('job_epilog.sh', () => {
     const withTime = `timestamp, ${header}`;
     sb.write(
       'run/gpu_samples.csv',
-      [withTime, '2026/11/23 10:00:00.000, 5 %, 1 %, 100 MiB, 16384 MiB', '2026/11/23 10:00:10.000, 85 %, 1 %, 900 MiB, 16384 MiB'].join('\n') + '\n',
+      [
+        withTime,
+        '2026/11/23 10:00:00.000, 5 %, 1 %, 100 MiB, 16384 MiB',
+        '2026/11/23 10:00:10.000, 85 %, 1 %, 900 MiB, 16384 MiB',
+      ].join('\n') + '\n',
     );
     const env = {
       SLURM_JOB_ID: '4242',
       SLURM_ARRAY_JOB_ID: '4240',
       SLURM_ARRAY_TASK_ID: '2',
       SLURM_RESTART_COUNT: '1',
-      KDGAT_RECORD_REQUEST: 'cpus=8 memGB=85 gpus=1 timeSeconds=600 partition=gpu',
+      KDGAT_RECORD_REQUEST: 'cpus=8 memGB=85 gpus=2 timeSeconds=600 partition=gpu tasks=2',
       KDGAT_RECORD_STAGE: 'stageId=ae stage=autoencoder model=vgae scale=small dataset=synth',
       KDGAT_CHILD_CPU_TICKS: String(150 * 100), // getconf CLK_TCK is 100 on Linux
       KDGAT_SIGNALLED: '1',
     };
     const start = Math.floor(Date.now() / 1000) - 100;
-    const r = runBash(epilog, [`${sb.dir}/run`, '75', String(start), 'REQUEUED'], { cwd: sb.dir, env: sb.env(env) });
+    const r = runBash(epilog, [`${sb.dir}/run`, '75', String(start), 'REQUEUED'], {
+      cwd: sb.dir,
+      env: sb.env(env),
+    });
     expect(r.stdout).toContain(`record:           ${sb.dir}/run/job_record.jsonl`);
     expect(r.stdout).toContain('idle (< 10%) 50.0% of samples');
     runBash(epilog, [`${sb.dir}/run`, '143', String(start - 500), 'TERMINATED'], {
@@ -93,7 +108,8 @@ describe('job_epilog.sh', () => {
       dataset: 'synth',
       state: 'REQUEUED',
       exitStatus: 75,
-      requested: { cpus: 8, memGB: 85, gpus: 1, timeSeconds: 600, partition: 'gpu' },
+      // cpus per task, memory per node, GPUs and tasks in the whole job
+      requested: { cpus: 8, memGB: 85, gpus: 2, timeSeconds: 600, partition: 'gpu', tasks: 2 },
       used: { cpuSeconds: 150, peakRssSource: 'pipeline', peakGpuMemMB: 2048.5 },
       gpu: { samples: 2, meanUtil: 45, idleShare: 0.5, peakMemUsedMiB: 900 },
       dataWaitFraction: 0.31,
@@ -106,7 +122,11 @@ describe('job_epilog.sh', () => {
     // the process tree's peak from history.csv, not the process alone (metrics.json)
     expect(first.used.peakRssMB).toBeCloseTo(1500.2, 1);
     // Killed at the limit (600 s) without the signal: still a time-limit hit.
-    expect(JSON.parse(lines[1]!)).toMatchObject({ state: 'TERMINATED', signalled: false, timeLimitHit: true });
+    expect(JSON.parse(lines[1]!)).toMatchObject({
+      state: 'TERMINATED',
+      signalled: false,
+      timeLimitHit: true,
+    });
   });
 
   it('says so when there are no GPU samples and metrics.json is missing (failed job)', () => {

@@ -145,13 +145,19 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   return { script: lines.join('\n'), ...(arrayTable === undefined ? {} : { arrayTable }) };
 }
 
-/** What the epilog writes into the job record next to what the job used (key=value words). */
+/**
+ * What the epilog writes into the job record next to what the job used (key=value words): cpus per
+ * task, memory per node, GPUs and tasks in the whole job (the record's CPU time is the whole job's).
+ */
 function recordLines(stage: StageView): string[] {
   const r = stage.resources;
   const time = requireMatch('resources.time', r.time, RULES.slurmTime);
+  const tasks =
+    requirePositiveInt('resources.nodes', r.nodes) *
+    requirePositiveInt('resources.ntasksPerNode', r.ntasksPerNode);
   const request =
     `cpus=${requirePositiveInt('resources.cpus', r.cpus)} memGB=${r.memGB} gpus=${r.gpus.count * r.nodes} ` +
-    `timeSeconds=${parseSlurmTime(time)} partition=${requireName('resources.partition', r.partition)}`;
+    `timeSeconds=${parseSlurmTime(time)} partition=${requireName('resources.partition', r.partition)} tasks=${tasks}`;
   const who = `stageId=${stage.id} stage=${stage.stage} model=${stage.model} scale=${stage.scale} dataset=${stage.dataset}`;
   return [
     '# What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).',

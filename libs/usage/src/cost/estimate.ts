@@ -26,6 +26,7 @@ export interface StageCost {
   id: string;
   tasks: number;
   partition: string;
+  /** Billed cores of one job or array task (all its nodes and tasks per node). */
   effectiveCoresPerTask: number;
   gpusPerTask: number;
   timeLimitSeconds: number;
@@ -45,21 +46,41 @@ export interface CostEstimate {
 }
 
 /**
- * Cores the site charges per task: max(cores, memory / memory per core) on each node, and whole nodes
- * for a multi-node job when the site says so (OSC).
+ * Cores the site charges for one job (one array task): on each node max(cpus per task x tasks per
+ * node, memory / the partition's memory per core), times the nodes; whole nodes for a multi-node job
+ * when the site says so (OSC). Throws when the cores asked for do not fit a node (validation refuses
+ * such a spec first): an estimate never quietly bills less than the request.
  */
 export function effectiveCores(r: Resources, p: Partition, wholeNodesWhenMultiNode: boolean): number {
+  const cores = r.cpus * r.ntasksPerNode;
+  if (cores > p.coresPerNode)
+    throw new Error(
+      `resources.cpus: ${r.cpus} cpus per task x ${r.ntasksPerNode} tasks per node = ${cores} cores do not fit a node of ` +
+        `${p.name}; expected cpus x ntasksPerNode <= ${p.coresPerNode}`,
+    );
   if (r.nodes > 1 && wholeNodesWhenMultiNode) return r.nodes * p.coresPerNode;
   const memPerCore = p.memPerCoreGB ?? p.memPerNodeGB / p.coresPerNode;
-  const perNode = Math.max(r.cpus * r.ntasksPerNode, Math.ceil(r.memGB / memPerCore - 1e-9));
-  return Math.min(perNode, p.coresPerNode) * r.nodes;
+  // Memory up to the node's usable memory may round to one core more than the node has.
+  const memCores = Math.min(Math.ceil(r.memGB / memPerCore - 1e-9), p.coresPerNode);
+  return Math.max(cores, memCores) * r.nodes;
 }
 
-function figures(seconds: number, tasks: number, cores: number, gpus: number, rates?: { coreHour: number; gpuHour: number }): CostFigures {
+function figures(
+  seconds: number,
+  tasks: number,
+  cores: number,
+  gpus: number,
+  rates?: { coreHour: number; gpuHour: number },
+): CostFigures {
   const taskHours = (seconds / 3600) * tasks;
   const coreHours = taskHours * cores;
   const gpuHours = taskHours * gpus;
-  return { taskHours, coreHours, gpuHours, units: rates ? coreHours * rates.coreHour + gpuHours * rates.gpuHour : null };
+  return {
+    taskHours,
+    coreHours,
+    gpuHours,
+    units: rates ? coreHours * rates.coreHour + gpuHours * rates.gpuHour : null,
+  };
 }
 
 function add(a: CostFigures, b: CostFigures): CostFigures {
@@ -80,7 +101,8 @@ export function estimateCost(cluster: ClusterProfile, stages: readonly StageCost
   const fromHistory: string[] = [];
   const out = stages.map((s): StageCost => {
     const p = cluster.partitions.find((q) => q.name === s.resources.partition);
-    if (!p) throw new Error(`stage ${s.id}: partition ${s.resources.partition} is not one of ${cluster.name}'s`);
+    if (!p)
+      throw new Error(`stage ${s.id}: partition ${s.resources.partition} is not one of ${cluster.name}'s`);
     const rates = charging?.partitions[p.name];
     const cores = effectiveCores(s.resources, p, charging?.wholeNodesWhenMultiNode ?? true);
     const gpus = s.resources.gpus.count * s.resources.nodes;

@@ -1,6 +1,6 @@
 // Requests sized from history: for cpus, memory and time, the 95th percentile of what finished tasks
 // of the same stage used, times a margin, never below the largest value seen, never above the
-// partition. Pure.
+// partition. cpus are per task (--cpus-per-task), memory per node. Pure.
 import { formatSlurmTime, parseSlurmTime, type Partition, type Resources } from '@kdgat/config';
 import type { TaskUsage } from '../records/record.ts';
 
@@ -83,27 +83,40 @@ export function rightSize(input: {
     out.memGB = { value: mem, current: current.memGB, basis };
   } else out.notes.push('no peak memory recorded: memGB kept');
 
-  const cores = done.flatMap((t) => (t.meanCpus !== null ? [t.meanCpus] : []));
+  // A record's CPU time is the whole job's; `cpus` is per task (--cpus-per-task): cores busy per task
+  // are the job's divided by its tasks (records written before `requested.tasks` existed had one).
+  const cores = done.flatMap((t) => (t.meanCpus !== null ? [t.meanCpus / (t.requested.tasks ?? 1)] : []));
   if (cores.length > 0) {
     const s = sized(cores);
+    const tasks = current.ntasksPerNode;
+    const perTask = done.some((t) => (t.requested.tasks ?? 1) > 1) ? ' per task' : '';
     let cpus = Math.max(1, Math.ceil(s.raw - 1e-9));
-    let basis = `cores busy on average ${pct(policy.percentile)} ${s.p.toFixed(2)}, max ${s.max.toFixed(2)} (${rule})`;
+    let basis = `cores busy on average${perTask} ${pct(policy.percentile)} ${s.p.toFixed(2)}, max ${s.max.toFixed(2)} (${rule})`;
     if (input.numWorkers !== undefined && cpus < input.numWorkers + 1) {
       cpus = input.numWorkers + 1;
       basis += `; raised to data.num_workers + 1 = ${cpus}`;
     }
-    // Where memory is billed as cores, cores up to the billed count cost nothing more.
+    // Where memory is billed as cores, cores up to the billed count cost nothing more: per task,
+    // the billed cores of a node shared by its tasks.
     const memGB = out.memGB?.value ?? current.memGB;
     if (partition.memPerCoreGB) {
       const billed = Math.ceil(memGB / partition.memPerCoreGB - 1e-9);
-      if (billed > cpus) {
-        cpus = billed;
-        basis += `; raised to ${billed}, the cores ${memGB} GB is billed as on ${partition.name} (free loader workers)`;
+      const free = Math.floor(billed / tasks);
+      if (free > cpus) {
+        cpus = free;
+        basis +=
+          tasks === 1
+            ? `; raised to ${billed}, the cores ${memGB} GB is billed as on ${partition.name} (free loader workers)`
+            : `; raised to ${free}, the ${billed} cores ${memGB} GB is billed as on ${partition.name} shared by ${tasks} tasks (free loader workers)`;
       }
     }
-    if (cpus > partition.coresPerNode) {
-      cpus = partition.coresPerNode;
-      basis += `, capped at ${partition.coresPerNode} cores`;
+    const fit = Math.max(1, Math.floor(partition.coresPerNode / tasks));
+    if (cpus > fit) {
+      cpus = fit;
+      basis +=
+        tasks === 1
+          ? `, capped at ${partition.coresPerNode} cores`
+          : `, capped at ${fit} per task (${partition.coresPerNode} cores / ${tasks} tasks per node)`;
     }
     out.cpus = { value: cpus, current: current.cpus, basis };
   } else out.notes.push('no CPU time recorded: cpus kept');
@@ -125,7 +138,10 @@ export function rightSize(input: {
   } else out.notes.push('no elapsed time recorded: time kept');
 
   const hit = done.filter((t) => t.timeLimitHit).length;
-  if (hit > 0) out.notes.push(`${hit} task(s) reached their time limit and were requeued: their total over attempts is used`);
+  if (hit > 0)
+    out.notes.push(
+      `${hit} task(s) reached their time limit and were requeued: their total over attempts is used`,
+    );
   return out;
 }
 
@@ -137,4 +153,49 @@ export function applyRightSizing(r: Resources, s: RightSizing): Resources {
     ...(s.memGB ? { memGB: s.memGB.value } : {}),
     ...(s.time ? { time: s.time.value } : {}),
   };
+}
+
+/**
+ * The time limit of a job resubmitted to finish from its checkpoint after it reached its limit:
+ * the epochs left at the seconds an epoch took so far (the median between consecutive epochs, so a
+ * requeue's gap counts once at most), times the margin, plus `startupSeconds` and the requeue lead,
+ * in whole steps, at most the partition's maxWalltime. Without two epochs to measure: twice the
+ * current limit (capped the same way).
+ */
+export function resumeTime(input: {
+  /** Wall-clock times (epoch seconds) at which the epochs so far ended, in order (history.csv `time`). */
+  epochEnds: readonly number[];
+  /** Epochs the stage trains in all (training.max_epochs). */
+  maxEpochs: number;
+  current: string;
+  partition: Partition;
+  leadSeconds: number;
+  startupSeconds?: number;
+}): Suggested<string> {
+  const policy = RIGHT_SIZE_POLICY;
+  const step = policy.timeStepMinutes * 60;
+  const limit = parseSlurmTime(input.partition.maxWalltime);
+  const gaps = input.epochEnds
+    .slice(1)
+    .map((t, i) => t - input.epochEnds[i]!)
+    .filter((g) => g > 0);
+  let seconds: number;
+  let basis: string;
+  if (gaps.length > 0) {
+    const perEpoch = percentile(gaps, 0.5);
+    const left = Math.max(1, input.maxEpochs - input.epochEnds.length);
+    const startup = input.startupSeconds ?? 300;
+    seconds = Math.ceil((perEpoch * left * policy.margin + startup + input.leadSeconds) / step) * step;
+    basis = `${left} epoch(s) left of ${input.maxEpochs} at ${Math.round(perEpoch)} s each (median of ${gaps.length}) x ${policy.margin}, + ${startup} s start${
+      input.leadSeconds > 0 ? ` + the ${input.leadSeconds} s requeue signal lead` : ''
+    }, in ${policy.timeStepMinutes}-minute steps`;
+  } else {
+    seconds = Math.ceil((2 * parseSlurmTime(input.current)) / step) * step;
+    basis = `no two epochs recorded to time: twice the limit ${input.current}`;
+  }
+  if (seconds > limit) {
+    seconds = limit;
+    basis += `, capped at ${input.partition.name}'s ${input.partition.maxWalltime}`;
+  }
+  return { value: formatSlurmTime(seconds), current: input.current, basis };
 }

@@ -4,14 +4,32 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { runDirName } from '@kdgat/config';
-import { readJobRecords, taskUsage, type TaskUsage } from '../records/record.ts';
+import { readJobRecords, taskUsage, type JobRecord, type TaskUsage } from '../records/record.ts';
+
+/**
+ * What SLURM accounting (sacct) measured of a task's latest attempt, as the runner keeps it in the
+ * manifest (`lastSeen.accounting`, by array index or `-`): TotalCPU of all its steps, the largest
+ * step MaxRSS, the allocation's elapsed time.
+ */
+export interface AccountedUsage {
+  cpuSeconds: number;
+  maxRssMB: number | null;
+  elapsedSeconds: number;
+}
 
 /** What of a runner manifest this module reads. */
 export interface RunLike {
   runDir: string;
   experiment: string;
   createdAt?: string;
-  jobs: { key: string; stageId: string; runRoot: string; jobId?: string; array?: { size: number; firstPoint: number } }[];
+  jobs: {
+    key: string;
+    stageId: string;
+    runRoot: string;
+    jobId?: string;
+    array?: { size: number; firstPoint: number };
+    lastSeen?: { accounting?: Record<string, AccountedUsage> };
+  }[];
   resolved: unknown;
 }
 
@@ -56,10 +74,49 @@ export function tasksOfRun(run: RunLike): RunTask[] {
         })
       : [{ index: null, dir: join(job.runRoot, suffix) }];
     return dirs.map(({ index, dir }) => {
-      const usage = taskUsage(dir, readJobRecords(dir));
+      const accounted = job.lastSeen?.accounting?.[index === null ? '-' : String(index)];
+      const attempts = readJobRecords(dir);
+      const usage = taskUsage(
+        dir,
+        job.jobId && accounted ? withAccounting(attempts, job.jobId, index, accounted) : attempts,
+      );
       return { jobKey: job.key, stageId: job.stageId, index, dir, ...(usage ? { usage } : {}) };
     });
   });
+}
+
+/**
+ * A task's attempts with SLURM accounting's figures in the one attempt they describe: sacct answers
+ * for the latest run of the job id, so the final record, when it is that task's (same job id, or
+ * array job id and index) and no later attempt followed it (not REQUEUED). The job record counts the
+ * batch shell's children only: the pipeline under srun is slurmstepd's child, so its CPU time is
+ * missing there and TotalCPU of all steps replaces it; but sacct misses the children of a step killed
+ * by a signal (time limit, scancel), so the larger of the two is kept. MaxRSS replaces the peak where
+ * sacct sampled one (the cgroup's memory.peak counts page cache too).
+ */
+export function withAccounting(
+  attempts: readonly JobRecord[],
+  jobId: string,
+  index: number | null,
+  accounted: AccountedUsage,
+): JobRecord[] {
+  const final = attempts.at(-1);
+  if (!final || final.state === 'REQUEUED') return [...attempts];
+  const ownJob =
+    index === null ? final.arrayJobId === null && final.jobId === jobId : final.arrayJobId === jobId;
+  if (!ownJob || (index !== null && final.arrayTaskId !== String(index))) return [...attempts];
+  const fromSacct = accounted.cpuSeconds >= (final.used.cpuSeconds ?? 0);
+  const cpuSeconds = fromSacct ? accounted.cpuSeconds : final.used.cpuSeconds;
+  const elapsedSeconds = fromSacct ? accounted.elapsedSeconds : final.elapsedSeconds;
+  const rss = accounted.maxRssMB !== null && accounted.maxRssMB > 0 ? accounted.maxRssMB : null;
+  const used: JobRecord['used'] = {
+    ...final.used,
+    cpuSeconds,
+    meanCpus: cpuSeconds !== null && elapsedSeconds ? cpuSeconds / elapsedSeconds : final.used.meanCpus,
+    cpuSource: fromSacct ? 'sacct' : 'job-record',
+    ...(rss !== null ? { peakRssMB: rss, peakRssSource: 'sacct' } : {}),
+  };
+  return [...attempts.slice(0, -1), { ...final, elapsedSeconds, used }];
 }
 
 /** Manifests under the runs root, oldest first; unreadable ones are skipped. */
@@ -89,13 +146,23 @@ export interface StageHistory {
 }
 
 /** Finished tasks of the same stage, model, scale and dataset in every run under the runs root. */
-export function stageHistory(runsRoot: string, key: StageKey, runs: RunLike[] = runsUnder(runsRoot)): StageHistory {
+export function stageHistory(
+  runsRoot: string,
+  key: StageKey,
+  runs: RunLike[] = runsUnder(runsRoot),
+): StageHistory {
   const out: StageHistory = { runs: [], tasks: [] };
   for (const run of runs) {
     let used = false;
     for (const job of run.jobs) {
       const k = stageKeyOf(run, job.stageId);
-      if (!k || k.stage !== key.stage || k.model !== key.model || k.scale !== key.scale || k.dataset !== key.dataset)
+      if (
+        !k ||
+        k.stage !== key.stage ||
+        k.model !== key.model ||
+        k.scale !== key.scale ||
+        k.dataset !== key.dataset
+      )
         continue;
       for (const t of tasksOfRun({ ...run, jobs: [job] })) {
         if (!t.usage) continue;

@@ -13,9 +13,24 @@ describe('job records', () => {
     const text = [JSON.stringify(record()), '{"schema":"other"}', '{"schema":"kdgat.job-re', ''].join('\n');
     expect(parseJobRecords(text)).toHaveLength(1);
   });
+  it('reads the task count of the request; a record written before it had one task (null)', () => {
+    const withTasks = record({
+      requested: { cpus: 8, memGB: 85, gpus: 2, timeSeconds: 600, partition: 'gpu', tasks: 2 },
+    });
+    const { tasks: _none, ...old } = record().requested;
+    const before = { ...record(), requested: old };
+    const [a, b] = parseJobRecords([JSON.stringify(withTasks), JSON.stringify(before)].join('\n'));
+    expect(a!.requested.tasks).toBe(2);
+    expect(b!.requested.tasks).toBeNull();
+  });
   it('a requeued task sums elapsed and CPU time over attempts and keeps the largest peaks', () => {
     const u = taskUsage('/x', [
-      record({ state: 'REQUEUED', elapsedSeconds: 100, used: { cpuSeconds: 100, peakRssMB: 500 }, timeLimitHit: true }),
+      record({
+        state: 'REQUEUED',
+        elapsedSeconds: 100,
+        used: { cpuSeconds: 100, peakRssMB: 500 },
+        timeLimitHit: true,
+      }),
       record({ restart: 1, elapsedSeconds: 50, used: { cpuSeconds: 200, peakRssMB: 300 } }),
     ])!;
     expect(u.completed).toBe(true);
@@ -37,12 +52,16 @@ describe('stageHistory', () => {
         runDir,
         experiment: 'exp',
         createdAt: name,
-        jobs: [{ key: 'ae', stageId: 'ae', runRoot, ...(array ? { array: { size: array, firstPoint: 0 } } : {}) }],
+        jobs: [
+          { key: 'ae', stageId: 'ae', runRoot, ...(array ? { array: { size: array, firstPoint: 0 } } : {}) },
+        ],
         resolved: { stages: [{ id: 'ae', stage: 'autoencoder', model: 'vgae', scale: 'small', dataset }] },
       };
       writeFileSync(join(runDir, 'manifest.json'), JSON.stringify(manifest));
       const dirs = array
-        ? Array.from({ length: array }, (_, i) => join(runRoot, `point_${i}`, dataset, 'vgae_small_autoencoder'))
+        ? Array.from({ length: array }, (_, i) =>
+            join(runRoot, `point_${i}`, dataset, 'vgae_small_autoencoder'),
+          )
         : [join(runRoot, dataset, 'vgae_small_autoencoder')];
       for (const d of dirs) {
         mkdirSync(d, { recursive: true });
@@ -56,7 +75,9 @@ describe('stageHistory', () => {
     const h = stageHistory(root, { stage: 'autoencoder', model: 'vgae', scale: 'small', dataset: 'synth' });
     expect(h.runs).toHaveLength(2);
     expect(h.tasks).toHaveLength(4);
-    expect(stageHistory(root, { stage: 'curriculum', model: 'gat', scale: 'small', dataset: 'synth' }).tasks).toEqual([]);
+    expect(
+      stageHistory(root, { stage: 'curriculum', model: 'gat', scale: 'small', dataset: 'synth' }).tasks,
+    ).toEqual([]);
   });
 });
 

@@ -28,21 +28,31 @@ export const JobRecordSchema = z.looseObject({
   end: z.number(),
   elapsedSeconds: num,
   requested: z.object({
+    /** Per task (--cpus-per-task). */
     cpus: num,
+    /** Per node (--mem). */
     memGB: num,
+    /** In the whole job (GPUs per node x nodes). */
     gpus: num,
     timeSeconds: num,
     partition: z.string().nullable(),
+    /** Tasks in the whole job (nodes x tasks per node); null or absent (records before it) means 1. */
+    tasks: z.number().int().positive().nullable().default(null),
   }),
   used: z.object({
-    /** user + system CPU seconds of the pipeline and its workers. */
+    /** user + system CPU seconds of the pipeline and its workers: the whole job's, all its tasks. */
     cpuSeconds: num,
     /** cpuSeconds / elapsed: cores kept busy on average. */
     meanCpus: num,
     peakRssMB: num,
-    /** `cgroup` (the job's memory.peak), `pipeline` (process tree RSS sampled by the pipeline) or `none`. */
+    /**
+     * `cgroup` (the job's memory.peak), `pipeline` (process tree RSS sampled by the pipeline) or `none`;
+     * `sacct` where the runner put SLURM accounting's MaxRSS in its place (history/runs.ts).
+     */
     peakRssSource: z.string(),
     peakGpuMemMB: num,
+    /** Absent in the file (the epilog's own count); `sacct` where the runner put TotalCPU in its place. */
+    cpuSource: z.enum(['job-record', 'sacct']).optional(),
   }),
   gpu: z
     .object({
@@ -93,6 +103,10 @@ export interface TaskUsage {
   cpuSeconds: number | null;
   meanCpus: number | null;
   peakRssMB: number | null;
+  /** Where cpuSeconds came from: SLURM accounting, the job records, or both (a requeued task). */
+  cpuSource: 'sacct' | 'job-record' | 'mixed';
+  /** The source of the attempt with the largest peak (`sacct`, `cgroup`, `pipeline`), null without one. */
+  peakRssSource: string | null;
   peakGpuMemMB: number | null;
   requested: JobRecord['requested'];
   gpu: JobRecord['gpu'];
@@ -114,6 +128,8 @@ export function taskUsage(dir: string, attempts: JobRecord[]): TaskUsage | undef
   const first = attempts[0]!;
   const elapsed = sum(attempts.map((a) => a.elapsedSeconds));
   const cpu = sum(attempts.map((a) => a.used.cpuSeconds));
+  const cpuSources = new Set(attempts.map((a) => a.used.cpuSource ?? 'job-record'));
+  const peakRss = max(attempts.map((a) => a.used.peakRssMB));
   const withGpu = attempts.filter((a) => a.gpu && a.gpu.samples > 0).map((a) => a.gpu!);
   const samples = withGpu.reduce((n, g) => n + g.samples, 0);
   const gpu =
@@ -134,7 +150,10 @@ export function taskUsage(dir: string, attempts: JobRecord[]): TaskUsage | undef
     elapsedSeconds: elapsed,
     cpuSeconds: cpu,
     meanCpus: elapsed && cpu !== null ? cpu / elapsed : null,
-    peakRssMB: max(attempts.map((a) => a.used.peakRssMB)),
+    peakRssMB: peakRss,
+    cpuSource: cpuSources.size > 1 ? 'mixed' : [...cpuSources][0]!,
+    peakRssSource:
+      attempts.find((a) => a.used.peakRssMB === peakRss && peakRss !== null)?.used.peakRssSource ?? null,
     peakGpuMemMB: max(attempts.map((a) => a.used.peakGpuMemMB)),
     requested: final.requested,
     gpu,

@@ -4,6 +4,8 @@ same file (``RUN_CONTRACT`` of ``@kdgat/config``); nothing here is declared a se
 
 - the requeue handshake: exit status, acknowledgement file and its fields, the signal variable
   and its default (the handshake itself: :mod:`kdgat.training.requeue`);
+- the OOM back-off across jobs: the variable a resubmission sets to the batch size to start from,
+  and the log line the back-off prints when it gives up (:mod:`kdgat.training.oom`);
 - the run-dir layout ``<run-root>/<dataset>/<model>_<scale>_<stage>/`` and the files in it;
 - the stages, in order, with the metrics each logs once per validation epoch.
 """
@@ -36,6 +38,11 @@ class Requeue(_Model):
     ack_fields: AckFields
 
 
+class Oom(_Model):
+    batch_size_env: str = Field(pattern=r"^[A-Z_][A-Z0-9_]*$")
+    gave_up_line: str = Field(min_length=1)
+
+
 class RunDirFiles(_Model):
     metrics: str
     checkpoint: str
@@ -59,6 +66,7 @@ class StageFacts(_Model):
 class RunContract(_Model):
     comment: str = Field(default="", alias="$comment")
     requeue: Requeue
+    oom: Oom
     run_dir: RunDir
     stages: tuple[StageFacts, ...] = Field(min_length=1)
 
@@ -78,6 +86,11 @@ REQUEUE_SIGNAL_ENV = CONTRACT.requeue.signal_env
 DEFAULT_REQUEUE_SIGNAL = CONTRACT.requeue.default_signal
 #: Written into the run dir once the checkpoint is saved; the job script requeues only after it.
 ACK_FILE = CONTRACT.requeue.ack_file
+
+#: A resubmission after a CUDA OOM sets it (the runner's recovery): the largest batch size to start from.
+OOM_BATCH_SIZE_ENV = CONTRACT.oom.batch_size_env
+#: How the log line starts when the OOM back-off gives up: ``<this> <N>, …`` (the runner reads N).
+OOM_GAVE_UP_LINE = CONTRACT.oom.gave_up_line
 
 METRICS_FILE = CONTRACT.run_dir.files.metrics
 #: Relative to the run dir; a start with this file present resumes from it.
@@ -107,6 +120,8 @@ __all__ = [
     "HISTORY_FILE",
     "METRICS_FILE",
     "MODEL_FILE",
+    "OOM_BATCH_SIZE_ENV",
+    "OOM_GAVE_UP_LINE",
     "PROFILER_DIR",
     "REQUEUE_EXIT_STATUS",
     "REQUEUE_SIGNAL_ENV",

@@ -37,7 +37,7 @@ from kdgat.training.callbacks import (
     memory_snapshot,
 )
 from kdgat.training.history import EpochHistoryCallback
-from kdgat.training.oom import OomBackoff
+from kdgat.training.oom import OomBackoff, start_batch_size
 from kdgat.training.requeue import RequeueCallback, RequeueRequested, checkpoint_path, resume_checkpoint
 
 log = logging.getLogger("kdgat.training")
@@ -185,7 +185,7 @@ def fit(
     ckpt_dir = resume.parent
     precision = precision_for(cfg)
     snapshot = run_dir / "memory_snapshot.pickle" if cfg.training.memory_snapshot else None
-    backoff = OomBackoff(batch.batch_size, cfg.training.max_oom_retries)
+    backoff = OomBackoff(start_batch_size(batch.batch_size), cfg.training.max_oom_retries)
     attempts: list[dict[str, Any]] = []
     with memory_snapshot(snapshot) if snapshot else nullcontext():
         for attempt in backoff.attempts():

@@ -1,0 +1,119 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadExperimentSpec, type Scalar } from '@kdgat/config';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildPlan } from './build.ts';
+import { costPlan } from './cost.ts';
+
+// A DDP stage on Pitzer: `cpus` is per task, and there is one task per GPU.
+const DDP_SPEC = `name: ddp-cost
+cluster: osc-pitzer
+environment: gnn-rapids
+account: PAS1266
+stages:
+  - id: teacher
+    stage: curriculum
+    model: gat
+    scale: large
+    dataset: hcrl_sa
+    resources:
+      cpus: 6
+      memGB: 200
+      gpus: { count: 2, type: v100 }
+      time: "8:00:00"
+      partition: PARTITION
+`;
+
+const root = mkdtempSync(join(tmpdir(), 'planning-cost-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function costOf(partition: string, runsRoot = join(root, 'empty'), apply = false) {
+  const { resolved } = loadExperimentSpec({
+    text: DDP_SPEC.replace('PARTITION', partition),
+    file: 'ddp.yaml',
+  });
+  // No balance command: the estimate alone.
+  const { balance: _none, ...cluster } = resolved.cluster;
+  resolved.cluster = cluster;
+  const plan = buildPlan({
+    experiment: resolved.spec.name,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
+    maxArraySize: 1001,
+  });
+  return { resolved, costing: costPlan({ resolved, plan, runsRoot, apply }) };
+}
+
+describe('costPlan of a 2-task job', () => {
+  it('bills cpus x tasks per node, and memory with the partition’s own memory per core', async () => {
+    // gpu: max(2 x 6 = 12, ceil(200 / 9.074) = 23) cores; gpu-quad: max(12, ceil(200 / 15.5) = 13)
+    const gpu = await costOf('gpu').costing;
+    const quad = await costOf('gpu-quad').costing;
+    expect(gpu.estimate.stages[0]!.effectiveCoresPerTask).toBe(23);
+    expect(quad.estimate.stages[0]!.effectiveCoresPerTask).toBe(13);
+    // 13 cores x 8 h = 104 core-h x $0.003 + 2 GPUs x 8 h = 16 GPU-h x $0.09 = $1.75
+    expect(quad.lines).toContain(
+      '  teacher: 1 task(s) x 13 billed core(s) (2 tasks x 6 cpus, 200 GB per node) + 2 GPU(s) on gpu-quad; ' +
+        'worst (to the time limit) 16.00 GPU-h, 104 core-h, 1.75 USD; expected: no history (counted at the limit)',
+    );
+  });
+
+  it('right-sizes cpus per task from the history of a 2-task job', async () => {
+    const runsRoot = join(root, 'runs');
+    const runDir = join(runsRoot, 'ddp-cost', '20260101T000000Z-a');
+    const pipelineDir = join(runDir, 'outputs', 'hcrl_sa', 'gat_large_curriculum');
+    mkdirSync(pipelineDir, { recursive: true });
+    const manifest = {
+      runDir,
+      experiment: 'ddp-cost',
+      createdAt: '20260101T000000Z',
+      jobs: [{ key: 'teacher', stageId: 'teacher', runRoot: join(runDir, 'outputs') }],
+      resolved: {
+        stages: [{ id: 'teacher', stage: 'curriculum', model: 'gat', scale: 'large', dataset: 'hcrl_sa' }],
+      },
+    };
+    writeFileSync(join(runDir, 'manifest.json'), JSON.stringify(manifest));
+    // 20 cores busy on average over the job (CPU seconds / elapsed), 2 tasks: 10 per task
+    const record = {
+      schema: 'kdgat.job-record/1',
+      jobId: '7',
+      arrayJobId: null,
+      arrayTaskId: null,
+      restart: 0,
+      host: 'p0001',
+      stageId: 'teacher',
+      stage: 'curriculum',
+      model: 'gat',
+      scale: 'large',
+      dataset: 'hcrl_sa',
+      state: 'COMPLETED',
+      exitStatus: 0,
+      start: 0,
+      end: 3600,
+      elapsedSeconds: 3600,
+      requested: { cpus: 6, memGB: 200, gpus: 2, timeSeconds: 28800, partition: 'gpu-quad', tasks: 2 },
+      used: {
+        cpuSeconds: 20 * 3600,
+        meanCpus: 20,
+        peakRssMB: 100 * 1024,
+        peakRssSource: 'cgroup',
+        peakGpuMemMB: null,
+      },
+      gpu: null,
+      dataWaitFraction: 0.01,
+      graphsPerSec: 1000,
+      signalled: false,
+      timeLimitHit: false,
+    };
+    writeFileSync(join(pipelineDir, 'job_record.jsonl'), `${JSON.stringify(record)}\n`);
+    const { resolved, costing } = costOf('gpu-quad', runsRoot, true);
+    const c = await costing;
+    // 10 per task x 1.25 = 12.5 -> 13 cpus per task: 26 of the node's 48 cores, not 2 x 25
+    expect(c.sizing['teacher']!.cpus).toMatchObject({ value: 13, current: 6 });
+    expect(resolved.stages[0]!.resources).toMatchObject({ cpus: 13, ntasksPerNode: 2, memGB: 125 });
+    // the estimate bills what will be asked: max(2 x 13 = 26, ceil(125 / 15.5) = 9)
+    expect(c.estimate.stages[0]!.effectiveCoresPerTask).toBe(26);
+  });
+});
