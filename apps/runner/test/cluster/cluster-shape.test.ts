@@ -6,15 +6,82 @@
 // without its signal handler). Needs root (namespaces, cgroups) and the bootstrap.
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { clusterPresets } from '@kdgat/config';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SCRATCH, expectOk, runDirsOf, startSite, statusOfRun, type SshSite } from '../site/site.ts';
+import {
+  SCRATCH,
+  boxPartitions,
+  expectOk,
+  runDirsOf,
+  said,
+  startSite,
+  statusOfRun,
+  waitFor,
+  type SshSite,
+} from '../site/site.ts';
 
 let site: SshSite;
 
+/**
+ * The box as a cluster profile beside the specs (the `local` preset with the box's partitions), so
+ * that a spec can name the `cpu` partition: the stack declares the same partitions.
+ */
+function writeBoxProfile(): void {
+  const profile = {
+    ...clusterPresets.local,
+    name: 'kdgat-site',
+    clusterName: 'kdgat-site',
+    scheduler: 'slurm',
+    partitions: boxPartitions(site.facts),
+    charging: {
+      ...clusterPresets.local.charging,
+      partitions: {
+        gpu: { coreHour: 1, gpuHour: 10 },
+        gpudebug: { coreHour: 1, gpuHour: 10 },
+        cpu: { coreHour: 1, gpuHour: 0 },
+      },
+    },
+  };
+  writeFileSync(join(site.dir, 'laptop', 'box-cluster.yaml'), stringify(profile));
+}
+
 function writeSpec(name: string, lines: string[]): string {
   const file = join(site.dir, 'laptop', `${name}.yaml`);
-  writeFileSync(file, [`name: ${name}`, 'cluster: local', 'environment: cpu-local', ...lines, ''].join('\n'));
+  writeFileSync(
+    file,
+    [`name: ${name}`, 'cluster: box-cluster.yaml', 'environment: cpu-local', ...lines, ''].join('\n'),
+  );
   return file;
+}
+
+interface RecoveryAttempt {
+  jobId: string;
+  state: string;
+  cause: string;
+  options: string[];
+  resubmittedAs: string;
+}
+
+/** The manifest as the site has it: each job's id now and the attempts before it. */
+function siteManifest(siteRunDir: string): {
+  jobs: { key: string; jobId: string; attempts?: RecoveryAttempt[] }[];
+} {
+  return JSON.parse(readFileSync(join(site.onSite(siteRunDir), 'manifest.json'), 'utf8'));
+}
+
+/** The site's run dir of a run being submitted (its manifest has job ids), found from the test's view. */
+async function submittedRun(name: string): Promise<{ runDir: string; jobId: string }> {
+  const runsOf = site.onSite(`${SCRATCH}/runs/${name}`);
+  const dir = await waitFor(`the run directory of ${name} on the site`, () =>
+    existsSync(runsOf) ? readdirSync(runsOf).filter((d) => !d.includes('.partial.'))[0] : undefined,
+  );
+  const runDir = `${SCRATCH}/runs/${name}/${dir}`;
+  const jobId = await waitFor(`the job id of ${name}`, () => {
+    const m = siteManifest(runDir);
+    return m.jobs[0]?.jobId;
+  });
+  return { runDir, jobId };
 }
 
 const trainArgs = (spec: string) => ['train', '--spec', spec, '--stack', site.stack, '--scheduler', 'slurm'];
@@ -68,6 +135,7 @@ function logsOf(siteRunDir: string, stageId: string): string {
 beforeAll(async () => {
   const t0 = Date.now();
   site = await startSite();
+  writeBoxProfile();
   console.log(
     `cluster box: up in ${((Date.now() - t0) / 1000).toFixed(1)} s (site.sh up, 3 nodes, slurmdbd)`,
   );
@@ -177,5 +245,151 @@ describe('multi-node training for real', () => {
     const status = expectOk(await site.runner(['status', dirs.local])).out;
     expect(status).toMatch(/cpu \d+% of 2/);
     expect(existsSync(join(dirs.local, 'manifest.json'))).toBe(true);
+  });
+});
+
+describe.concurrent('failures survived by cause', () => {
+  // The stages below read the graph cache of synth (made again here, so these run on their own too).
+  beforeAll(async () => {
+    expectOk(await site.runner([...trainArgs(writeSpec('cache', ['stages:', ...PREPROCESS])), '--wait']));
+  }, 600_000);
+
+  it('NODE_FAIL: the node dies mid-job; --wait resubmits excluding it, resuming from last.ckpt, and its cancelled dependent after it', async () => {
+    const name = 'node-fail';
+    const spec = writeSpec(name, [
+      // Not requeueable: a node failure ends the job NODE_FAIL instead of SLURM requeueing it.
+      'requeue: { enabled: false }',
+      'stages:',
+      ...stage('train', {
+        stage: 'autoencoder',
+        model: 'vgae',
+        overrides: { 'training.max_epochs': 40 },
+        resources: '{ cpus: 1, memGB: 3, gpus: { count: 0 }, partition: gpu, time: "0:20:00" }',
+      }),
+      ...stage('eval', {
+        stage: 'curriculum',
+        model: 'gat',
+        after: 'train',
+        overrides: { 'training.max_epochs': 1 },
+        resources: '{ cpus: 1, memGB: 3, gpus: { count: 0 }, partition: gpu, time: "0:20:00" }',
+      }),
+    ]);
+    const waiting = site.runner([...trainArgs(spec), '--wait']);
+    const { runDir, jobId } = await submittedRun(name);
+    const checkpoint = join(pipelineDir(runDir, 'vgae_small_autoencoder'), 'checkpoints', 'last.ckpt');
+    await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint));
+    const node = expectOk(await site.ssh(`squeue -h -j ${jobId} -o %N`)).out.trim();
+    expect(['c01', 'c02']).toContain(node);
+    let r;
+    try {
+      expectOk(site.killNode(node));
+      r = await waiting;
+    } finally {
+      expectOk(site.reviveNode(node));
+    }
+    expect(r.code, said(r)).toBe(0);
+    const resubmitted = new RegExp(
+      `job train \\(${jobId}, NODE_FAIL on ${node}\\): resubmitted as (\\d+) excluding ${node}, resuming from checkpoints/last\\.ckpt`,
+    ).exec(r.out + r.err);
+    expect(resubmitted, said(r)).not.toBeNull();
+    expect(r.out + r.err).toMatch(
+      /job eval \(\d+, CANCELLED[^)]*\): resubmitted as \d+ after train's resubmission/,
+    );
+    expect(r.out).toMatch(/all 2 task\(s\) completed/);
+    const manifest = siteManifest(runDir);
+    const train = manifest.jobs.find((j) => j.key === 'train')!;
+    expect(train.jobId).toBe(resubmitted![1]);
+    expect(train.attempts).toEqual([
+      expect.objectContaining({
+        jobId,
+        state: 'NODE_FAIL',
+        cause: 'NODE_FAIL',
+        options: [`--exclude=${node}`],
+      }),
+    ]);
+    expect(manifest.jobs.find((j) => j.key === 'eval')!.attempts?.[0]?.cause).toBe('DEPENDENCY');
+    // The second attempt ran elsewhere and went on from the checkpoint.
+    const other = expectOk(await site.ssh(`sacct -n -P -X -j ${train.jobId} -o NodeList`)).out.trim();
+    expect(other).not.toBe(node);
+    expect(logsOf(runDir, 'train')).toMatch(/resuming from .*last\.ckpt/);
+  });
+
+  it('OUT_OF_MEMORY: a job over its cgroup memory; `resume` (nobody watching) resubmits it with memory raised from the record', async () => {
+    const name = 'over-memory';
+    const spec = writeSpec(name, [
+      'stages:',
+      ...stage('train', {
+        stage: 'autoencoder',
+        model: 'vgae',
+        overrides: { 'training.max_epochs': 2 },
+        // 256 MB: less than the pipeline needs (about 450 MB in the DDP test's record).
+        resources: '{ cpus: 1, memGB: 0.25, gpus: { count: 0 }, partition: cpu, time: "0:20:00" }',
+      }),
+    ]);
+    const submitted = expectOk(await site.runner(trainArgs(spec)));
+    const dirs = runDirsOf(submitted.out);
+    const { jobId } = await submittedRun(name);
+    await waitFor(`job ${jobId} to end OUT_OF_MEMORY`, async () => {
+      const state = (await statusOfRun(site, dirs.local))[0]!.tasks[0]!.state;
+      if (state === 'COMPLETED' || state === 'FAILED')
+        throw new Error(`job ${jobId} ended ${state}, not OUT_OF_MEMORY`);
+      return state === 'OUT_OF_MEMORY';
+    });
+    const r = await site.runner(['resume', dirs.local, '--wait']);
+    expect(r.code, said(r)).toBe(0);
+    const line = new RegExp(
+      `job train \\(${jobId}, OUT_OF_MEMORY\\): resubmitted as (\\d+) with --mem=(\\d+)G`,
+    ).exec(r.out + r.err);
+    expect(line, said(r)).not.toBeNull();
+    expect(Number(line![2])).toBeGreaterThanOrEqual(1);
+    expect(Number(line![2])).toBeLessThanOrEqual(6); // the partition's memory per node
+    expect(r.out).toMatch(/all 1 task\(s\) completed/);
+    const train = siteManifest(dirs.site).jobs[0]!;
+    expect(train.attempts).toEqual([
+      expect.objectContaining({
+        jobId,
+        state: 'OUT_OF_MEMORY',
+        cause: 'OUT_OF_MEMORY',
+        options: [`--mem=${line![2]}G`],
+      }),
+    ]);
+    const sacct = expectOk(
+      await site.ssh(`sacct -n -P -X -j ${jobId},${train.jobId} -o JobID,State,ReqMem`),
+    ).out;
+    expect(sacct).toMatch(new RegExp(`^${jobId}\\|OUT_OF_MEMORY\\|256M$`, 'm'));
+    // sacct prints ReqMem in the largest whole unit (1G, 1536M).
+    const mb = Number(line![2]) * 1024;
+    expect(sacct).toMatch(new RegExp(`^${train.jobId}\\|COMPLETED\\|(${line![2]}G|${mb}M)$`, 'm'));
+  });
+
+  it('TIMEOUT without the signal handler: --wait resubmits it from last.ckpt with the time right-sized from its history', async () => {
+    const name = 'past-time';
+    const spec = writeSpec(name, [
+      // No pre-timeout signal: the job is killed at its limit with nothing acknowledged.
+      'requeue: { enabled: false }',
+      'stages:',
+      ...stage('train', {
+        stage: 'autoencoder',
+        model: 'vgae',
+        overrides: { 'training.max_epochs': 400 },
+        resources: '{ cpus: 1, memGB: 3, gpus: { count: 0 }, partition: cpu, time: "0:01:00" }',
+      }),
+    ]);
+    const r = await site.runner([...trainArgs(spec), '--wait']);
+    expect(r.code, said(r)).toBe(0);
+    const dirs = runDirsOf(r.out);
+    const train = siteManifest(dirs.site).jobs[0]!;
+    const first = train.attempts?.[0];
+    expect(first, said(r)).toMatchObject({ state: 'TIMEOUT', cause: 'TIMEOUT' });
+    const time = /^--time=(\d+):(\d\d):(\d\d)$/.exec(first!.options[0] ?? '');
+    expect(time, JSON.stringify(first)).not.toBeNull();
+    expect(Number(time![1]) * 3600 + Number(time![2]) * 60 + Number(time![3])).toBeGreaterThan(60);
+    expect(r.out + r.err).toMatch(
+      new RegExp(
+        `job train \\(${first!.jobId}, TIMEOUT\\): resubmitted as ${train.jobId} with --time=\\S+ .*resuming from checkpoints/last\\.ckpt`,
+      ),
+    );
+    expect(r.out).toMatch(/all 1 task\(s\) completed/);
+    expect(logsOf(dirs.site, 'train')).toMatch(/resuming from .*last\.ckpt/);
   });
 });

@@ -64,6 +64,8 @@ export interface SshSite {
   previewWithLockBump(pkg: string, from: string, to: string): Promise<Run>;
   /** The compute nodes (c01 c02 in `gpu`, c03 in `cpu`). */
   nodes: string[];
+  /** What `site.sh up` printed (KEY=VALUE). */
+  facts: Record<string, string>;
   /** The node dies at once: its slurmd, its job steps and its jobs' processes are killed. */
   killNode(node: string): Run;
   /** A killed node boots again; SLURM returns it to service. */
@@ -266,6 +268,7 @@ export async function startSite(): Promise<SshSite> {
       });
     },
     nodes: facts['NODES']!.split(' '),
+    facts,
     killNode: (node) => siteCommand('kill-node', dir, node),
     reviveNode: (node) => siteCommand('revive-node', dir, node),
     stop: () => {
