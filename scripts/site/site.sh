@@ -108,7 +108,10 @@ SlurmctldLogFile=$conf/log/slurmctld.log
 # As on OSC: jobs are tracked and constrained by cgroups, and accounted in slurmdbd.
 ProctrackType=proctrack/cgroup
 TaskPlugin=task/cgroup
-JobAcctGatherType=jobacct_gather/cgroup
+# jobacct_gather/linux (the cgroup gatherer of 22.05 reported 0 memory for the tasks of a job's other
+# nodes on this box); PSS, so that pages a task shares (its libraries) are not counted once per process.
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherParams=UsePss
 JobAcctGatherFrequency=task=2
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=kdgat-login

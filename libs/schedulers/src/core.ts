@@ -135,6 +135,11 @@ export interface TaskAccounting {
    * when sacct sampled none (a job shorter than JobAcctGatherFrequency shows 0).
    */
   maxRssMB: number | null;
+  /**
+   * The largest step's memory summed over its tasks (sacct TRESUsageInTot `mem`): every node of a
+   * multi-node step counted; absent where sacct did not print the field.
+   */
+  totalRssMB?: number | null;
   /** ElapsedRaw of the job allocation. */
   elapsedSeconds: number;
   /** AllocCPUS of the allocation (every node). */

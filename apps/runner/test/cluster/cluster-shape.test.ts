@@ -224,6 +224,9 @@ describe('multi-node training for real', () => {
     const acct = task.accounting!;
     expect(acct.allocCpus).toBe(2);
     expect(acct.cpuSeconds).toBeGreaterThan(0);
+    // Memory: the largest task (MaxRSS) and every task of the step on both nodes (TRESUsageInTot).
+    expect(acct.maxRssMB).toBeGreaterThan(0);
+    expect(acct.totalRssMB).toBeGreaterThan(acct.maxRssMB!);
     const record = JSON.parse(
       readFileSync(join(runDir, 'job_record.jsonl'), 'utf8').trim().split('\n').pop()!,
     ) as { used: { cpuSeconds: number | null; peakRssMB: number | null } };
@@ -233,7 +236,7 @@ describe('multi-node training for real', () => {
     console.log(
       [
         `DDP job ${ddp.jobId}: sacct TotalCPU ${acct.cpuSeconds.toFixed(1)} s over ${acct.elapsedSeconds} s on ${acct.allocCpus} CPUs ` +
-          `(${((100 * acct.cpuSeconds) / (acct.elapsedSeconds * acct.allocCpus)).toFixed(0)}%), MaxRSS ${acct.maxRssMB ?? 'none'} MB;`,
+          `(${((100 * acct.cpuSeconds) / (acct.elapsedSeconds * acct.allocCpus)).toFixed(0)}%), MaxRSS ${acct.maxRssMB ?? 'none'} MB, both ranks ${acct.totalRssMB ?? 'none'} MB;`,
         `  the epilog's file-based record: cpuSeconds ${record.used.cpuSeconds} s, peakRssMB ${record.used.peakRssMB}`,
         `  sacct per step:\n${perStep.trim().replace(/^/gm, '    ')}`,
       ].join('\n'),

@@ -338,7 +338,13 @@ export interface StatusJob {
     state: string;
     restarts?: number;
     nodes?: string[];
-    accounting?: { cpuSeconds: number; maxRssMB: number | null; elapsedSeconds: number; allocCpus: number };
+    accounting?: {
+      cpuSeconds: number;
+      maxRssMB: number | null;
+      totalRssMB?: number | null;
+      elapsedSeconds: number;
+      allocCpus: number;
+    };
   }[];
 }
 

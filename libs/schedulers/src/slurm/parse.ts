@@ -179,7 +179,7 @@ export function parseSize(
 
 /** The fields the poll asks sacct for, in this order (`-n -P`, steps included: no `-X`). */
 export const SACCT_FIELDS =
-  'JobIDRaw,JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,NodeList,AllocCPUS,ReqMem';
+  'JobIDRaw,JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,NodeList,AllocCPUS,ReqMem,TRESUsageInTot';
 
 /**
  * `sacct -n -P -o <SACCT_FIELDS>` (steps included) → one status per job or array task, keyed like
@@ -200,6 +200,7 @@ export function parseSacct(text: string): TaskStatus[] {
     nodeList: string;
     allocCpus: string;
     reqMem: string;
+    tresTotal: string;
   }
   const jobs = new Map<string, { line: Line; steps: Map<string, Line> }>();
   const stepRows: [string, string, Line][] = [];
@@ -216,8 +217,9 @@ export function parseSacct(text: string): TaskStatus[] {
       nodeList = '',
       allocCpus = '',
       reqMem = '',
+      tresTotal = '',
     ] = row.split('|');
-    const line: Line = { raw, state, exit, elapsed, cpu, rss, nodeList, allocCpus, reqMem };
+    const line: Line = { raw, state, exit, elapsed, cpu, rss, nodeList, allocCpus, reqMem, tresTotal };
     const dot = jobIdText.indexOf('.');
     if (dot < 0) jobs.set(jobIdText, { line, steps: jobs.get(jobIdText)?.steps ?? new Map() });
     else stepRows.push([jobIdText.slice(0, dot), jobIdText.slice(dot + 1), line]);
@@ -251,13 +253,19 @@ export function parseSacct(text: string): TaskStatus[] {
 
 function accountingOf(
   job: { cpu: string; allocCpus: string; elapsed: string; reqMem: string },
-  steps: [string, { cpu: string; rss: string }][],
+  steps: [string, { cpu: string; rss: string; tresTotal: string }][],
   nodeCount: number,
 ): TaskAccounting {
   const stepCpu = steps.map(([, s]) => parseCpuTime(s.cpu) ?? 0);
   const cpuSeconds = steps.length > 0 ? stepCpu.reduce((a, b) => a + b, 0) : (parseCpuTime(job.cpu) ?? 0);
   const rss = steps.flatMap(([, s]) => {
     const size = parseSize(s.rss, 'K');
+    return size ? [size.mb] : [];
+  });
+  // TRESUsageInTot's mem: a step's peak memory summed over its tasks, on every node.
+  const totals = steps.flatMap(([, s]) => {
+    const mem = /(?:^|,)mem=([^,]+)/.exec(s.tresTotal)?.[1];
+    const size = mem === undefined ? undefined : parseSize(mem, 'K');
     return size ? [size.mb] : [];
   });
   const allocCpus = /^\d+$/.test(job.allocCpus) ? Number(job.allocCpus) : 0;
@@ -273,6 +281,9 @@ function accountingOf(
     cpuSeconds: Math.round(cpuSeconds * 1000) / 1000,
     // 0 everywhere: no sample was taken (a step shorter than JobAcctGatherFrequency).
     maxRssMB: rss.some((x) => x > 0) ? Math.round(Math.max(...rss) * 1000) / 1000 : null,
+    ...(totals.length > 0
+      ? { totalRssMB: totals.some((x) => x > 0) ? Math.round(Math.max(...totals) * 1000) / 1000 : null }
+      : {}),
     elapsedSeconds: Number(job.elapsed),
     allocCpus,
     reqMemMB,

@@ -38,6 +38,22 @@ const SACCT_2205 = [
 ].join('\n');
 
 describe('sacct output', () => {
+  it('counts the memory of every task of a multi-node step (TRESUsageInTot), beside the largest task (MaxRSS)', () => {
+    // Recorded on the box (jobacct_gather/linux): task 0 on c01 held ~100 MB, task 1 on c02 ~300 MB.
+    const text = [
+      '1|1|COMPLETED|0:0|8|00:06.454||c[01-02]|2|1600M|',
+      '1.batch|1.batch|COMPLETED|0:0|8|00:00.011|10644K|c01|1||cpu=00:00:00,energy=0,fs/disk=34362,mem=10644K,pages=1,vmem=286056K',
+      '1.extern|1.extern|COMPLETED|0:0|8|00:00.002|1776K|c[01-02]|2||cpu=00:00:00,energy=0,fs/disk=13952,mem=3424K,pages=0,vmem=81480K',
+      '1.0|1.0|COMPLETED|0:0|7|00:06.440|320856K|c[01-02]|2||cpu=00:00:05,energy=0,fs/disk=3153710,mem=436788K,pages=2,vmem=469220K',
+      '',
+    ].join('\n');
+    const [task] = parseSacct(text);
+    expect(task!.nodes).toEqual(['c01', 'c02']);
+    expect(task!.accounting).toMatchObject({ allocCpus: 2, cpuSeconds: 6.453 });
+    expect(task!.accounting!.maxRssMB).toBeCloseTo(320856 / 1024, 3);
+    expect(task!.accounting!.totalRssMB).toBeCloseTo(436788 / 1024, 3);
+  });
+
   const tasks = parseSacct(SACCT_2205);
   const one = (jobId: string, arrayIndex?: number) =>
     tasks.find((t) => t.jobId === jobId && t.arrayIndex === arrayIndex)!;
