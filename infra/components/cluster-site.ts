@@ -9,6 +9,7 @@ import {
   type ClusterProfile,
   type EnvironmentBuild,
   type EnvironmentSpec,
+  type StackOutputs,
 } from '@kdgat/config';
 import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
 import type { Connection } from '@kdgat/transport';
@@ -30,25 +31,14 @@ export interface ClusterSiteArgs {
   scratchGroup?: string;
 }
 
-/** Stack outputs, the contract with the runner (docs/CONTRACTS.md "Stack outputs"). */
-export interface SiteOutputs {
-  profile: string;
-  /** How the runner reaches the site: the profile's connection without the secret key. */
-  connection: Connection;
-  environment: {
-    name: string;
-    backend: string;
-    prefix: string;
-    activate: string;
-    specHash: string;
-    lockPath: string;
-    lockHash: pulumi.Output<string>;
-    /** The explicit lock itself (also written to lockPath on the target). */
-    lock: pulumi.Output<string>;
-  };
-  scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
-  scripts: { dir: string } & Record<string, string>;
-}
+/** A value as the program holds it: known now, or a Pulumi output resolved by the deployment. */
+type Deployed<T> = T extends object ? { [K in keyof T]: Deployed<T[K]> } : T | pulumi.Output<T>;
+
+/**
+ * Stack outputs, the contract with the runner (`StackOutputsSchema` of @kdgat/config, docs/CONTRACTS.md
+ * "Stack outputs"); the program always exports the lock.
+ */
+export type SiteOutputs = Deployed<StackOutputs> & { environment: { lock: pulumi.Output<string> } };
 
 /** One cluster as declared: environment, scratch cache layout and SLURM scripts. */
 export class ClusterSite extends pulumi.ComponentResource {
@@ -117,7 +107,8 @@ export class ClusterSite extends pulumi.ComponentResource {
         runsDir: scratch.runsDir,
         logsDir: scratch.logsDir,
       },
-      scripts: { dir: scripts.dir, ...scripts.paths },
+      // SITE_SCRIPT_NAMES' keys; infra/test/stacks.test.ts parses the outputs against the schema
+      scripts: { dir: scripts.dir, ...(scripts.paths as Omit<StackOutputs['scripts'], 'dir'>) },
     };
     this.registerOutputs({ ...this.outputs });
   }

@@ -3,7 +3,12 @@
 import { readFileSync } from 'node:fs';
 import * as pulumi from '@pulumi/pulumi';
 import { fileURLToPath } from 'node:url';
-import { projectDependencies, rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
+import {
+  StackOutputsSchema,
+  projectDependencies,
+  rawSiteConfigFromStackFile,
+  siteFromStackConfig,
+} from '@kdgat/config';
 import { declaredSiteOutputs } from '@kdgat/slurm-templates';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -98,6 +103,27 @@ describe('osc-pitzer stack (mocks)', () => {
     expect(dirs.every((d) => d.inputs.group === 'PAS1266')).toBe(true);
   });
 
+  it('exports outputs that parse against the one contract (StackOutputsSchema of @kdgat/config)', async () => {
+    // What `pulumi stack output --json` prints is what the runner parses: every field the program
+    // exports is declared there, and nothing more (the schema is strict).
+    const program = await import('../index.ts');
+    const outputs = await value(
+      pulumi.output({
+        profile: program.profile,
+        connection: program.connection,
+        environment: program.environment,
+        scratch: program.scratch,
+        scripts: program.scripts,
+      }),
+    );
+    expect(Object.keys(program).sort()).toEqual(Object.keys(StackOutputsSchema.shape).sort());
+    const parsed = StackOutputsSchema.parse(outputs);
+    expect(parsed).toEqual(outputs);
+    expect(parsed.environment.lock).toBe('@EXPLICIT\n');
+    expect(parsed.connection).toMatchObject({ kind: 'ssh', host: 'pitzer.osc.edu' });
+    expect(parsed.connection).not.toHaveProperty('privateKey');
+  });
+
   it('exports exactly what the runner predicts from the stack file before it is provisioned', async () => {
     // `runner plan` on a stack that is not provisioned uses declaredSiteOutputs of the same
     // declaration; if the program and the prediction drift apart, this fails.
@@ -107,11 +133,10 @@ describe('osc-pitzer stack (mocks)', () => {
     const predicted = declaredSiteOutputs(
       siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot),
     );
-    const environment = (await value(program.environment)) as unknown as Record<string, string>;
+    const environment = await value(pulumi.output(program.environment));
     expect(await value(program.profile)).toBe(predicted.profile);
     expect(await value(program.scratch)).toEqual(predicted.scratch);
     expect(await value(program.scripts)).toEqual(predicted.scripts);
-    const { specPath: _onlyOnTheSite, ...predictedEnvironment } = predicted.environment;
-    expect(environment).toMatchObject(predictedEnvironment);
+    expect(environment).toEqual({ ...predicted.environment, lockHash: 'f'.repeat(64), lock: '@EXPLICIT\n' });
   });
 });

@@ -188,7 +188,12 @@ describe('conda backend (py-rattler from a local channel)', () => {
 
   it("solves a CUDA package on a machine without a GPU only when told the spec's CUDA (CONDA_OVERRIDE_CUDA)", async (t) => {
     // With an NVIDIA driver the solver detects __cuda itself and the refusal cannot be shown.
-    if (existsSync('/proc/driver/nvidia/version')) t.skip();
+    if (existsSync('/proc/driver/nvidia/version')) {
+      const why =
+        'an NVIDIA driver is present: the solver detects __cuda itself, so the refusal cannot be shown';
+      console.warn(`skipped: solving a CUDA package without a GPU: ${why}`);
+      t.skip(why);
+    }
     const root = mkdtempSync(join(tmpdir(), 'kdgat-cuda-'));
     // as RAPIDS' packages do: cugraph needs the __cuda virtual package (a GPU driver)
     const channel = makeCondaChannel(join(root, 'channel'), ['cugraph=26.10:__cuda>=12', 'numpy=2.3']);

@@ -97,6 +97,13 @@ export {
   type SiteDeclaration,
   type SitePaths,
 } from './site/stack-config.ts';
+export {
+  StackOutputsSchema,
+  StackEnvironmentOutputsSchema,
+  StackScratchOutputsSchema,
+  StackScriptOutputsSchema,
+  type StackOutputs,
+} from './site/stack-outputs.ts';
 export { parseYaml } from './load/yaml.ts';
 
 /** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { loadExperimentSpec, type Scalar } from '@kdgat/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildPlan } from './build.ts';
-import { costPlan } from './cost.ts';
+import { estimatePlanCost, sizeStages, stageHistories } from './cost.ts';
 
 // A DDP stage on Pitzer: `cpus` is per task, and there is one task per GPU.
 const DDP_SPEC = `name: ddp-cost
@@ -33,9 +33,6 @@ function costOf(partition: string, runsRoot = join(root, 'empty'), apply = false
     text: DDP_SPEC.replace('PARTITION', partition),
     file: 'ddp.yaml',
   });
-  // No balance command: the estimate alone.
-  const { balance: _none, ...cluster } = resolved.cluster;
-  resolved.cluster = cluster;
   const plan = buildPlan({
     experiment: resolved.spec.name,
     specHash: resolved.specHash,
@@ -43,21 +40,24 @@ function costOf(partition: string, runsRoot = join(root, 'empty'), apply = false
     sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
     maxArraySize: 1001,
   });
-  return { resolved, costing: costPlan({ resolved, plan, runsRoot, apply }) };
+  const histories = stageHistories(resolved, runsRoot);
+  const sizing = sizeStages(resolved, resolved.stages, histories, apply);
+  return { resolved, sizing, estimate: estimatePlanCost(resolved, sizing.stages, plan, histories) };
 }
 
-describe('costPlan of a 2-task job', () => {
-  it('bills cpus x tasks per node, and memory with the partition’s own memory per core', async () => {
+describe('the cost of a 2-task job', () => {
+  it('bills cpus x tasks per node, and memory with the partition’s own memory per core', () => {
     // gpu: max(2 x 6 = 12, ceil(200 / 9.074) = 23) cores; gpu-quad: max(12, ceil(200 / 15.5) = 13)
-    const gpu = await costOf('gpu').costing;
-    const quad = await costOf('gpu-quad').costing;
-    expect(gpu.estimate.stages[0]!.effectiveCoresPerTask).toBe(23);
-    expect(quad.estimate.stages[0]!.effectiveCoresPerTask).toBe(13);
+    const gpu = costOf('gpu').estimate;
+    const quad = costOf('gpu-quad').estimate;
+    expect(gpu.stages[0]!.effectiveCoresPerTask).toBe(23);
+    expect(quad.stages[0]!.effectiveCoresPerTask).toBe(13);
     // 13 cores x 8 h = 104 core-h x $0.003 + 2 GPUs x 8 h = 16 GPU-h x $0.09 = $1.75
-    expect(quad.lines).toContain(
-      '  teacher: 1 task(s) x 13 billed core(s) (2 tasks x 6 cpus, 200 GB per node) + 2 GPU(s) on gpu-quad; ' +
-        'worst (to the time limit) 16.00 GPU-h, 104 core-h, 1.75 USD; expected: no history (counted at the limit)',
-    );
+    expect(quad.stages[0]).toMatchObject({ tasks: 1, gpusPerTask: 2, partition: 'gpu-quad' });
+    expect(quad.stages[0]!.worst.gpuHours).toBeCloseTo(16);
+    expect(quad.stages[0]!.worst.coreHours).toBeCloseTo(104);
+    expect(quad.stages[0]!.worst.units).toBeCloseTo(1.752);
+    expect(quad.stages[0]!.expected).toBeUndefined();
   });
 
   it('right-sizes cpus per task from the history of a 2-task job', async () => {
@@ -108,12 +108,16 @@ describe('costPlan of a 2-task job', () => {
       timeLimitHit: false,
     };
     writeFileSync(join(pipelineDir, 'job_record.jsonl'), `${JSON.stringify(record)}\n`);
-    const { resolved, costing } = costOf('gpu-quad', runsRoot, true);
-    const c = await costing;
+    const { resolved, sizing, estimate } = costOf('gpu-quad', runsRoot, true);
     // 10 per task x 1.25 = 12.5 -> 13 cpus per task: 26 of the node's 48 cores, not 2 x 25
-    expect(c.sizing['teacher']!.cpus).toMatchObject({ value: 13, current: 6 });
-    expect(resolved.stages[0]!.resources).toMatchObject({ cpus: 13, ntasksPerNode: 2, memGB: 125 });
+    expect(sizing.suggested['teacher']!.cpus).toMatchObject({ value: 13, current: 6 });
+    expect(sizing.stages[0]!.resources).toMatchObject({ cpus: 13, ntasksPerNode: 2, memGB: 125 });
+    expect(sizing.rightSized?.['teacher']).toMatchObject({ cpus: 13, memGB: 125, tasks: 1, runs: 1 });
+    // the spec is not changed: the sized stages are new
+    expect(resolved.stages[0]!.resources).toMatchObject({ cpus: 6, memGB: 200 });
     // the estimate bills what will be asked: max(2 x 13 = 26, ceil(125 / 15.5) = 9)
-    expect(c.estimate.stages[0]!.effectiveCoresPerTask).toBe(26);
+    expect(estimate.stages[0]!.effectiveCoresPerTask).toBe(26);
+    // and the expected case is the median of the finished tasks: 1 h
+    expect(estimate.stages[0]!.expected?.secondsPerTask).toBe(3600);
   });
 });

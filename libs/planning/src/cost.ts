@@ -1,20 +1,21 @@
-// Before anything is queued: what the plan will charge (worst and expected case), the requests
-// history suggests, and the account's balance; a plan over the spec's budget is refused. The figures
-// come from @kdgat/usage; this module wires them to the plan and says them.
+// Before anything is queued, in steps of their own: the requests history suggests (right-sizing,
+// new stages; the spec is not changed), what the plan will charge (worst and expected case), the
+// account's balance, and the budget check. The figures come from @kdgat/usage; what is printed
+// about them is the runner's (apps/runner/src/commands/output.ts).
 import type { ResolvedExperiment, ResolvedStage } from '@kdgat/config';
 import {
   applyRightSizing,
   balanceArgv,
   estimateCost,
-  formatHours,
+  expectedSecondsPerTask,
   formatUnits,
   parseBalance,
-  percentile,
   rightSize,
   runsUnder,
   stageHistory,
   type CostEstimate,
   type RightSizing,
+  type StageHistory,
 } from '@kdgat/usage';
 import { runCommand } from '@kdgat/schedulers';
 import type { Executor } from '@kdgat/transport';
@@ -34,12 +35,11 @@ export interface Balance {
   note: string;
 }
 
+/** What a plan will charge, what history suggests, and the balance: recorded in the manifest. */
 export interface PlanCosting {
   estimate: CostEstimate;
   sizing: Record<string, RightSizing>;
   balance: Balance;
-  /** What `plan` prints. */
-  lines: string[];
 }
 
 /** What a manifest keeps of it. */
@@ -58,17 +58,113 @@ export type RightSized = Record<
   { cpus: number; memGB: number; time: string; basis: string[]; tasks: number; runs: number }
 >;
 
-function leadOf(resolved: ResolvedExperiment): number {
-  const r = resolved.requeue as { enabled?: boolean; leadSeconds?: number } | undefined;
-  return r?.enabled ? (r.leadSeconds ?? 0) : 0;
+/** What right-sizing made of the stages. */
+export interface Sizing {
+  /** The stages as they will be rendered: with the suggested sizes when applied, else as given. */
+  stages: ResolvedStage[];
+  /** What history suggests for each stage, applied or not. */
+  suggested: Record<string, RightSizing>;
+  /** The sizes applied (`--right-size`), as the manifest records them. */
+  rightSized?: RightSized;
 }
 
-function workersOf(stage: ResolvedStage): number | undefined {
-  const w = stage.overrides['data.num_workers'];
-  return typeof w === 'number' ? w : undefined;
+/** Finished tasks of each stage (same stage, model, scale, dataset) under the runs root. */
+export function stageHistories(resolved: ResolvedExperiment, runsRoot: string): Map<string, StageHistory> {
+  const runs = runsUnder(runsRoot);
+  return new Map(resolved.stages.map((stage) => [stage.id, stageHistory(runsRoot, stage, runs)]));
 }
 
-async function readBalance(resolved: ResolvedExperiment, executor?: Executor): Promise<Balance> {
+/** A reproduced run keeps the sizes its source applied (`--from-manifest` of a `--right-size` run). */
+export function withRecordedSizes(
+  stages: readonly ResolvedStage[],
+  rightSized: RightSized | undefined,
+): ResolvedStage[] {
+  return stages.map((stage) => {
+    const r = rightSized?.[stage.id];
+    return r
+      ? { ...stage, resources: { ...stage.resources, cpus: r.cpus, memGB: r.memGB, time: r.time } }
+      : stage;
+  });
+}
+
+/**
+ * Right-sizing: the cpus, memory and time each stage's history suggests and, with `apply`
+ * (`--right-size`), new stages that ask for them. Pure: `stages` are not changed.
+ */
+export function sizeStages(
+  resolved: ResolvedExperiment,
+  stages: readonly ResolvedStage[],
+  histories: ReadonlyMap<string, StageHistory>,
+  apply: boolean,
+): Sizing {
+  const suggested: Record<string, RightSizing> = {};
+  const rightSized: RightSized = {};
+  const leadSeconds = resolved.requeue.enabled ? resolved.requeue.leadSeconds : 0;
+  const sized = stages.map((stage) => {
+    const history = histories.get(stage.id) ?? { runs: [], tasks: [] };
+    const partition =
+      resolved.cluster.partitions.find((p) => p.name === stage.resources.partition) ?? resolved.partition;
+    const workers = stage.overrides['data.num_workers'];
+    const s = rightSize({
+      tasks: history.tasks,
+      runs: history.runs.length,
+      current: stage.resources,
+      partition,
+      leadSeconds,
+      ...(typeof workers === 'number' ? { numWorkers: workers } : {}),
+    });
+    suggested[stage.id] = s;
+    if (!apply || !(s.cpus || s.memGB || s.time)) return stage;
+    const resources = applyRightSizing(stage.resources, s);
+    rightSized[stage.id] = {
+      cpus: resources.cpus,
+      memGB: resources.memGB,
+      time: resources.time,
+      basis: [s.cpus?.basis, s.memGB?.basis, s.time?.basis].filter((b): b is string => !!b),
+      tasks: s.tasks,
+      runs: s.runs,
+    };
+    return { ...stage, resources };
+  });
+  return { stages: sized, suggested, ...(apply ? { rightSized } : {}) };
+}
+
+/** Tasks each stage runs in this plan (array sizes summed over chunks). */
+export function tasksPerStage(plan: RunPlan): Map<string, number> {
+  const n = new Map<string, number>();
+  for (const j of plan.jobs) n.set(j.stageId, (n.get(j.stageId) ?? 0) + (j.array ? j.array.size : 1));
+  return n;
+}
+
+/**
+ * What the plan will charge with the requests it will render: worst case (every task to its time
+ * limit) and expected case (each task as long as the stage ran before). Pure.
+ */
+export function estimatePlanCost(
+  resolved: ResolvedExperiment,
+  stages: readonly ResolvedStage[],
+  plan: RunPlan,
+  histories: ReadonlyMap<string, StageHistory>,
+): CostEstimate {
+  const tasks = tasksPerStage(plan);
+  return estimateCost(
+    resolved.cluster,
+    stages
+      .filter((s) => tasks.has(s.id))
+      .map((s) => {
+        const expected = expectedSecondsPerTask(histories.get(s.id)?.tasks ?? []);
+        return {
+          id: s.id,
+          tasks: tasks.get(s.id)!,
+          resources: s.resources,
+          ...(expected !== undefined ? { expectedSecondsPerTask: expected } : {}),
+        };
+      }),
+  );
+}
+
+/** The account's balance from the cluster's balance command (on the site's login node over SSH). */
+export async function readBalance(resolved: ResolvedExperiment, executor?: Executor): Promise<Balance> {
   const cmd = resolved.cluster.balance;
   if (!cmd)
     return { amount: null, unit: null, note: `cluster ${resolved.cluster.name} names no balance command` };
@@ -100,164 +196,34 @@ async function readBalance(resolved: ResolvedExperiment, executor?: Executor): P
   }
 }
 
-/** A reproduced run keeps the sizes its source applied (`--from-manifest` of a `--right-size` run). */
-export function applyRecordedSizes(resolved: ResolvedExperiment, rightSized: RightSized | undefined): void {
-  for (const [id, r] of Object.entries(rightSized ?? {})) {
-    const stage = resolved.stages.find((s) => s.id === id);
-    if (stage) stage.resources = { ...stage.resources, cpus: r.cpus, memGB: r.memGB, time: r.time };
-  }
-}
-
-/** Tasks each stage runs in this plan (array sizes summed over chunks). */
-export function tasksPerStage(plan: RunPlan): Map<string, number> {
-  const n = new Map<string, number>();
-  for (const j of plan.jobs) n.set(j.stageId, (n.get(j.stageId) ?? 0) + (j.array ? j.array.size : 1));
-  return n;
-}
-
 /**
- * Sizes from history (applied to `resolved.stages` when `apply`), the cost of the plan with the
- * requests it will render, the balance, and the lines to print. Throws BudgetExceededError when the
- * worst case is over `budget.maxBillingUnits`.
+ * The budget: throws BudgetExceededError (with `shown`, the cost as printed) when the worst case is
+ * over `budget.maxBillingUnits` or cannot be counted; the line saying it fits, or none without a budget.
  */
-export async function costPlan(input: {
-  resolved: ResolvedExperiment;
-  plan: RunPlan;
-  runsRoot: string;
-  apply: boolean;
-  /** Where the balance command runs (a site over SSH); default this machine. */
-  executor?: Executor;
-}): Promise<PlanCosting & { rightSized?: RightSized }> {
-  const { resolved, plan } = input;
-  const runs = runsUnder(input.runsRoot);
-  const sizing: Record<string, RightSizing> = {};
-  const expectedSeconds: Record<string, number> = {};
-  const rightSized: RightSized = {};
-  const lines: string[] = [];
-  for (const stage of resolved.stages) {
-    const history = stageHistory(input.runsRoot, stage, runs);
-    const partition =
-      resolved.cluster.partitions.find((p) => p.name === stage.resources.partition) ?? resolved.partition;
-    const s = rightSize({
-      tasks: history.tasks,
-      runs: history.runs.length,
-      current: stage.resources,
-      partition,
-      leadSeconds: leadOf(resolved),
-      ...(workersOf(stage) !== undefined ? { numWorkers: workersOf(stage)! } : {}),
-    });
-    sizing[stage.id] = s;
-    const done = history.tasks
-      .filter((t) => t.completed && t.elapsedSeconds !== null)
-      .map((t) => t.elapsedSeconds!);
-    if (done.length > 0) expectedSeconds[stage.id] = percentile(done, 0.5);
-    if (input.apply && (s.cpus || s.memGB || s.time)) {
-      stage.resources = applyRightSizing(stage.resources, s);
-      rightSized[stage.id] = {
-        cpus: stage.resources.cpus,
-        memGB: stage.resources.memGB,
-        time: stage.resources.time,
-        basis: [s.cpus?.basis, s.memGB?.basis, s.time?.basis].filter((b): b is string => !!b),
-        tasks: s.tasks,
-        runs: s.runs,
-      };
-    }
-  }
-  const tasks = tasksPerStage(plan);
-  const estimate = estimateCost(
-    resolved.cluster,
-    resolved.stages
-      .filter((s) => tasks.has(s.id))
-      .map((s) => ({
-        id: s.id,
-        tasks: tasks.get(s.id)!,
-        resources: s.resources,
-        ...(expectedSeconds[s.id] !== undefined ? { expectedSecondsPerTask: expectedSeconds[s.id]! } : {}),
-      })),
-  );
-  const balance = await readBalance(resolved, input.executor);
-
-  // --- what plan/train print
-  const unit = estimate.unit;
-  const money = (u: number | null) =>
-    unit ? formatUnits(u, unit) : 'no charging rules in the cluster profile';
-  lines.push(`cost (${resolved.cluster.name}${estimate.source ? `; ${estimate.source}` : ''}):`);
-  for (const st of estimate.stages) {
-    const e = st.expected;
-    // A DDP job's billed cores count every task on the node: say so where there is more than one.
-    const r = resolved.stages.find((s) => s.id === st.id)!.resources;
-    const perNode =
-      r.ntasksPerNode > 1 ? ` (${r.ntasksPerNode} tasks x ${r.cpus} cpus, ${r.memGB} GB per node)` : '';
-    lines.push(
-      `  ${st.id}: ${st.tasks} task(s) x ${st.effectiveCoresPerTask} billed core(s)${perNode}${st.gpusPerTask ? ` + ${st.gpusPerTask} GPU(s)` : ''} on ${st.partition}; ` +
-        `worst (to the time limit) ${formatHours(st.worst.gpuHours)} GPU-h, ${formatHours(st.worst.coreHours)} core-h, ${money(st.worst.units)}; ` +
-        (e
-          ? `expected ${formatHours(e.gpuHours)} GPU-h, ${formatHours(e.coreHours)} core-h, ${money(e.units)}`
-          : 'expected: no history (counted at the limit)'),
+export function checkBudget(
+  resolved: ResolvedExperiment,
+  estimate: CostEstimate,
+  shown: readonly string[],
+): string | undefined {
+  const budget = resolved.spec.budget;
+  if (!budget) return undefined;
+  const { unit } = estimate;
+  const worst = estimate.worst.units;
+  if (worst === null)
+    throw new BudgetExceededError(
+      `budget: ${budget.maxBillingUnits} ${unit ?? ''} cannot be checked: a partition of this plan has no charging rates\n${shown.join('\n')}`,
     );
-  }
-  lines.push(
-    `  total: worst ${formatHours(estimate.worst.gpuHours)} GPU-h, ${formatHours(estimate.worst.coreHours)} core-h, ${money(estimate.worst.units)}; ` +
-      `expected ${formatHours(estimate.expected.gpuHours)} GPU-h, ${formatHours(estimate.expected.coreHours)} core-h, ${money(estimate.expected.units)}` +
-      (estimate.expectedFromHistory.length < estimate.stages.length
-        ? ` (stages without history at their limit: ${estimate.stages
-            .filter((s) => !estimate.expectedFromHistory.includes(s.id))
-            .map((s) => s.id)
-            .join(', ')})`
-        : ''),
-  );
-  const requeue = resolved.requeue as { enabled?: boolean; maxRestarts?: number } | undefined;
-  if (requeue?.enabled && (requeue.maxRestarts ?? 0) > 0)
-    lines.push(
-      `  (requeue may run a task up to ${requeue.maxRestarts} more time(s): at most ${(requeue.maxRestarts ?? 0) + 1}x the worst case)`,
+  if (worst > budget.maxBillingUnits)
+    throw new BudgetExceededError(
+      `the plan's worst case, ${formatUnits(worst, unit)}, is over budget.maxBillingUnits = ${budget.maxBillingUnits} ${unit}; nothing was queued.\n` +
+        `${shown.join('\n')}\n` +
+        `to fit: shorter resources.time, fewer sweep points or tasks, \`train --right-size\` once the stages have history, or a larger budget`,
     );
-  lines.push(
-    balance.amount !== null
-      ? `  balance: ${balance.amount} ${balance.unit ?? ''} (${balance.note})`
-      : `  balance: unknown (${balance.note})`,
-  );
-  lines.push('sizes from history (same stage, model, scale and dataset under the runs root):');
-  for (const stage of resolved.stages) {
-    const s = sizing[stage.id]!;
-    if (!s.cpus && !s.memGB && !s.time) {
-      lines.push(`  ${stage.id}: ${s.notes.join('; ')}`);
-      continue;
-    }
-    const applied = input.apply ? ' (applied: --right-size)' : ' (apply with train --right-size)';
-    lines.push(`  ${stage.id}: from ${s.tasks} finished task(s) of ${s.runs} run(s)${applied}`);
-    for (const [name, v] of [
-      ['cpus', s.cpus],
-      ['memGB', s.memGB],
-      ['time', s.time],
-    ] as const)
-      if (v) lines.push(`    ${name}: ${String(v.current)} -> ${String(v.value)}  (${v.basis})`);
-    for (const n of s.notes) lines.push(`    note: ${n}`);
-  }
-
-  const budget = (resolved.spec as { budget?: { maxBillingUnits: number } }).budget;
-  if (budget) {
-    const worst = estimate.worst.units;
-    if (worst === null)
-      throw new BudgetExceededError(
-        `budget: ${budget.maxBillingUnits} ${unit ?? ''} cannot be checked: a partition of this plan has no charging rates\n${lines.join('\n')}`,
-      );
-    if (worst > budget.maxBillingUnits)
-      throw new BudgetExceededError(
-        `the plan's worst case, ${formatUnits(worst, unit)}, is over budget.maxBillingUnits = ${budget.maxBillingUnits} ${unit}; nothing was queued.\n` +
-          `${lines.join('\n')}\n` +
-          `to fit: shorter resources.time, fewer sweep points or tasks, \`train --right-size\` once the stages have history, or a larger budget`,
-      );
-    lines.push(`budget: worst case ${formatUnits(worst, unit)} is within ${budget.maxBillingUnits} ${unit}`);
-  }
-  if (balance.amount !== null && estimate.worst.units !== null && estimate.worst.units > balance.amount)
-    lines.push(
-      `warning: the worst case (${formatUnits(estimate.worst.units, unit)}) is more than the balance (${balance.amount} ${balance.unit ?? ''})`,
-    );
-  return { estimate, sizing, balance, lines, ...(input.apply ? { rightSized } : {}) };
+  return `budget: worst case ${formatUnits(worst, unit)} is within ${budget.maxBillingUnits} ${unit}`;
 }
 
 export function costRecord(c: PlanCosting, resolved: ResolvedExperiment): CostRecord {
-  const budget = (resolved.spec as { budget?: { maxBillingUnits: number } }).budget;
+  const { budget } = resolved.spec;
   return {
     unit: c.estimate.unit,
     source: c.estimate.source,
@@ -271,7 +237,7 @@ export function costRecord(c: PlanCosting, resolved: ResolvedExperiment): CostRe
 
 /**
  * A resubmission of `tasks` task(s) of a stage with `resources` (a recovery) against the spec's
- * budget: its worst case (to its time limit, as `costPlan` counts), and why it may not be queued
+ * budget: its worst case (to its time limit, as `estimatePlanCost` counts), and why it may not be queued
  * when `committed` (the plan's worst case plus the resubmissions made so far) and it together are
  * over `budget.maxBillingUnits` or cannot be counted. No budget: never refused.
  */
@@ -282,7 +248,7 @@ export function resubmissionCost(
 ): { worstUnits: number | null; refused?: string } {
   const estimate = estimateCost(resolved.cluster, [stage]);
   const worst = estimate.worst.units;
-  const budget = (resolved.spec as { budget?: { maxBillingUnits: number } }).budget;
+  const { budget } = resolved.spec;
   if (!budget) return { worstUnits: worst };
   const unit = estimate.unit;
   if (worst === null || committed === null)

@@ -10,7 +10,7 @@ import type { StackOutputs } from './stack/outputs.ts';
 const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
 
 const stack: StackOutputs = {
-  profile: {},
+  profile: 'local',
   connection: { kind: 'local' },
   environment: {
     name: 'e',

@@ -17,7 +17,7 @@ export {
   type DeclaredOnly,
   type PredictedStackOutputs,
 } from './stack/declared.ts';
-export { checkOverrides, readSpecFile } from './spec.ts';
+export { readSpecFile } from './spec.ts';
 export {
   buildPlan,
   chunkSweep,
@@ -30,15 +30,20 @@ export {
 export { policiesOf, renderPlan, runRootOf, writeRendered, type RenderedJob } from './render.ts';
 export {
   BudgetExceededError,
-  applyRecordedSizes,
-  costPlan,
+  checkBudget,
   costRecord,
+  estimatePlanCost,
+  readBalance,
   resubmissionCost,
+  sizeStages,
+  stageHistories,
   tasksPerStage,
+  withRecordedSizes,
   type Balance,
   type CostRecord,
   type PlanCosting,
   type RightSized,
+  type Sizing,
 } from './cost.ts';
 export {
   PreflightError,

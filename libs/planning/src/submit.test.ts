@@ -13,7 +13,7 @@ const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
 const RUN_DIR = '/scratch/runs/x/run';
 
 const stack: StackOutputs = {
-  profile: {},
+  profile: 'local',
   connection: { kind: 'local' },
   environment: {
     name: 'e',

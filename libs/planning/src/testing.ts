@@ -3,7 +3,7 @@
 import type { StackOutputs } from './stack/outputs.ts';
 
 export const sampleOutputs: StackOutputs = {
-  profile: { name: 'local' },
+  profile: 'local',
   connection: { kind: 'local' },
   environment: {
     name: 'cpu-local',

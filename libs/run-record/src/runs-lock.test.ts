@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -23,8 +23,13 @@ describe('acquireLock', () => {
   it('breaks a lock whose holder is dead', async () => {
     const path = join(mkdtempSync(join(tmpdir(), 'runner-lock-')), '.lock');
     writeFileSync(path, '999999999\n');
+    const started = Date.now();
     const lock = await acquireLock(path, 1000);
+    // taken over at once, not waited out: the lock now names this process
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(readFileSync(path, 'utf8')).toBe(`${process.pid}\n`);
     lock.release();
+    expect(existsSync(path)).toBe(false);
   });
 
   it('gives up on a live holder after the timeout, naming it', async () => {

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { pitzer } from './fixtures.test-support.ts';
 import { jobInput, makeSite, writeJob } from './test-support/job-harness.ts';
 import { makeSandbox } from './test-support/sandbox.ts';
+import { NO_SLURM_HERE, runsHere } from './test-support/skips.ts';
 
 // Multi-process DDP for real: the rendered job script with --ntasks-per-node=2 on the local SLURM,
 // `srun` starting the real pipeline twice, Lightning building DDP (gloo, CPU) from the SLURM
@@ -37,7 +38,16 @@ interface RankRecord {
   params_sha256: string;
 }
 
-describe.runIf(slurmUp && haveVenv)('DDP on CPU under real SLURM (srun, 2 tasks, gloo)', () => {
+const ddpHere = runsHere(
+  slurmUp && haveVenv,
+  'DDP under real SLURM',
+  [
+    ...(slurmUp ? [] : [NO_SLURM_HERE]),
+    ...(haveVenv ? [] : [`no python environment at ${VENV} (uv sync in python/)`]),
+  ].join('; '),
+);
+
+describe.runIf(ddpHere)('DDP on CPU under real SLURM (srun, 2 tasks, gloo)', () => {
   it('runs both ranks in sync, rank 0 writes metrics, and matches one process', async () => {
     const site = makeSite(sb, {
       profile: {

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { pitzer } from './fixtures.test-support.ts';
 import { jobInput, makeSite, writeJob } from './test-support/job-harness.ts';
 import { makeSandbox } from './test-support/sandbox.ts';
+import { NO_SLURM_HERE, runsHere } from './test-support/skips.ts';
 
 // The requeue handshake under a real SLURM: `--signal=B:USR1@<lead>` reaches the batch shell, the
 // trap forwards it to the (stub) pipeline, which acknowledges; the script runs the real
@@ -18,7 +19,9 @@ const slurmUp = sh('scontrol', ['ping']).stdout?.includes('is UP') ?? false;
 const sb = makeSandbox({ stubs: ['python', 'module', 'conda'] });
 afterAll(() => sb.cleanup());
 
-describe.runIf(slurmUp)('requeue handshake under real SLURM', () => {
+const slurmHere = runsHere(slurmUp, 'the requeue handshake under real SLURM', NO_SLURM_HERE);
+
+describe.runIf(slurmHere)('requeue handshake under real SLURM', () => {
   it('signals, checkpoints and requeues with scontrol', async () => {
     const site = makeSite(sb, {
       profile: {

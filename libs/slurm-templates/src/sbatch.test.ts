@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { condaEnv, pitzer, pitzerJob, stage } from './fixtures.test-support.ts';
 import { renderTrainGpu } from './site/render-site-scripts.ts';
+import { NO_SLURM_HERE, runsHere } from './test-support/skips.ts';
 import { renderTrainJob } from './train-job/render-train-job.ts';
 
 // Real sbatch checks the rendered #SBATCH lines (`--test-only`: validated, never queued) against the
@@ -56,7 +57,9 @@ function testOnly(name: string, text: string): { status: number | null; out: str
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
-describe.runIf(slurmUp)('sbatch --test-only accepts the rendered directives', () => {
+const sbatchHere = runsHere(slurmUp, 'sbatch --test-only of the rendered directives', NO_SLURM_HERE);
+
+describe.runIf(sbatchHere)('sbatch --test-only accepts the rendered directives', () => {
   const cases: [string, string][] = [
     ['single.sh', renderTrainJob(pitzerJob(base)).script],
     [

@@ -179,7 +179,7 @@ test("without root, the bootstrap finishes and says in one line which test-clust
   const debian = r.stdout.split('\n').find((l) => l.startsWith('bootstrap: debian packages'));
   assert.match(
     debian ?? '',
-    /skipped slurm-wlm munge shellcheck shfmt openssh-server lmod chromium \(not root\): `npm test` needs them .*the runner does not; as root: apt-get install slurm-wlm munge/,
+    /skipped slurm-wlm slurmdbd mariadb-server munge shellcheck shfmt openssh-server lmod chromium \(not root\): `npm test` needs them .*the runner does not; as root: apt-get install slurm-wlm slurmdbd mariadb-server munge/,
   );
   assert.match(r.stdout.trimEnd().split('\n').at(-1)!, /^bootstrap: done in \d+s \(pulumi v3\./);
   assert.doesNotMatch(readFileSync(log, 'utf8'), /apt-get/);

@@ -18,7 +18,7 @@ import {
   siteFilesOf,
 } from '@kdgat/run-record';
 import type { Manifest, Output } from '@kdgat/run-record';
-import type { RunOptions } from '../commands/steps.ts';
+import type { RunOptions } from '../pipeline/prepare.ts';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 

@@ -147,6 +147,20 @@ describe('spec values refused at validation (exit 2, file:line, nothing rendered
     );
     expect(r.out).not.toMatch(/rendered/);
   });
+
+  it('a sweep value the pipeline refuses (checked once, when the spec loads)', async () => {
+    const file = spec(
+      'sweep.yaml',
+      `${pitzer.trimEnd()}\nsweep:\n  grid:\n    training.max_epochs: [2, two]\n`,
+    );
+    const r = await run(['plan', '--spec', file, '--stack-outputs', stackFile]);
+    expect(r.code, r.err).toBe(2);
+    expect(r.err).toContain(`${file}:`);
+    expect(r.err).toMatch(
+      /sweep\.grid\.training\.max_epochs: training\.max_epochs = "two" is not valid for the pipeline/,
+    );
+    expect(r.out).not.toMatch(/rendered/);
+  });
 });
 
 describe("the active-run check when an earlier run's scheduler does not answer", () => {

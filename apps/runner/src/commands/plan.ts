@@ -1,35 +1,13 @@
-// `runner plan`: train's steps up to the preflight — load spec → check stack → plan → render →
-// record → preflight — and nothing submitted. A stack not provisioned yet is planned from its
-// declared configuration (written under .hpc/plans/, sbatch --test-only skipped, saying why).
+// `runner plan`: the run's phases up to the preflight (pipeline/run.ts), with nothing submitted.
+// A stack not provisioned yet is planned from its declared configuration (written under
+// .hpc/plans/, sbatch --test-only skipped, saying why).
 import { runOptions, type Command } from '../cli/args.ts';
+import type { RunOptions } from '../pipeline/prepare.ts';
+import { ignoreTuneSection, runPipeline, type RunResult } from '../pipeline/run.ts';
 import { printRun } from './output.ts';
-import {
-  checkSpec,
-  checkStack,
-  loadSpec,
-  newRun,
-  planRun,
-  preflight,
-  reproduce,
-  resultOf,
-  schedulerOf,
-  type RunOptions,
-  type RunResult,
-} from './steps.ts';
 
-export async function plan(opts: RunOptions): Promise<RunResult> {
-  const log = opts.log ?? (() => {});
-  const spec = await loadSpec(opts, log);
-  if (spec.resolved.tune)
-    log(`note: the spec's tune: section is ignored by train (\`nx run runner:tune\` runs the study)`);
-  checkSpec(spec, log);
-  const site = await checkStack(spec, { ...opts, dryRun: true }, log);
-  const scheduler = schedulerOf(spec, site, opts);
-  const planned = await planRun(spec, site, scheduler, { rightSize: opts.rightSize === true }, log);
-  const reproduction = reproduce(spec, site, planned, scheduler);
-  const { record, rendered } = await newRun(spec, site, planned, scheduler, opts, log);
-  const reports = await preflight(record, rendered, scheduler, site);
-  return resultOf(record, planned, reports, scheduler, { reproduction });
+export function plan(opts: RunOptions): Promise<RunResult> {
+  return runPipeline(opts, { dryRun: true, studyOf: ignoreTuneSection });
 }
 
 export const planCommand: Command = async (ctx) => {

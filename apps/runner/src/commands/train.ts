@@ -1,47 +1,14 @@
-// `runner train`: load spec → check stack → plan → render → guard → record → preflight → submit,
-// then follow the run with --wait. `plan` (plan.ts) and `tune` (tune.ts) reuse these steps.
-import { join } from 'node:path';
-import { acquireLock, refuseActiveRuns, RUNS_LOCK_FILE } from '@kdgat/run-record';
+// `runner train`: the run's phases (pipeline/run.ts) through the submit, under the runs lock,
+// then follow the run with --wait. `train --dry-run` is `plan`.
 import { runOptions, type Command } from '../cli/args.ts';
+import type { RunOptions } from '../pipeline/prepare.ts';
+import { ignoreTuneSection, runPipeline, type RunResult } from '../pipeline/run.ts';
 import { follow } from './follow.ts';
 import { printRun } from './output.ts';
 import { plan } from './plan.ts';
-import {
-  checkSpec,
-  checkStack,
-  loadSpec,
-  newRun,
-  planRun,
-  preflight,
-  reproduce,
-  resultOf,
-  schedulerOf,
-  submit,
-  type RunOptions,
-  type RunResult,
-} from './steps.ts';
 
-export async function train(opts: RunOptions): Promise<RunResult> {
-  const log = opts.log ?? (() => {});
-  const spec = await loadSpec(opts, log);
-  if (spec.resolved.tune && !opts.fromStudy)
-    log(`note: the spec's tune: section is ignored by train (\`nx run runner:tune\` runs the study)`);
-  checkSpec(spec, log);
-  const site = await checkStack(spec, opts, log);
-  const scheduler = schedulerOf(spec, site, opts);
-  const planned = await planRun(spec, site, scheduler, { rightSize: opts.rightSize === true }, log);
-  const reproduction = reproduce(spec, site, planned, scheduler);
-  const lock = await acquireLock(join(site.runsRoot, RUNS_LOCK_FILE));
-  try {
-    const { name: experiment } = spec.resolved.spec;
-    if (!opts.force) await refuseActiveRuns(site.runsRoot, experiment, spec.resolved.specHash);
-    const { record, rendered } = await newRun(spec, site, planned, scheduler, opts, log);
-    const reports = await preflight(record, rendered, scheduler, site);
-    await submit(record, rendered, scheduler);
-    return resultOf(record, planned, reports, scheduler, { reproduction });
-  } finally {
-    lock.release();
-  }
+export function train(opts: RunOptions): Promise<RunResult> {
+  return runPipeline(opts, { dryRun: false, studyOf: ignoreTuneSection });
 }
 
 export const trainCommand: Command = async (ctx) => {

@@ -5,7 +5,7 @@ import { resolveStudyDir, runTuneReport } from '@kdgat/planning';
 import { MANIFEST_FILE, copyLine, isRemote, readManifest, refreshCopy } from '@kdgat/run-record';
 import { existsSync } from 'node:fs';
 import { REPO_ROOT, stackSource, type Command } from '../cli/args.ts';
-import { localRunsRoot } from './steps.ts';
+import { localRunsRoot } from '../pipeline/prepare.ts';
 
 export const tuneReportCommand: Command = async (ctx) => {
   const { values, say } = ctx;

@@ -98,7 +98,7 @@ export function makeSite(): Site {
   writeFileSync(epilog, renderEpilog({ name: 'local', clusterName: 'local' }), { mode: 0o755 });
   const prefix = sharedVenv();
   const outputs: StackOutputs = {
-    profile: { name: 'local' },
+    profile: 'local',
     environment: {
       name: 'cpu-local',
       backend: 'venv',

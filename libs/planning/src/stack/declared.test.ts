@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { StackOutputsSchema } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
 import { DeclaredStackOutputs, isDeclaredOnly, readStackOrDeclared } from './declared.ts';
 import { StackNotProvisionedError, type StackOutputsSource } from './outputs.ts';
@@ -30,6 +31,14 @@ describe('DeclaredStackOutputs (a stack predicted from infra/Pulumi.<stack>.yaml
     expect(o.declared.file).toBe('infra/Pulumi.osc-pitzer.yaml');
     expect(o.declared.unknown.join(' ')).toContain('lock');
   });
+
+  it.each(['osc-pitzer', 'local'])(
+    '%s: the predicted outputs parse against the one contract (StackOutputsSchema of @kdgat/config)',
+    async (stack) => {
+      const { declared: _how, ...outputs } = await new DeclaredStackOutputs(REPO).read(stack);
+      expect(StackOutputsSchema.parse(outputs)).toEqual(outputs);
+    },
+  );
 
   it('a stack with no declared configuration is still "not provisioned"', async () => {
     await expect(new DeclaredStackOutputs(REPO).read('nowhere')).rejects.toThrow(StackNotProvisionedError);

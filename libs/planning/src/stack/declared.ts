@@ -48,19 +48,8 @@ export class DeclaredStackOutputs implements StackOutputsSource {
     );
     const d = declaredSiteOutputs(site);
     const outputs: PredictedStackOutputs = {
-      profile: d.profile,
-      connection: d.connection,
-      environment: {
-        name: d.environment.name,
-        backend: d.environment.backend,
-        prefix: d.environment.prefix,
-        activate: d.environment.activate,
-        specHash: d.environment.specHash,
-        lockPath: d.environment.lockPath,
-        lockHash: '',
-      },
-      scratch: d.scratch,
-      scripts: d.scripts,
+      ...d,
+      environment: { ...d.environment, lockHash: '' },
       declared: {
         file: relative(this.repoRoot, file),
         predicted: [

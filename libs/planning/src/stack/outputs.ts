@@ -1,42 +1,12 @@
-// Stack outputs (docs/CONTRACTS.md "Stack outputs") behind one small interface with two
-// sources: the real Pulumi CLI, and a JSON file (`--stack-outputs <file>`).
+// Stack outputs (docs/CONTRACTS.md "Stack outputs", `StackOutputsSchema` of @kdgat/config) behind
+// one small interface with two sources: the real Pulumi CLI, and a JSON file (`--stack-outputs <file>`).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
-import { ConnectionSchema } from '@kdgat/config';
+import { StackOutputsSchema, type StackOutputs } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 
-export const StackOutputsSchema = z.object({
-  profile: z.unknown(),
-  /** How the site is reached; stacks provisioned before this output existed were all local. */
-  connection: ConnectionSchema.default({ kind: 'local' }),
-  environment: z.object({
-    name: z.string(),
-    backend: z.string(),
-    prefix: z.string(),
-    activate: z.string(),
-    specHash: z.string(),
-    lockPath: z.string(),
-    lockHash: z.string(),
-    /** The explicit lock itself (kept by the run: copied into its run dir). */
-    lock: z.string().optional(),
-  }),
-  scratch: z.object({
-    root: z.string(),
-    cacheDirs: z.record(z.string(), z.string()),
-    runsDir: z.string(),
-    logsDir: z.string(),
-  }),
-  scripts: z.object({
-    dir: z.string(),
-    stageData: z.string(),
-    epilog: z.string(),
-    trainGpu: z.string(),
-    preprocessGpu: z.string(),
-  }),
-});
-
-export type StackOutputs = z.infer<typeof StackOutputsSchema>;
+// The schema is the one contract's (@kdgat/config); re-exported for the runner's callers.
+export { StackOutputsSchema, type StackOutputs };
 
 export class StackNotProvisionedError extends Error {
   readonly stackName: string;

@@ -7,28 +7,16 @@ import {
   publicConnection,
   scratchLayoutFor,
   sitePathsFor,
-  type Connection,
   type SiteDeclaration,
+  type StackOutputs,
 } from '@kdgat/config';
 import { activationSnippet } from '../train-job/blocks.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
 
-export interface DeclaredSiteOutputs {
-  profile: string;
-  /** How the runner reaches the site (no secret key). */
-  connection: Connection;
-  environment: {
-    name: string;
-    backend: 'conda' | 'venv';
-    prefix: string;
-    activate: string;
-    specHash: string;
-    specPath: string;
-    lockPath: string;
-  };
-  scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
-  scripts: { dir: string } & Record<keyof typeof SITE_SCRIPT_NAMES, string>;
-}
+/** The stack outputs (`StackOutputs` of @kdgat/config) but what only the build produces: the lock. */
+export type DeclaredSiteOutputs = Omit<StackOutputs, 'environment'> & {
+  environment: Omit<StackOutputs['environment'], 'lockHash' | 'lock'>;
+};
 
 export function declaredSiteOutputs(
   site: Pick<SiteDeclaration, 'profile' | 'environment' | 'datasets' | 'build'>,
@@ -48,7 +36,6 @@ export function declaredSiteOutputs(
       prefix: paths.prefix,
       activate: activationSnippet({ ...environment, prefix: paths.prefix }, profile),
       specHash: environmentSpecHash(environment),
-      specPath: paths.specPath,
       lockPath: paths.lockPath,
     },
     scratch: {

@@ -2,6 +2,8 @@
 // effective cores and the site's billing units, in the worst case (every task runs to its time limit)
 // and the expected case (each task runs as long as the same stage ran before). Pure.
 import { parseSlurmTime, type ClusterProfile, type Partition, type Resources } from '@kdgat/config';
+import { percentile } from '../history/right-size.ts';
+import type { TaskUsage } from '../records/record.ts';
 
 export interface CostFigures {
   /** Wall-clock hours summed over tasks. */
@@ -90,6 +92,12 @@ function add(a: CostFigures, b: CostFigures): CostFigures {
     gpuHours: a.gpuHours + b.gpuHours,
     units: a.units === null || b.units === null ? null : a.units + b.units,
   };
+}
+
+/** Seconds one task of a stage is expected to run: the median of its completed tasks; none without. */
+export function expectedSecondsPerTask(tasks: readonly TaskUsage[]): number | undefined {
+  const done = tasks.filter((t) => t.completed && t.elapsedSeconds !== null).map((t) => t.elapsedSeconds!);
+  return done.length > 0 ? percentile(done, 0.5) : undefined;
 }
 
 const ZERO: CostFigures = { taskHours: 0, coreHours: 0, gpuHours: 0, units: 0 };

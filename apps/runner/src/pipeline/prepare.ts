@@ -1,0 +1,341 @@
+// Phase 1, prepare: the spec loaded (from --spec, a recorded run, or with a study's best trial),
+// the command's say on it (tune: its study), the stack's site checked, the scheduler chosen and
+// the jobs planned (stages → jobs; sweeps → arrays chunked under MaxArraySize; the study variant).
+import { existsSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import {
+  checkSpecAgainstSite,
+  type CacheIdentity,
+  type Connection,
+  environmentSpecHash,
+  loadExperimentSpec,
+  type LoadedSpec,
+  type ResolvedExperiment,
+} from '@kdgat/config';
+import {
+  applyBestTrial,
+  asStudyPlan,
+  buildPlan,
+  checkEnvironmentMatches,
+  isDeclaredOnly,
+  readSpecFile,
+  readStackOrDeclared,
+  resolveStudyDir,
+  type FromStudy,
+  type RunPlan,
+  type StackOutputs,
+  type StackOutputsSource,
+} from '@kdgat/planning';
+import {
+  COPY_EXCLUDES,
+  MANIFEST_FILE,
+  compareRecordedLock,
+  copyLine,
+  readManifest,
+  refreshCopy,
+  resolveStageInputs,
+  type Manifest,
+  type ResolvedInput,
+  type SiteCopies,
+} from '@kdgat/run-record';
+import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
+import { jobNameFor } from '@kdgat/slurm-templates';
+import { SiteFiles, sessionFor } from '@kdgat/transport';
+import type { RunCommand, StudyHooks } from './run.ts';
+
+/** What `train`, `plan` and `tune` are asked (the CLI's flags, or a test's). */
+export interface RunOptions {
+  specPath?: string;
+  fromManifest?: string;
+  /** A study name or directory: train its best trial's values (`train --from-study S --best`). */
+  fromStudy?: string;
+  stack?: string;
+  stackSource: StackOutputsSource;
+  /** `plan` of a stack that is not provisioned: its outputs predicted from the declared config. */
+  declaredSource?: StackOutputsSource;
+  /** `--from-manifest`: run even though the environment's lock changed since the recorded run. */
+  allowEnvChange?: boolean;
+  scheduler?: 'slurm' | 'local';
+  /** For tests and bench: a scheduler to use instead of constructing one. */
+  schedulerInstance?: Scheduler;
+  force?: boolean;
+  /** Apply the requests sized from history (`train --right-size`); recorded in the manifest. */
+  rightSize?: boolean;
+  /** A site over SSH: send python/ with uncommitted changes (the diff is kept with the run). */
+  allowDirty?: boolean;
+  repoRoot: string;
+  log?: (line: string) => void;
+}
+
+export interface Spec {
+  file: string;
+  text: string;
+  loaded: LoadedSpec;
+  resolved: ResolvedExperiment;
+  /** `--from-manifest`: the recorded run. */
+  source?: Manifest;
+  fromStudy?: FromStudy;
+}
+
+/** What the prepare phase hands on: the spec, where it runs, the scheduler, the jobs, the study. */
+export interface Prepared {
+  spec: Spec;
+  site: Site;
+  scheduler: Scheduler;
+  plan: RunPlan;
+  study?: StudyHooks;
+}
+
+/**
+ * Prepare: load spec → the command's hook (tune: its study; train, plan: the tune: section
+ * ignored) → the loader's warnings → check stack → scheduler → plan the jobs. Nothing is written.
+ */
+export async function prepare(
+  opts: RunOptions,
+  command: RunCommand,
+  log: (line: string) => void,
+): Promise<Prepared> {
+  const spec = await loadSpec(opts, log);
+  const study = command.studyOf?.(spec, log);
+  logWarnings(spec, log);
+  const site = await checkStack(spec, { ...opts, dryRun: command.dryRun }, log);
+  const scheduler = schedulerOf(spec, site, opts);
+  const plan = await planJobs(spec, scheduler, study);
+  return { spec, site, scheduler, plan, ...(study ? { study } : {}) };
+}
+
+/** Load spec: from `--spec`, or the one a manifest recorded; the best trial applied; validated. */
+export async function loadSpec(opts: RunOptions, log: (line: string) => void): Promise<Spec> {
+  let source: Manifest | undefined;
+  let spec: { file: string; text: string };
+  if (opts.fromManifest) {
+    source = readManifest(resolve(opts.fromManifest));
+    spec = { file: source.spec.file, text: source.spec.text };
+  } else if (opts.specPath) spec = readSpecFile(opts.specPath);
+  else throw new Error('train needs --spec <file.yaml> or --from-manifest <run dir|manifest.json>');
+  let fromStudy: FromStudy | undefined;
+  if (opts.fromStudy) {
+    const name = stackNameOf(opts, source);
+    const stack = await opts.stackSource.read(name);
+    const applied = await applyBestTrial(
+      spec.text,
+      spec.file,
+      await studyHere(opts.fromStudy, name, stack, opts, log),
+      stack,
+    );
+    spec = { ...spec, text: applied.text };
+    fromStudy = applied.provenance;
+    const values = Object.entries(fromStudy.params).map(([k, v]) => `${k}=${String(v)}`);
+    log(
+      `best trial ${fromStudy.trial} of study ${fromStudy.study}: ${fromStudy.metric} = ${fromStudy.value}; stage ${fromStudy.stageId} trains with ${values.join(', ')}`,
+    );
+  }
+  const loaded = loadExperimentSpec({ text: spec.text, file: spec.file });
+  return {
+    ...spec,
+    loaded,
+    resolved: loaded.resolved,
+    ...(source ? { source } : {}),
+    ...(fromStudy ? { fromStudy } : {}),
+  };
+}
+
+/**
+ * The study a `--from-study` names, where this machine reads it: as given for a local site; for a
+ * site over SSH, in the local copy of its run (the name looked up there), brought back first.
+ */
+async function studyHere(
+  study: string,
+  stackName: string,
+  stack: StackOutputs,
+  opts: RunOptions,
+  log: (line: string) => void,
+): Promise<string> {
+  if (stack.connection.kind !== 'ssh') return study;
+  const dir = resolveStudyDir(study, localRunsRoot(opts.repoRoot, stackName));
+  const runDir = dirname(dir);
+  if (existsSync(join(runDir, MANIFEST_FILE))) {
+    const manifest = readManifest(runDir);
+    log(copyLine(manifest, runDir, await refreshCopy(manifest, runDir)));
+  }
+  return dir;
+}
+
+/** The loader's warnings (the spec's overrides and sweep points were checked by the loader). */
+export function logWarnings(spec: Spec, log: (line: string) => void): void {
+  for (const w of spec.loaded.warnings ?? [])
+    log(`warning: ${typeof w === 'string' ? w : JSON.stringify(w)}`);
+}
+
+function stackNameOf(opts: RunOptions, source?: Manifest): string {
+  return opts.stack ?? source?.stack.name ?? 'local';
+}
+
+export interface Site {
+  name: string;
+  outputs: StackOutputs;
+  source: StackOutputsSource;
+  /** How the site is reached (the stack's `connection` output). */
+  connection: Connection;
+  /** Where this machine keeps runs: the site's runs dir, or its local copy for a site over SSH. */
+  runsRoot: string;
+  /** The site's files over SSH (undefined when the runs dir is on this machine). */
+  files?: SiteFiles;
+  envChange?: { changed: boolean; differences: string[] };
+  inputs: ResolvedInput[];
+}
+
+/**
+ * Check stack: its outputs (predicted from the declaration for a plan of a site not
+ * provisioned), its environment against the spec's, the spec's datasets against its caches, the
+ * environment's lock against a reproduced run's, and the stage inputs from earlier runs.
+ */
+export async function checkStack(
+  spec: Spec,
+  opts: RunOptions & { dryRun?: boolean },
+  log: (line: string) => void,
+): Promise<Site> {
+  const { resolved, source } = spec;
+  const name = stackNameOf(opts, source);
+  const { outputs, source: from } = await readStackOrDeclared(opts.stackSource, name, {
+    dryRun: opts.dryRun === true,
+    ...(opts.declaredSource ? { declared: opts.declaredSource } : {}),
+    log,
+  });
+  const declaredIn = isDeclaredOnly(outputs) ? outputs.declared.file : undefined;
+  checkEnvironmentMatches(
+    name,
+    outputs,
+    resolved.environment.name,
+    environmentSpecHash(resolved.environment),
+    declaredIn,
+  );
+  checkSpecAgainstSite(spec.loaded, { stack: name, cacheDirs: outputs.scratch.cacheDirs });
+  const envChange = source ? compareRecordedLock(source, outputs, opts.allowEnvChange === true) : undefined;
+  if (envChange?.changed) {
+    log(
+      `the environment changed since the recorded run (--allow-env-change); packages that differ (recorded -> now):`,
+    );
+    for (const d of envChange.differences) log(`  ${d}`);
+  }
+  const connection = outputs.connection;
+  // A provisioned site over SSH: runs are written here first (a local copy), then put on the site.
+  const remote = connection.kind === 'ssh' && !isDeclaredOnly(outputs);
+  const runsRoot = remote ? localRunsRoot(opts.repoRoot, name) : outputs.scratch.runsDir;
+  const files = remote ? new SiteFiles(sessionFor(connection)) : undefined;
+  const copies = files ? await siteCopies(spec, outputs, files, runsRoot) : undefined;
+  const inputs = stageInputs(spec, name, outputs, log, copies);
+  return {
+    name,
+    outputs,
+    source: from,
+    connection,
+    runsRoot,
+    ...(files ? { files } : {}),
+    inputs,
+    ...(envChange ? { envChange } : {}),
+  };
+}
+
+/**
+ * A site over SSH whose stages read earlier runs: those runs brought back into this machine's copy
+ * (one rsync per experiment or run named; checkpoints left on the site) and the meta of the site's
+ * graph caches the stages use, for resolveStageInputs to read here.
+ */
+async function siteCopies(
+  spec: Spec,
+  outputs: StackOutputs,
+  files: SiteFiles,
+  runsRoot: string,
+): Promise<SiteCopies | undefined> {
+  const stages = spec.resolved.stages.filter((s) => (s.inputs ?? []).length > 0);
+  if (stages.length === 0) return undefined;
+  const siteRuns = outputs.scratch.runsDir.replace(/\/+$/, '');
+  const pinned = (spec.source?.inputs ?? []).map((i) => i.runDir);
+  const named = stages.flatMap((s) => (s.inputs ?? []).map((i) => i.run));
+  for (const run of new Set([...named, ...pinned])) {
+    const dir = run.startsWith('/')
+      ? run.replace(/\/manifest\.json$/, '')
+      : `${siteRuns}/${run.replace(/\/manifest\.json$/, '')}`;
+    if (!dir.startsWith(`${siteRuns}/`)) continue; // not under the site's runs: reported by the check
+    if (!(await files.exists(dir))) continue; // no such run on the site: reported by the check
+    await files.pull(dir, runsRoot + dir.slice(siteRuns.length), COPY_EXCLUDES);
+  }
+  const cacheMeta: Record<string, CacheIdentity | undefined> = {};
+  for (const dataset of new Set(stages.map((s) => s.dataset))) {
+    const dir = outputs.scratch.cacheDirs[dataset];
+    const r = dir ? await files.session.run(['cat', `${dir}/meta.json`], { timeoutSeconds: 60 }) : undefined;
+    try {
+      cacheMeta[dataset] = r?.code === 0 ? (JSON.parse(r.stdout) as CacheIdentity) : undefined;
+    } catch {
+      cacheMeta[dataset] = undefined;
+    }
+  }
+  return { runsRoot, cacheMeta };
+}
+
+/** Where this machine keeps its copies of a remote site's runs. */
+export function localRunsRoot(repoRoot: string, stack: string): string {
+  return join(repoRoot, '.hpc', 'sites', stack, 'runs');
+}
+
+/** The site's path of a run whose local directory is `localRunDir`. */
+export function siteRunDirOf(site: Site, localRunDir: string): string {
+  return site.files
+    ? `${site.outputs.scratch.runsDir.replace(/\/+$/, '')}/${relative(site.runsRoot, localRunDir)}`
+    : localRunDir;
+}
+
+/**
+ * Outputs of earlier runs the stages read, found and checked before anything is written or queued.
+ * A reproduction reads the very runs its manifest recorded; a site not provisioned has none here yet.
+ */
+function stageInputs(
+  spec: Spec,
+  stack: string,
+  outputs: StackOutputs,
+  log: (line: string) => void,
+  copies?: SiteCopies,
+): ResolvedInput[] {
+  const { resolved, source } = spec;
+  if (isDeclaredOnly(outputs)) {
+    for (const st of resolved.stages)
+      for (const i of st.inputs ?? [])
+        log(
+          `stage ${st.id} reads ${i.stage} of run ${i.run}: not checked (stack ${stack} is not provisioned, its runs are on the site; train checks them)`,
+        );
+    return [];
+  }
+  const pins = new Map((source?.inputs ?? []).map((i) => [`${i.stageId}#${i.stage}`, i.runDir]));
+  const inputs = resolveStageInputs(resolved, outputs, pins, copies);
+  for (const i of inputs)
+    log(
+      `stage ${i.stageId} reads ${i.stage} of run ${i.runDir} (${i.dir}; graph cache ${i.graphCache.params_digest.slice(0, 12)})`,
+    );
+  return inputs;
+}
+
+/** The scheduler the run goes to: the flag, else the reproduced run's, else the cluster profile's. */
+export function schedulerOf(spec: Spec, site: Site, opts: RunOptions): Scheduler {
+  if (opts.schedulerInstance) return opts.schedulerInstance;
+  const kind = opts.scheduler ?? spec.source?.scheduler ?? spec.resolved.cluster.scheduler;
+  return isDeclaredOnly(site.outputs) && kind === 'slurm'
+    ? new UnprovisionedSlurm(site.name)
+    : schedulerFor(kind, site.runsRoot, site.files ? site.connection : { kind: 'local' });
+}
+
+/** The jobs: stages in dependency order, sweeps as arrays chunked to MaxArraySize; tune's workers. */
+export async function planJobs(spec: Spec, scheduler: Scheduler, study?: StudyHooks): Promise<RunPlan> {
+  const { resolved } = spec;
+  const experiment = resolved.spec.name;
+  const plan = buildPlan({
+    experiment,
+    specHash: resolved.specHash,
+    stages: resolved.stages,
+    sweepPoints: resolved.sweepPoints,
+    maxArraySize: (await scheduler.limits()).maxArraySize,
+    jobName: (stageId) => jobNameFor(experiment, stageId),
+  });
+  if (study) asStudyPlan(plan, study.tune);
+  return plan;
+}

@@ -1,0 +1,61 @@
+// The stack outputs (docs/CONTRACTS.md "Stack outputs"): what infra's program exports for a site and
+// what the runner reads back (`pulumi stack output --json`, `--stack-outputs <file>`, or predicted from
+// the stack file before `pulumi up`). Declared once, here: ClusterSite's outputs, slurm-templates'
+// `declaredSiteOutputs` and the runner's reader take their types from this schema.
+import { z } from 'zod';
+import { ClusterProfileSchema, ConnectionSchema, SafeName } from '../cluster/schema.ts';
+import { CondaEnvironmentSchema, VenvEnvironmentSchema } from '../environment/schema.ts';
+
+export const StackEnvironmentOutputsSchema = z
+  .object({
+    name: SafeName,
+    backend: z.union([CondaEnvironmentSchema.shape.backend, VenvEnvironmentSchema.shape.backend]),
+    prefix: z.string(),
+    /** The activation text a user sources (`activationSnippet` of @kdgat/slurm-templates). */
+    activate: z.string(),
+    /** `environmentSpecHash` of the spec the environment was built from. */
+    specHash: z.string(),
+    lockPath: z.string(),
+    /** sha256 of the lock; empty in outputs predicted before the build. */
+    lockHash: z.string(),
+    /** The explicit lock itself (kept by a run: copied into its run dir); absent in older stacks. */
+    lock: z.string().optional(),
+  })
+  .strict();
+
+export const StackScratchOutputsSchema = z
+  .object({
+    root: z.string(),
+    cacheDirs: z.record(z.string(), z.string()),
+    runsDir: z.string(),
+    logsDir: z.string(),
+  })
+  .strict();
+
+/** The installed site scripts: one key per `SITE_SCRIPT_NAMES` entry of @kdgat/slurm-templates. */
+export const StackScriptOutputsSchema = z
+  .object({
+    dir: z.string(),
+    stageData: z.string(),
+    epilog: z.string(),
+    trainGpu: z.string(),
+    preprocessGpu: z.string(),
+  })
+  .strict();
+
+export const StackOutputsSchema = z
+  .object({
+    /** The cluster profile's name (the profile itself stays in the stack config). */
+    profile: ClusterProfileSchema.shape.name,
+    /**
+     * How the site is reached: the profile's connection without the secret key (`publicConnection`);
+     * stacks provisioned before this output existed were all local.
+     */
+    connection: ConnectionSchema.default({ kind: 'local' }),
+    environment: StackEnvironmentOutputsSchema,
+    scratch: StackScratchOutputsSchema,
+    scripts: StackScriptOutputsSchema,
+  })
+  .strict();
+
+export type StackOutputs = z.infer<typeof StackOutputsSchema>;
