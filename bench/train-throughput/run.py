@@ -125,8 +125,9 @@ def one_run(
     from kdgat.config import build_config
     from kdgat.models import build_model
     from kdgat.training.callbacks import DataWaitCallback
+    from kdgat.training.fit import make_trainer
+    from kdgat.training.loader import make_loader
     from kdgat.training.modules import ClassifierModule
-    from kdgat.training.fit import make_loader, make_trainer
 
     cfg = build_config(
         "large",

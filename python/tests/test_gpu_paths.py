@@ -21,7 +21,7 @@ from kdgat.data import load_graphs
 from kdgat.models import GATWithJK, build_model, layers
 from kdgat.models.layers import EdgeFeatureCuGraphGATConv
 from kdgat.stages.common import graph_params
-from kdgat.training import faults
+from kdgat.testing import faults
 from kdgat.training.batch_size import BatchSizeChoice
 from kdgat.training.fit import fit, precision_for
 from kdgat.training.modules import VGAEModule

@@ -17,6 +17,7 @@ export {
   type DeclaredOnly,
   type PredictedStackOutputs,
 } from './stack/declared.ts';
+export { pythonOf } from './stack/python.ts';
 export { readSpecFile } from './spec.ts';
 export {
   buildPlan,
@@ -57,7 +58,6 @@ export {
   STUDIES_DIR,
   STUDY_FILE,
   existingStudy,
-  pythonOf,
   resolveStudyDir,
   runTuneReport,
   studyConfig,

@@ -13,7 +13,7 @@ export {
   loginModules,
   renderModuleShell,
   REQUEUE_EXIT_STATUS,
-} from './train-job/blocks.ts';
+} from './script-sections/script-sections.ts';
 export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';
 export { renderEpilog } from './epilog/render-epilog.ts';
 export {

@@ -1,26 +1,6 @@
-// The command line: usage text, options, and what every command is handed (its context).
-import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import {
-  DeclaredStackOutputs,
-  FileStackOutputs,
-  PulumiStackOutputs,
-  type StackOutputsSource,
-} from '@kdgat/planning';
-import {
-  MANIFEST_FILE,
-  RunRecord,
-  copyLine,
-  isRemote,
-  localView,
-  refreshCopy,
-  siteFilesOf,
-} from '@kdgat/run-record';
-import type { Manifest, Output } from '@kdgat/run-record';
-import type { RunOptions } from '../pipeline/prepare.ts';
-
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
+// The command line: usage text and the options argv is parsed with (what a command is then
+// handed, and the helpers commands share, are in commands/kit.ts).
+import type { Flags } from '../commands/kit.ts';
 
 export const USAGE = `kdgat-runner — turn an experiment spec into SLURM jobs (or local runs), check them before
 queueing, follow them, and record a manifest.
@@ -112,89 +92,11 @@ export function normaliseArgv(argv: readonly string[]): string[] {
   });
 }
 
-export class UsageError extends Error {}
-
-export interface Io {
-  out: Output;
-  err: NodeJS.WritableStream;
-}
-
-type Values = {
-  [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
+type Parsed = {
+  -readonly [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
 };
 
-/** What a command is handed: its flags and arguments, where to print, and how to refuse them. */
-export interface CommandContext {
-  command: string;
-  values: Values;
-  positionals: string[];
-  io: Io;
-  say: (line: string) => void;
-  usage: (message: string) => UsageError;
-}
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 
-/** A command: prints what it did and returns the exit status. */
-export type Command = (ctx: CommandContext) => Promise<number>;
-
-/** Where the stack's outputs come from: `--stack-outputs FILE`, else `pulumi stack output`. */
-export function stackSource(values: Values): StackOutputsSource {
-  return values['stack-outputs']
-    ? new FileStackOutputs(resolve(values['stack-outputs']))
-    : new PulumiStackOutputs(REPO_ROOT);
-}
-
-/** The flags train, plan and tune share. */
-export function runOptions(ctx: CommandContext): RunOptions {
-  const { values, command } = ctx;
-  if (values.scheduler && values.scheduler !== 'slurm' && values.scheduler !== 'local')
-    throw ctx.usage(`--scheduler ${values.scheduler}: expected slurm or local`);
-  if (values['from-study'] !== undefined && values.best !== true)
-    throw ctx.usage('--from-study needs --best (the best trial is the one that can be trained)');
-  if (values.best === true && values['from-study'] === undefined)
-    throw ctx.usage('--best needs --from-study STUDY');
-  if (values['allow-env-change'] && values['from-manifest'] === undefined)
-    throw ctx.usage('--allow-env-change goes with --from-manifest RUN_DIR');
-  if (values['from-study'] !== undefined && command !== 'train')
-    throw ctx.usage(`--from-study is an option of train, not ${command}`);
-  return {
-    ...(values.spec ? { specPath: values.spec } : {}),
-    ...(values['from-manifest'] ? { fromManifest: values['from-manifest'] } : {}),
-    ...(values.stack ? { stack: values.stack } : {}),
-    ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
-    stackSource: stackSource(values),
-    // Only without --stack-outputs: a file of outputs is what the user asked to plan against.
-    ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(REPO_ROOT) }),
-    ...(values['allow-env-change'] ? { allowEnvChange: true } : {}),
-    repoRoot: REPO_ROOT,
-    log: ctx.say,
-  };
-}
-
-/** A run as a command reads it: its record, and its manifest with paths where its files are here. */
-export interface OpenedRun {
-  record: RunRecord;
-  /** The manifest with every path under the run dir pointing into the local copy (a site over SSH). */
-  view: Manifest;
-}
-
-/**
- * The run a command names: its directory or manifest.json. A run on a site over SSH is its local
- * copy: brought back from the site first (`refresh`; logs, records, metrics), with one line on
- * stderr saying how fresh it is, and its manifest's changes written to the site as well.
- */
-export async function openRun(
-  ctx: CommandContext,
-  opts: { refresh: boolean } = { refresh: true },
-): Promise<OpenedRun> {
-  const arg = ctx.values.run ?? ctx.positionals[1];
-  if (!arg) throw ctx.usage('name the run: a run directory or its manifest.json');
-  if (!existsSync(resolve(arg))) throw ctx.usage(`run ${arg}: no such directory or file`);
-  const record = RunRecord.open(arg);
-  const { manifest } = record;
-  if (!isRemote(manifest)) return { record, view: manifest };
-  const files = siteFilesOf(manifest);
-  record.publishTo((text) => files.putFile(`${manifest.runDir}/${MANIFEST_FILE}`, text));
-  if (opts.refresh)
-    ctx.io.err.write(`${copyLine(manifest, record.dir, await refreshCopy(manifest, record.dir))}\n`);
-  return { record, view: localView(manifest, record.dir) };
-}
+/** Compiles only while the options parsed are exactly the flags commands read (`Flags`). */
+export const FLAGS_MATCH_OPTIONS: Same<Parsed, Flags> = true;

@@ -25,17 +25,11 @@ import { statusCommand } from '../commands/status.ts';
 import { trainCommand } from '../commands/train.ts';
 import { tuneReportCommand } from '../commands/tune-report.ts';
 import { tuneCommand } from '../commands/tune.ts';
-import {
-  OPTIONS,
-  USAGE,
-  UsageError,
-  normaliseArgv,
-  type Command,
-  type CommandContext,
-  type Io,
-} from './args.ts';
+import { UsageError, type Command, type CommandContext, type Io } from '../commands/kit.ts';
+import { OPTIONS, USAGE, normaliseArgv } from './args.ts';
 
-export { USAGE, normaliseArgv, UsageError } from './args.ts';
+export { USAGE, normaliseArgv } from './args.ts';
+export { UsageError } from '../commands/kit.ts';
 
 const COMMANDS: Record<string, Command> = {
   train: trainCommand,

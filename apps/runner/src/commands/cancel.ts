@@ -1,6 +1,6 @@
 // `runner cancel`: cancel every job of a run, then show (and record) where each one ended.
 import { jobIdsOf, progressOf, schedulerForManifest, statusLine } from '@kdgat/run-record';
-import { openRun, type Command } from '../cli/args.ts';
+import { openRun, type Command } from './kit.ts';
 
 export const cancelCommand: Command = async (ctx) => {
   const { record } = await openRun(ctx, { refresh: false });

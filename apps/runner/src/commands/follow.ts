@@ -19,7 +19,7 @@ import {
   type RunRecord,
 } from '@kdgat/run-record';
 import { ConnectionError, sessionFor } from '@kdgat/transport';
-import type { Io } from '../cli/args.ts';
+import type { Io } from './kit.ts';
 
 /**
  * Polls of a remote site: at most one every 5 s, backing off to one every 30 s while no state

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { logPathsOf, schedulerForManifest, tailFile } from '@kdgat/run-record';
 import type { TaskStatus } from '@kdgat/schedulers';
 import { ConnectionError } from '@kdgat/transport';
-import { openRun, type Command } from '../cli/args.ts';
+import { openRun, type Command } from './kit.ts';
 
 export const logsCommand: Command = async (ctx) => {
   const { values, say } = ctx;

@@ -1,6 +1,6 @@
 // `runner report`: report.html and its plots in the run dir; the best sweep point and the verdict.
 import { writeReport } from '@kdgat/run-record';
-import { openRun, type Command } from '../cli/args.ts';
+import { openRun, type Command } from './kit.ts';
 
 export const reportCommand: Command = async (ctx) => {
   const { say } = ctx;

@@ -5,7 +5,7 @@
 // then follows the run like `train --wait` (recovering again as jobs end).
 import { isFailure, type Scheduler } from '@kdgat/schedulers';
 import { jobIdsOf, progressOf, recoverRun, schedulerForManifest, statusLine } from '@kdgat/run-record';
-import { openRun, type Command, type OpenedRun } from '../cli/args.ts';
+import { openRun, type Command, type OpenedRun } from './kit.ts';
 import { follow } from './follow.ts';
 
 export const resumeCommand: Command = async (ctx) => {

@@ -11,7 +11,7 @@ import {
   statusLine,
   summaryRows,
 } from '@kdgat/run-record';
-import { openRun, type Command } from '../cli/args.ts';
+import { openRun, type Command } from './kit.ts';
 
 export const statusCommand: Command = async (ctx) => {
   const { say } = ctx;

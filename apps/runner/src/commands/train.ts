@@ -1,6 +1,6 @@
 // `runner train`: the run's phases (pipeline/run.ts) through the submit, under the runs lock,
 // then follow the run with --wait. `train --dry-run` is `plan`.
-import { runOptions, type Command } from '../cli/args.ts';
+import { runOptions, type Command } from './kit.ts';
 import type { RunOptions } from '../pipeline/prepare.ts';
 import { ignoreTuneSection, runPipeline, type RunResult } from '../pipeline/run.ts';
 import { follow } from './follow.ts';

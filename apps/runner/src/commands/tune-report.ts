@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { resolveStudyDir, runTuneReport } from '@kdgat/planning';
 import { MANIFEST_FILE, copyLine, isRemote, readManifest, refreshCopy } from '@kdgat/run-record';
 import { existsSync } from 'node:fs';
-import { REPO_ROOT, stackSource, type Command } from '../cli/args.ts';
+import { REPO_ROOT, stackSource, type Command } from './kit.ts';
 import { localRunsRoot } from '../pipeline/prepare.ts';
 
 export const tuneReportCommand: Command = async (ctx) => {

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { linkStudy, refuseTakenStudy, runTuneReport, studyDirOf, writeStudyFile } from '@kdgat/planning';
 import { localView } from '@kdgat/run-record';
-import { runOptions, type Command } from '../cli/args.ts';
+import { runOptions, type Command } from './kit.ts';
 import type { RunOptions, Spec } from '../pipeline/prepare.ts';
 import { runPipeline, type RunResult, type StudyHooks } from '../pipeline/run.ts';
 import { follow } from './follow.ts';

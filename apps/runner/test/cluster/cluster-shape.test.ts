@@ -55,6 +55,15 @@ function writeSpec(name: string, lines: string[]): string {
   return file;
 }
 
+/** The lines the runner printed about what it resubmitted or stopped (for the suite's output). */
+function recoveryLines(r: { out: string; err: string }): string {
+  return `${r.out}\n${r.err}`
+    .split('\n')
+    .filter((l) => /^job \S+ \(\d+, [A-Z_]+/.test(l))
+    .map((l) => `  ${l}`)
+    .join('\n');
+}
+
 interface RecoveryAttempt {
   jobId: string;
   state: string;
@@ -295,6 +304,7 @@ describe.concurrent('failures survived by cause', () => {
       `job train \\(${jobId}, NODE_FAIL on ${node}\\): resubmitted as (\\d+) excluding ${node}, resuming from checkpoints/last\\.ckpt`,
     ).exec(r.out + r.err);
     expect(resubmitted, said(r)).not.toBeNull();
+    console.log(`NODE_FAIL (node ${node} killed after the first checkpoint):\n${recoveryLines(r)}`);
     expect(r.out + r.err).toMatch(
       /job eval \(\d+, CANCELLED[^)]*\): resubmitted as \d+ after train's resubmission/,
     );
@@ -344,6 +354,7 @@ describe.concurrent('failures survived by cause', () => {
       `job train \\(${jobId}, OUT_OF_MEMORY\\): resubmitted as (\\d+) with --mem=(\\d+)G`,
     ).exec(r.out + r.err);
     expect(line, said(r)).not.toBeNull();
+    console.log(`OUT_OF_MEMORY (--mem=256M, picked up by resume):\n${recoveryLines(r)}`);
     expect(Number(line![2])).toBeGreaterThanOrEqual(1);
     expect(Number(line![2])).toBeLessThanOrEqual(6); // the partition's memory per node
     expect(r.out).toMatch(/all 1 task\(s\) completed/);
@@ -384,6 +395,7 @@ describe.concurrent('failures survived by cause', () => {
     const train = siteManifest(dirs.site).jobs[0]!;
     const first = train.attempts?.[0];
     expect(first, said(r)).toMatchObject({ state: 'TIMEOUT', cause: 'TIMEOUT' });
+    console.log(`TIMEOUT (--time=0:01:00, no signal):\n${recoveryLines(r)}`);
     const time = /^--time=(\d+):(\d\d):(\d\d)$/.exec(first!.options[0] ?? '');
     expect(time, JSON.stringify(first)).not.toBeNull();
     expect(Number(time![1]) * 3600 + Number(time![2]) * 60 + Number(time![3])).toBeGreaterThan(60);

@@ -1,19 +1,28 @@
 // From a validated spec, its cluster and its environment to the values the templates and the runner
-// use: resources filled in from the partition and the original proposal's recommendations, checked against the
-// partition, sweeps expanded, and the domain rules applied. Pure: problems are returned with their
-// field paths, never thrown one at a time.
+// use: resources filled in from the partition and the original proposal's recommendations, sweeps
+// expanded, and the domain rules (rules.ts: partition, resources, environment, overrides, budget)
+// applied in order. Pure: problems are returned with their field paths, never thrown one at a time.
 import { createHash } from 'node:crypto';
 import type { ClusterProfile, Partition } from '../cluster/schema.ts';
-import {
-  cudaOf,
-  cudaSupportsGpu,
-  hasCugraphOps,
-  rapidsLine,
-  rapidsSupportsGpu,
-} from '../environment/rules.ts';
+import { cudaOf, rapidsLine } from '../environment/rules.ts';
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
-import { validateOverrides } from './overrides.ts';
+import {
+  accountProblems,
+  billingWarnings,
+  budgetProblems,
+  coreProblems,
+  cugraphProblems,
+  environmentGpuProblems,
+  gpuProblems,
+  memoryProblems,
+  overrideProblems,
+  partitionProblems,
+  stageOrderProblems,
+  timeProblems,
+  workerWarnings,
+  type StageView,
+} from './rules.ts';
 import type { ExperimentSpec, Scalar, StageInput, StageName } from './schema.ts';
 import { resolveTune, type ResolvedTune } from './tune.ts';
 
@@ -97,6 +106,28 @@ export function expandSweep(sweep: ExperimentSpec['sweep']): Record<string, Scal
   return [...fromGrid, ...(sweep.list ?? []).map((p) => ({ ...p }))];
 }
 
+/** A stage's resources: what it asked for, else filled in from its partition and the proposal. */
+function stageResources(r: ExperimentSpec['stages'][number]['resources'], partition: Partition): Resources {
+  const gpuCount = r.gpus?.count ?? (partition.gpusPerNode > 0 ? 1 : 0);
+  const gpuType = r.gpus?.type ?? (gpuCount > 0 ? partition.gpuType : undefined);
+  // One task per GPU (DDP); `cpus` is per task (--cpus-per-task), so a node holds cpus x tasks.
+  const ntasksPerNode = r.ntasksPerNode ?? Math.max(1, gpuCount);
+  return {
+    cpus: r.cpus ?? Math.max(1, Math.min(PLAN_CPUS, Math.floor(partition.coresPerNode / ntasksPerNode))),
+    memGB: r.memGB ?? Math.min(PLAN_MEM_GB, partition.memPerNodeGB),
+    gpus: gpuType ? { count: gpuCount, type: gpuType } : { count: gpuCount },
+    nodes: r.nodes ?? 1,
+    ntasksPerNode,
+    time: r.time ?? formatSlurmTime(Math.min(DEFAULT_TIME, parseSlurmTime(partition.maxWalltime))),
+    partition: partition.name,
+    arrayConcurrency: r.arrayConcurrency ?? DEFAULT_ARRAY_CONCURRENCY,
+  };
+}
+
+const partitionNamed = (cluster: ClusterProfile, name: string) =>
+  cluster.partitions.find((q) => q.name === name);
+
+/** The rules of experiment/rules.ts, in order: problems with their field paths, and warnings. */
 export function resolveExperiment(
   spec: ExperimentSpec,
   cluster: ClusterProfile,
@@ -105,154 +136,32 @@ export function resolveExperiment(
 ): { resolved: ResolvedExperiment; problems: Problem[]; warnings: string[] } {
   const problems: Problem[] = [];
   const warnings: string[] = [];
-  const partitionNames = cluster.partitions.map((p) => p.name);
-  const findPartition = (name: string, path: (string | number)[]): Partition | undefined => {
-    const p = cluster.partitions.find((q) => q.name === name);
-    if (!p)
-      problems.push({
-        path,
-        message: `partition "${name}" does not exist on ${cluster.name}`,
-        expected: `one of ${partitionNames.join(', ')}`,
-        found: JSON.stringify(name),
-      });
-    return p;
-  };
   const defaultPartitionName = spec.partition ?? cluster.defaultPartition;
-  const defaultPartition =
-    findPartition(defaultPartitionName, spec.partition ? ['partition'] : ['cluster']) ??
-    cluster.partitions[0]!;
-
+  problems.push(
+    ...partitionProblems(cluster, defaultPartitionName, spec.partition ? ['partition'] : ['cluster']),
+  );
+  const defaultPartition = partitionNamed(cluster, defaultPartitionName) ?? cluster.partitions[0]!;
   const account = spec.account ?? cluster.account;
-  if (cluster.accountRequired && !account) {
-    problems.push({
-      path: ['account'],
-      message: `${cluster.name} requires --account on every job: add \`account: <your project, e.g. PAS1266>\``,
-      expected: 'a SLURM account',
-      found: 'nothing',
-    });
-  }
+  problems.push(...accountProblems(cluster, account));
 
-  const ids = new Set<string>();
   const sweepPoints = expandSweep(spec.sweep);
-  const cuda = cudaOf(environment);
-  const rapids = rapidsLine(environment);
+  const builtFor = { cuda: cudaOf(environment), rapids: rapidsLine(environment) };
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
-    const at = (...rest: (string | number)[]) => ['stages', i, ...rest];
-    if (ids.has(s.id)) problems.push({ path: at('id'), message: `stage id "${s.id}" is used twice` });
-    s.dependsOn.forEach((d, j) => {
-      if (!ids.has(d))
-        problems.push({
-          path: at('dependsOn', j),
-          message: `"${d}" is not an earlier stage of this spec`,
-          expected: ids.size ? `one of ${[...ids].join(', ')}` : 'no dependencies for the first stage',
-          found: JSON.stringify(d),
-        });
-    });
-    ids.add(s.id);
-
-    const r = s.resources;
-    const partition = r.partition
-      ? (findPartition(r.partition, at('resources', 'partition')) ?? defaultPartition)
-      : defaultPartition;
-    const gpuCount = r.gpus?.count ?? (partition.gpusPerNode > 0 ? 1 : 0);
-    const gpuType = r.gpus?.type ?? (gpuCount > 0 ? partition.gpuType : undefined);
-    // One task per GPU (DDP); `cpus` is per task (--cpus-per-task), so a node holds cpus x tasks.
-    const ntasksPerNode = r.ntasksPerNode ?? Math.max(1, gpuCount);
-    const resources: Resources = {
-      cpus: r.cpus ?? Math.max(1, Math.min(PLAN_CPUS, Math.floor(partition.coresPerNode / ntasksPerNode))),
-      memGB: r.memGB ?? Math.min(PLAN_MEM_GB, partition.memPerNodeGB),
-      gpus: gpuType ? { count: gpuCount, type: gpuType } : { count: gpuCount },
-      nodes: r.nodes ?? 1,
-      ntasksPerNode,
-      time: r.time ?? formatSlurmTime(Math.min(DEFAULT_TIME, parseSlurmTime(partition.maxWalltime))),
-      partition: partition.name,
-      arrayConcurrency: r.arrayConcurrency ?? DEFAULT_ARRAY_CONCURRENCY,
-    };
-
-    // Resources against the partition.
-    if (gpuCount > partition.gpusPerNode)
-      problems.push({
-        path: at('resources', 'gpus', 'count'),
-        message: `${gpuCount} GPUs per node do not fit partition ${partition.name} (${partition.gpusPerNode} per node)`,
-        expected: `<= ${partition.gpusPerNode}`,
-        found: String(gpuCount),
-      });
-    if (gpuCount > 0 && r.gpus?.type && partition.gpuType && r.gpus.type !== partition.gpuType)
-      problems.push({
-        path: at('resources', 'gpus', 'type'),
-        message: `partition ${partition.name} has ${partition.gpuType} GPUs, not ${r.gpus.type}`,
-        expected: partition.gpuType,
-        found: r.gpus.type,
-      });
-    if (resources.memGB > partition.memPerNodeGB)
-      problems.push({
-        path: at('resources', 'memGB'),
-        message: `${resources.memGB} GB does not fit a node of ${partition.name} (${partition.memPerNodeGB} GB usable)`,
-        expected: `<= ${partition.memPerNodeGB}`,
-        found: String(resources.memGB),
-      });
-    const coresPerNode = resources.cpus * resources.ntasksPerNode;
-    if (coresPerNode > partition.coresPerNode) {
-      const tasks = resources.ntasksPerNode;
-      problems.push({
-        // The field the spec wrote (cpus, else the task count that multiplies the default cpus).
-        path: at(
-          'resources',
-          r.cpus === undefined && r.ntasksPerNode !== undefined ? 'ntasksPerNode' : 'cpus',
-        ),
-        message:
-          tasks === 1
-            ? `${resources.cpus} cpus do not fit a node of ${partition.name} (${partition.coresPerNode} cores)`
-            : `${resources.cpus} cpus per task x ${tasks} tasks per node = ${coresPerNode} cores do not fit a node of ` +
-              `${partition.name} (${partition.coresPerNode} cores): cpus is per task (--cpus-per-task)`,
-        expected:
-          tasks === 1
-            ? `<= ${partition.coresPerNode}`
-            : `cpus x ntasksPerNode <= ${partition.coresPerNode}: cpus <= ${Math.floor(partition.coresPerNode / tasks)} with ${tasks} tasks per node`,
-        found: tasks === 1 ? String(resources.cpus) : `${resources.cpus} x ${tasks} = ${coresPerNode}`,
-      });
-    }
-    if (parseSlurmTime(resources.time) > parseSlurmTime(partition.maxWalltime))
-      problems.push({
-        path: at('resources', 'time'),
-        message: `${resources.time} is longer than the ${partition.maxWalltime} limit of ${partition.name}`,
-        expected: `<= ${partition.maxWalltime}`,
-        found: resources.time,
-      });
-    if (partition.memPerCoreGB) {
-      // Billed per node: max(cpus x tasks, memory / memory per core of this partition).
-      const tasks = resources.ntasksPerNode;
-      const billed = Math.ceil(resources.memGB / partition.memPerCoreGB - 1e-9);
-      if (billed > coresPerNode) {
-        const cores =
-          tasks === 1
-            ? `${resources.cpus} cpus`
-            : `${tasks} tasks x ${resources.cpus} cpus (${coresPerNode} cores per node)`;
-        // The most cpus per task the billed cores pay for, without billing more.
-        const freeCpus = Math.floor(billed / tasks);
-        const atMost = `at most ${Math.floor(coresPerNode * partition.memPerCoreGB)}G`;
-        const fix =
-          freeCpus > resources.cpus
-            ? `ask for ${freeCpus} cpus${tasks === 1 ? '' : ' per task'} (more DataLoader workers for free) or ${atMost}`
-            : `ask for ${atMost}`;
-        warnings.push(
-          `stages[${i}] (${s.id}): ${resources.memGB}G on ${cores} is billed as ${billed} cores on ${cluster.name} ` +
-            `(${partition.memPerCoreGB} GB per core on ${partition.name}): ${fix}`,
-        );
-      }
-    }
-    if (cuda && gpuCount > 0 && gpuType && !cudaSupportsGpu(cuda.major, gpuType))
-      problems.push({
-        path: ['environment'],
-        message: `environment ${environment.name} is built for CUDA ${cuda.major}.${cuda.minor}, whose builds exclude ${gpuType} (Volta): use a CUDA 12 environment on ${partition.name}`,
-      });
-    if (rapids && gpuCount > 0 && gpuType && !rapidsSupportsGpu(rapids, gpuType))
-      problems.push({
-        path: ['environment'],
-        message: `environment ${environment.name} has RAPIDS ${rapids.major}.${String(rapids.minor).padStart(2, '0')}, which needs a GPU of compute capability 7.0 (Volta) or newer; ${gpuType} on ${partition.name} is older (RAPIDS 23.12 was the last for Pascal)`,
-      });
-
+    problems.push(...stageOrderProblems(spec.stages, i));
+    const named = s.resources.partition;
+    if (named) problems.push(...partitionProblems(cluster, named, ['stages', i, 'resources', 'partition']));
+    const partition = (named ? partitionNamed(cluster, named) : undefined) ?? defaultPartition;
+    const resources = stageResources(s.resources, partition);
+    const view: StageView = { written: s, index: i, partition, resources };
+    problems.push(
+      ...gpuProblems(view),
+      ...memoryProblems(view),
+      ...coreProblems(view),
+      ...timeProblems(view),
+      ...environmentGpuProblems(view, environment, builtFor),
+    );
+    warnings.push(...billingWarnings(view, cluster));
     const overrides: Record<string, Scalar> = {
       ...spec.overrides,
       ...s.overrides,
@@ -273,62 +182,10 @@ export function resolveExperiment(
     };
   });
 
-  // Overrides against the pipeline's JSON Schema, and the rules that depend on them.
-  const overridePath = (stageIndex: number, key: string): (string | number)[] =>
-    key in spec.stages[stageIndex]!.overrides ? ['stages', stageIndex, 'overrides', key] : ['overrides', key];
-  stages.forEach((st, i) => {
-    for (const p of validateOverrides(st.overrides, pipelineSchema))
-      problems.push({
-        path: overridePath(i, p.key),
-        message: p.message,
-        expected: p.expected,
-        found: p.found,
-      });
-    const workers = st.overrides['data.num_workers'];
-    if (typeof workers === 'number' && workers + 1 > st.resources.cpus)
-      warnings.push(
-        `stages[${i}] (${st.id}): data.num_workers=${workers} plus the training process needs ${workers + 1} cpus but ${st.resources.cpus} are requested: ` +
-          `workers will contend; ask for ${workers + 1} cpus or set data.num_workers=${Math.max(0, st.resources.cpus - 1)}`,
-      );
-  });
-  sweepPoints.forEach((point, j) => {
-    for (const p of validateOverrides(point, pipelineSchema))
-      problems.push({
-        path:
-          spec.sweep?.grid && p.key in spec.sweep.grid
-            ? ['sweep', 'grid', p.key]
-            : ['sweep', 'list', j - gridSize(spec), p.key],
-        message: p.message,
-        expected: p.expected,
-        found: p.found,
-      });
-  });
-  const withCugraph = (o: Record<string, Scalar>) =>
-    o['gat.use_cugraph'] === true || o['vgae.use_cugraph'] === true;
-  if (!hasCugraphOps(environment) && !spec.allowFallback) {
-    stages.forEach((st, i) => {
-      if (withCugraph(st.overrides)) {
-        const key = st.overrides['gat.use_cugraph'] === true ? 'gat.use_cugraph' : 'vgae.use_cugraph';
-        problems.push({
-          path: overridePath(i, key),
-          message:
-            `${key}: true needs pylibcugraphops (CuGraphGATConv), which environment ${environment.name} does not have ` +
-            `(last released with RAPIDS 24.12): use environment gnn-rapids-cugraphops, or set allowFallback: true to run the standard layer`,
-        });
-      }
-    });
-    if (sweepPoints.some(withCugraph))
-      problems.push({
-        path: ['sweep'],
-        message: `a sweep point sets use_cugraph: true on ${environment.name}, which has no pylibcugraphops: use gnn-rapids-cugraphops or allowFallback: true`,
-      });
-  }
-
-  if (spec.budget && !cluster.charging)
-    problems.push({
-      path: ['budget', 'maxBillingUnits'],
-      message: `cluster ${cluster.name} has no charging rules, so a budget cannot be checked: add charging: to the cluster profile or drop budget:`,
-    });
+  problems.push(...overrideProblems(spec, stages, sweepPoints, pipelineSchema));
+  warnings.push(...workerWarnings(stages));
+  problems.push(...cugraphProblems(spec, environment, stages, sweepPoints));
+  problems.push(...budgetProblems(spec, cluster));
 
   let tune: ResolvedTune | undefined;
   if (spec.tune) {
@@ -359,9 +216,4 @@ export function resolveExperiment(
     ...(tune ? { tune } : {}),
   };
   return { resolved, problems, warnings };
-}
-
-function gridSize(spec: ExperimentSpec): number {
-  const grid = Object.values(spec.sweep?.grid ?? {});
-  return grid.length ? grid.reduce((n, v) => n * v.length, 1) : 0;
 }

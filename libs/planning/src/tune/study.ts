@@ -3,7 +3,6 @@
 // `python -m kdgat tune-report`, run with the stack's environment: one reader of the journal.
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   validateStudyConfig,
   type ResolvedExperiment,
@@ -13,6 +12,7 @@ import {
 } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { StackOutputs } from '../stack/outputs.ts';
+import { pythonOf } from '../stack/python.ts';
 
 export const STUDIES_DIR = 'studies';
 export const STUDY_FILE = 'study.json';
@@ -90,19 +90,6 @@ export interface StudyReport {
   best: (BestTrial & Record<string, unknown>) | null;
   plots?: string[];
   [key: string]: unknown;
-}
-
-/** This checkout's Python environment (`npm run bootstrap`: python/.venv, from python/uv.lock). */
-const CHECKOUT_PYTHON = fileURLToPath(new URL('../../../../python/.venv/bin/python', import.meta.url));
-
-/**
- * The python that reads a run's files here: `$KDGAT_PYTHON`, else the environment's
- * (`<prefix>/bin/python`) when the site is this machine, else this checkout's own (a site over SSH:
- * its environment is over there, the local copy of the run is here).
- */
-export function pythonOf(stack: StackOutputs): string {
-  if (process.env['KDGAT_PYTHON']) return process.env['KDGAT_PYTHON'];
-  return stack.connection?.kind === 'ssh' ? CHECKOUT_PYTHON : join(stack.environment.prefix, 'bin', 'python');
 }
 
 /** `python -m kdgat tune-report`: the text, or the parsed report with `json`. */

@@ -8,7 +8,7 @@ import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { RULES, joinPath, requireAbsolutePath, requireMatch, requireName } from '../quote/validate.ts';
 import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
-import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../train-job/blocks.ts';
+import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../script-sections/script-sections.ts';
 import { assign, assignArray } from '../shell/shell-files.ts';
 
 export const SITE_SCRIPT_NAMES = {

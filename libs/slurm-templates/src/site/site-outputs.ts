@@ -10,7 +10,7 @@ import {
   type SiteDeclaration,
   type StackOutputs,
 } from '@kdgat/config';
-import { activationSnippet } from '../train-job/blocks.ts';
+import { activationSnippet } from '../script-sections/script-sections.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
 
 /** The stack outputs (`StackOutputs` of @kdgat/config) but what only the build produces: the lock. */

@@ -22,7 +22,13 @@ import {
   requireName,
   requirePositiveInt,
 } from '../quote/validate.ts';
-import { checkRequeuePolicy, headerLines, jobBodyLines, jobValueLines, sbatchLines } from './blocks.ts';
+import {
+  checkRequeuePolicy,
+  headerLines,
+  jobBodyLines,
+  jobValueLines,
+  sbatchLines,
+} from '../script-sections/script-sections.ts';
 import { encodeArrayTable, scalarText } from './array-table.ts';
 import { assign, assignArray } from '../shell/shell-files.ts';
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -61,11 +62,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _test_faults_from_env() -> None:
+    # A test that starts the pipeline as a subprocess switches the simulated CUDA OOM on this way;
+    # otherwise the test-only module is never imported.
+    if os.environ.get("KDGAT_TEST_OOM_ABOVE", "").strip():
+        from kdgat.testing.faults import install_from_env
+
+        install_from_env()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "--param-counts":
         argv[0] = "param-counts"
     args = _parser().parse_args(argv)
+    _test_faults_from_env()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "schema":

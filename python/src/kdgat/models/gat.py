@@ -10,8 +10,8 @@ from torch.utils.checkpoint import checkpoint
 from torch_geometric.nn import JumpingKnowledge, global_mean_pool
 
 from kdgat.config import GATArchitecture
+from kdgat.models import forward_check
 from kdgat.models.layers import is_cugraph, make_gat_conv
-from kdgat.training import faults
 
 log = logging.getLogger("kdgat.models")
 
@@ -70,7 +70,7 @@ class GATWithJK(nn.Module):
         return out
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
-        faults.check_forward(batch, training=self.training)
+        forward_check.check_forward(batch, training=self.training)
         ids = x[:, 0].long().clamp(0, self.embedding.num_embeddings - 1)
         h = torch.cat([self.embedding(ids), x[:, 1:]], dim=-1)
         layers = []

@@ -11,8 +11,8 @@ from torch_geometric.nn import global_mean_pool
 from torch_geometric.utils import degree
 
 from kdgat.config import VGAEArchitecture
+from kdgat.models import forward_check
 from kdgat.models.layers import make_gat_conv
-from kdgat.training import faults
 
 
 class GraphAutoencoderNeighborhood(nn.Module):
@@ -86,7 +86,7 @@ class GraphAutoencoderNeighborhood(nn.Module):
         return self.z_mean(h), self.z_logvar(h).clamp(-10, 10)
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> dict[str, Tensor]:
-        faults.check_forward(batch, training=self.training)
+        forward_check.check_forward(batch, training=self.training)
         mu, logvar = self.encode(x, edge_index, edge_attr)
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar) if self.training else mu
         return {

@@ -6,7 +6,7 @@ On a GPU "does not fit" is ``torch.OutOfMemoryError`` (``probe="oom"``); on a CP
 activation memory kept for backward (measured exactly with autograd's saved-tensor hooks) exceeding
 the configured budget (``probe="budget"``), so the same search logic runs, and is tested, on machines
 without a GPU. The ``oom`` probe itself is tested on a CPU with a simulated OOM
-(:mod:`kdgat.training.faults`).
+(:mod:`kdgat.testing.faults`).
 """
 
 from __future__ import annotations

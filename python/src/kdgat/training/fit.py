@@ -24,10 +24,9 @@ from lightning.pytorch.plugins.environments import LightningEnvironment, SLURMEn
 from lightning.pytorch.strategies import DDPStrategy
 from torch.utils.data import Dataset
 from torch_geometric.data import Batch, Data
-from torch_geometric.loader import DataLoader
 
-from kdgat.config import PipelineConfig, default_num_workers
-from kdgat.training import faults
+from kdgat.config import PipelineConfig
+from kdgat.models import forward_check
 from kdgat.training.batch_size import BatchSizeChoice, heuristic_batch_size, trial_batch_size
 from kdgat.training.callbacks import (
     DataWaitCallback,
@@ -37,6 +36,7 @@ from kdgat.training.callbacks import (
     memory_snapshot,
 )
 from kdgat.training.history import EpochHistoryCallback
+from kdgat.training.loader import make_loader
 from kdgat.training.oom import OomBackoff, start_batch_size
 from kdgat.training.requeue import RequeueCallback, RequeueRequested, checkpoint_path, resume_checkpoint
 
@@ -93,26 +93,6 @@ def precision_for(cfg: PipelineConfig) -> PrecisionChoice:
     return PrecisionChoice(t.precision, t.precision)
 
 
-def make_loader(data: Dataset[Data], cfg: PipelineConfig, batch_size: int, *, shuffle: bool) -> DataLoader:
-    d = cfg.data
-    workers = default_num_workers() if d.num_workers is None else d.num_workers
-    kwargs: dict[str, Any] = {}
-    if workers > 0:
-        kwargs["persistent_workers"] = d.persistent_workers
-        kwargs["prefetch_factor"] = d.prefetch_factor
-        # CUDA cannot be re-initialised in forked workers.
-        if torch.cuda.is_available():
-            kwargs["multiprocessing_context"] = "spawn"
-    return DataLoader(
-        data,  # type: ignore[arg-type]
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        pin_memory=d.pin_memory and torch.cuda.is_available(),
-        **kwargs,
-    )
-
-
 def _cluster_environment() -> L.fabric.plugins.environments.ClusterEnvironment:
     # The job script owns the requeue handshake: Lightning's own SLURM auto-requeue stays off.
     if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
@@ -152,7 +132,8 @@ def choose_batch_size(
         return heuristic_batch_size(model, samples, budget_mb=t.memory_budget_mb, safety=t.safety_factor)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     # A simulated OOM (tests) drives the GPU branch of the search on any device.
-    probe: Literal["oom", "budget"] = "oom" if device.type == "cuda" or faults.active() else "budget"
+    simulated_oom = forward_check.installed()
+    probe: Literal["oom", "budget"] = "oom" if device.type == "cuda" or simulated_oom else "budget"
     choice = trial_batch_size(
         model,
         samples,

@@ -15,7 +15,7 @@ from torch_geometric.loader import DataLoader
 from kdgat.config import PipelineConfig
 from kdgat.data import GraphSet
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
-from kdgat.training.fit import make_loader
+from kdgat.training.loader import make_loader
 
 
 class VGAEModule(L.LightningModule):

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { TemplateInputError } from '../quote/errors.ts';
 import { localProfile, pitzer } from '../fixtures.test-support.ts';
 import { bashSyntax, shellcheck } from '../test-support/sandbox.ts';
-import { renderModuleShell } from './blocks.ts';
+import { renderModuleShell } from './script-sections.ts';
 
 /** Runs the preamble as infra does (`bash -c SCRIPT kdgat-modules ARGV…`) in a clean environment. */
 function run(script: string, argv: string[], path: string) {

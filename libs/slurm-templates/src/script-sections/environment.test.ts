@@ -6,7 +6,7 @@ import { condaEnv, localProfile, pitzer, venvEnv } from '../fixtures.test-suppor
 import { goldenFiles } from '../golden-cases.test-support.ts';
 import { shellFileLines } from '../shell/shell-files.ts';
 import { bashSyntax, makeSandbox, shellcheck, type Sandbox } from '../test-support/sandbox.ts';
-import { activationSnippet, renderModuleShell } from './blocks.ts';
+import { activationSnippet, renderModuleShell } from './script-sections.ts';
 
 // The environment's shell is src/shell/environment.sh; what TypeScript renders around it is values
 // only (each a `kdgat_…=` assignment of one shq word, or an array of them) and the call.

@@ -1,0 +1,18 @@
+// The Python that runs `python -m kdgat` over a run's files here, for a stack: what the tune
+// report (tune/study.ts) and the run report (@kdgat/run-record) both start.
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { StackOutputs } from './outputs.ts';
+
+/** This checkout's Python environment (`npm run bootstrap`: python/.venv, from python/uv.lock). */
+const CHECKOUT_PYTHON = fileURLToPath(new URL('../../../../python/.venv/bin/python', import.meta.url));
+
+/**
+ * The python that reads a run's files here: `$KDGAT_PYTHON`, else the environment's
+ * (`<prefix>/bin/python`) when the site is this machine, else this checkout's own (a site over SSH:
+ * its environment is over there, the local copy of the run is here).
+ */
+export function pythonOf(stack: StackOutputs): string {
+  if (process.env['KDGAT_PYTHON']) return process.env['KDGAT_PYTHON'];
+  return stack.connection?.kind === 'ssh' ? CHECKOUT_PYTHON : join(stack.environment.prefix, 'bin', 'python');
+}
