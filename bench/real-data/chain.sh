@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/real-data/chain.sh: wall time of the whole chain (preprocess -> autoencoder -> curriculum ->
-# evaluation) at scale large on the eight real recordings, as a user runs it (the CLI, defaults
-# plus any -O overrides given as arguments). Run it under the shared lock, from the repo root:
+# evaluation) at scale large on the real recordings, each once (exact duplicates dropped), as a user
+# runs it (the CLI, defaults plus any -O overrides given as arguments). Run it under the shared lock,
+# from the repo root:
 #   flock /tmp/kdgat-heavy.lock bash bench/real-data/chain.sh [-O key value ...]
 # Prints each stage's wall seconds (and CPU seconds: on a shared machine the wall time is inflated
 # by whatever else runs), the training total, and the evaluation's scores.
@@ -21,7 +22,13 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/data/canreal"
-for f in "$data"/*.parquet; do ln -s "$f" "$work/data/canreal/"; done
+# Each recording once: the collection ships some twice (the two attack-free-kia and the two
+# attack-free-sonata files), and a copy's windows would land on both sides of the random split.
+# distinct.py keeps the rule run.py drops them by (same IDs, payloads and timestamps).
+(cd "$repo/python" && uv run --frozen python "$here/distinct.py" "$data") > "$work/recordings" \
+  || { echo "could not list the distinct recordings of $data" >&2; exit 1; }
+while IFS= read -r f; do ln -s "$f" "$work/data/canreal/"; done < "$work/recordings"
+echo "recordings: $(wc -l < "$work/recordings") distinct of $(find "$data" -maxdepth 1 -name '*.parquet' | wc -l) in $data"
 export KD_GAT_DATA_ROOT="$work/data" KD_GAT_CACHE_ROOT="$work/cache" KD_GAT_RUN_ROOT="$work/runs"
 cd "$repo/python"
 total=0

@@ -19,24 +19,26 @@ Scenarios (window graphs of 100 messages, as the pipeline builds them):
 Variants (feature set and normalisation, each trained once per scenario: a VGAE on benign training
 windows, then the curriculum GAT), every one scored five ways (``kdgat.scoring``): gat, vgae,
 fusion_learned, fusion_weighted, fusion_max. Every threshold and fusion weight is fitted on the validation
-windows of the training recordings; test labels are only used to compute the printed scores.
+windows of the training recordings; test labels are used to compute the printed scores and, with
+one exception, nothing else (``known``: the CAN-ID vocabulary reads every benign message of the
+recordings, test windows included).
 
-- ``paper``        the published 11 + 11 features with the CAN-ID vocabulary index (the current model)
+- ``paper``        the published 11 + 11 features with the CAN-ID vocabulary index
 - ``vi``           vehicle-independent features (``data.features=vehicle_independent``)
 - ``vi+calib``     the same, each recording normalised by its own first K unlabelled windows
                    (``data.calibration_windows=K``)
 
-Training here is a plain loop over the pipeline's models (``GATWithJK``,
+Training here is the bench's own short loop over the pipeline's models (``GATWithJK``,
 ``GraphAutoencoderNeighborhood``, Adam, class-weighted cross-entropy, the curriculum schedule of the
 curriculum stage: the easiest half by VGAE score first, all of it by the last epoch), without
-Lightning's checkpointing, so that a whole table fits in minutes on 2 cores.
+Lightning's checkpointing, so that a whole table fits in minutes on 2 cores. ``paper`` scored
+``gat`` is therefore the published features and decision rule, not the published pipeline's training.
 Prints progress, the table, and one JSON line (also written to --json).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import platform
@@ -105,13 +107,10 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
     seen: set[str] = set()
     out = []
     for path in sorted(data.glob("*.parquet")):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
         msgs, _ = read_can_file(path)
-        content = hashlib.sha256(
-            msgs.can_id.tobytes() + msgs.payload.tobytes() + msgs.timestamp.tobytes()
-        ).hexdigest()
+        content = msgs.content_digest()
         if content in seen:
-            log(f"skip {path.name}: same rows as an earlier recording ({digest[:8]})")
+            log(f"skip {path.name}: same rows as an earlier recording ({content[:8]})")
             continue
         seen.add(content)
         g = build_window_graphs(msgs.can_id, msgs.payload, msgs.label, 100, 100)

@@ -186,7 +186,7 @@ export function resumeTime(input: {
     const left = Math.max(1, input.maxEpochs - input.epochEnds.length);
     const startup = input.startupSeconds ?? 300;
     seconds = Math.ceil((perEpoch * left * policy.margin + startup + input.leadSeconds) / step) * step;
-    basis = `${left} epoch(s) left of ${input.maxEpochs} at ${Math.round(perEpoch)} s each (median of ${gaps.length}) x ${policy.margin}, + ${startup} s start${
+    basis = `${left} epoch(s) left of ${input.maxEpochs} at ${perEpoch < 10 ? perEpoch.toPrecision(2) : Math.round(perEpoch)} s each (median of ${gaps.length}) x ${policy.margin}, + ${startup} s start${
       input.leadSeconds > 0 ? ` + the ${input.leadSeconds} s requeue signal lead` : ''
     }, in ${policy.timeStepMinutes}-minute steps`;
   } else {

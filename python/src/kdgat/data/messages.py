@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +62,13 @@ class CanMessages:
             payload=np.concatenate([p.payload for p in parts]),
             label=np.concatenate([p.label for p in parts]),
         )
+
+    def content_digest(self) -> str:
+        """SHA-256 of the IDs, payloads and timestamps: two files with the same digest hold the same
+        recording (public collections ship some twice, under different names and file bytes)."""
+        return hashlib.sha256(
+            self.can_id.tobytes() + self.payload.tobytes() + self.timestamp.tobytes()
+        ).hexdigest()
 
     def take(self, index: npt.NDArray[np.intp] | slice) -> CanMessages:
         return CanMessages(
