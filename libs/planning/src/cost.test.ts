@@ -5,32 +5,14 @@ import { loadExperimentSpec, type Scalar } from '@kdgat/config';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildPlan } from './build.ts';
 import { estimatePlanCost, sizeStages, stageHistories } from './cost.ts';
-
-// A DDP stage on Pitzer: `cpus` is per task, and there is one task per GPU.
-const DDP_SPEC = `name: ddp-cost
-cluster: osc-pitzer
-environment: gnn-rapids
-account: PAS1266
-stages:
-  - id: teacher
-    stage: curriculum
-    model: gat
-    scale: large
-    dataset: hcrl_sa
-    resources:
-      cpus: 6
-      memGB: 200
-      gpus: { count: 2, type: v100 }
-      time: "8:00:00"
-      partition: PARTITION
-`;
+import { ddpCostSpec } from './testing.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'planning-cost-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function costOf(partition: string, runsRoot = join(root, 'empty'), apply = false) {
   const { resolved } = loadExperimentSpec({
-    text: DDP_SPEC.replace('PARTITION', partition),
+    text: ddpCostSpec(partition),
     file: 'ddp.yaml',
   });
   const plan = buildPlan({

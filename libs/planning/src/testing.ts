@@ -23,3 +23,24 @@ export const sampleOutputs: StackOutputs = {
     preprocessGpu: '/s/scripts/preprocess-gpu.sh',
   },
 };
+
+/** A DDP stage on Pitzer (`cpus` is per task, one task per GPU: 2 x 6 cpus), on `partition`. */
+export function ddpCostSpec(partition = 'gpu-quad'): string {
+  return `name: ddp-cost
+cluster: osc-pitzer
+environment: gnn-rapids
+account: PAS1266
+stages:
+  - id: teacher
+    stage: curriculum
+    model: gat
+    scale: large
+    dataset: hcrl_sa
+    resources:
+      cpus: 6
+      memGB: 200
+      gpus: { count: 2, type: v100 }
+      time: "8:00:00"
+      partition: ${partition}
+`;
+}

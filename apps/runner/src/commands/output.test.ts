@@ -1,26 +1,11 @@
 // What plan/train print of a plan's cost: the billed cores of a DDP job (tasks x cpus per node).
 import { loadExperimentSpec } from '@kdgat/config';
 import { buildPlan, estimatePlanCost, sizeStages, type PlanCosting } from '@kdgat/planning';
+import { ddpCostSpec } from '@kdgat/planning/testing';
 import { describe, expect, it } from 'vitest';
 import { balanceWarning, costLines } from './output.ts';
 
-const DDP_SPEC = `name: ddp-cost
-cluster: osc-pitzer
-environment: gnn-rapids
-account: PAS1266
-stages:
-  - id: teacher
-    stage: curriculum
-    model: gat
-    scale: large
-    dataset: hcrl_sa
-    resources:
-      cpus: 6
-      memGB: 200
-      gpus: { count: 2, type: v100 }
-      time: "8:00:00"
-      partition: gpu-quad
-`;
+const DDP_SPEC = ddpCostSpec('gpu-quad');
 
 describe('costLines of a 2-task job', () => {
   it('says the billed cores per task, the tasks per node, and that there is no history', () => {
