@@ -9,6 +9,6 @@ const site = new ClusterSite('site', readSiteConfig(new pulumi.Config(), repoRoo
 
 export const profile = site.outputs.profile;
 export const connection = site.outputs.connection;
-export const environment = site.outputs.environment;
+export const environments = site.outputs.environments;
 export const scratch = site.outputs.scratch;
 export const scripts = site.outputs.scripts;

@@ -80,12 +80,13 @@ export PATH
 
 # --- Debian packages ---------------------------------------------------------------------------
 # Two kinds. What the runner needs wherever it runs (a laptop, a login node): ssh and rsync. What
-# only `npm test` needs: the test cluster (SLURM, munge, an sshd, Lmod), the shell linters, and the
-# browser the report test opens. Without root (an OSC login node) neither is installed: the first
-# is already there on any such machine, the second is skipped, and one line says so.
+# only `npm test` needs: the test cluster (SLURM, munge, an sshd, Lmod), the shell linters, the
+# browser the report test opens, and the terminal the `runner shell` test types into (tmux).
+# Without root (an OSC login node) neither is installed: the first is already there on any such
+# machine, the second is skipped, and one line says so.
 step "debian packages"
 runner_pkgs=(openssh-client rsync)
-test_pkgs=(slurm-wlm slurmdbd mariadb-server munge shellcheck shfmt openssh-server lmod chromium)
+test_pkgs=(slurm-wlm slurmdbd mariadb-server munge shellcheck shfmt openssh-server lmod chromium tmux)
 missing_runner=() missing_test=()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 for pkg in "${runner_pkgs[@]}"; do installed "$pkg" || missing_runner+=("$pkg"); done
@@ -100,7 +101,7 @@ elif [[ $(id -u) -ne 0 ]]; then
   if ((${#missing_test[@]} == 0)); then
     done_step "present (ssh, rsync on PATH)"
   else
-    done_step "skipped ${missing_test[*]} (not root): \`npm test\` needs them (its SLURM cluster, sshd, Lmod, linters, browser), the runner does not; as root: apt-get install ${missing_test[*]}"
+    done_step "skipped ${missing_test[*]} (not root): \`npm test\` needs them (its SLURM cluster, sshd, Lmod, linters, browser, terminal), the runner does not; as root: apt-get install ${missing_test[*]}"
   fi
 else
   quiet apt-get update -q

@@ -3,29 +3,32 @@ import {
   cudaOf,
   publicConnection,
   environmentSpecHash,
+  kernelDefaultCodeFor,
+  kernelsDirFor,
   renderEnvironmentYml,
   scratchLayoutFor,
   sitePathsFor,
+  siteScriptsDir,
   type ClusterProfile,
-  type EnvironmentBuild,
-  type EnvironmentSpec,
+  type SiteEnvironment,
   type StackOutputs,
 } from '@kdgat/config';
 import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
 import type { Connection } from '@kdgat/transport';
 import { CondaEnvironment } from './conda-environment.ts';
+import { JupyterKernel } from './jupyter-kernel.ts';
 import { ScratchCacheLayout } from './scratch-cache-layout.ts';
 import { SlurmTemplates } from './slurm-templates.ts';
 
-export type { EnvironmentBuild } from '@kdgat/config';
+export type { EnvironmentBuild, SiteEnvironment } from '@kdgat/config';
 
 export interface ClusterSiteArgs {
   profile: ClusterProfile;
-  environment: EnvironmentSpec;
+  /** In the stack's order: the first is the stack's default, the site scripts' environment. */
+  environments: SiteEnvironment[];
   datasets: string[];
   /** The connection with its private key as a Pulumi secret. */
   connection: pulumi.Input<Connection>;
-  build: EnvironmentBuild;
   /** `<project>/<stack>`. */
   owner: string;
   scratchGroup?: string;
@@ -34,53 +37,101 @@ export interface ClusterSiteArgs {
 /** A value as the program holds it: known now, or a Pulumi output resolved by the deployment. */
 type Deployed<T> = T extends object ? { [K in keyof T]: Deployed<T[K]> } : T | pulumi.Output<T>;
 
+type EnvironmentOutputs = StackOutputs['environments'][number];
+
 /**
  * Stack outputs, the contract with the runner (`StackOutputsSchema` of @kdgat/config, docs/CONTRACTS.md
- * "Stack outputs"); the program always exports the lock.
+ * "Stack outputs"); the program always exports each environment's lock.
  */
-export type SiteOutputs = Deployed<StackOutputs> & { environment: { lock: pulumi.Output<string> } };
+export type SiteOutputs = Omit<Deployed<StackOutputs>, 'environments'> & {
+  environments: pulumi.Output<(EnvironmentOutputs & { lock: string })[]>;
+};
 
-/** One cluster as declared: environment, scratch cache layout and SLURM scripts. */
+/**
+ * One cluster as declared: its environments (each its own resource, lock and kernel), the scratch
+ * cache layout and the SLURM scripts.
+ */
 export class ClusterSite extends pulumi.ComponentResource {
   readonly outputs: SiteOutputs;
 
   constructor(name: string, args: ClusterSiteArgs, opts?: pulumi.ComponentResourceOptions) {
     super('kdgat:hpc:ClusterSite', name, {}, opts);
-    const { profile, environment, connection } = args;
-    // The same paths the runner predicts for a stack not provisioned yet (declaredSiteOutputs).
-    const paths = sitePathsFor(profile, environment.name, args.build);
-    const prefix = paths.prefix;
+    const { profile, connection } = args;
     const layout = scratchLayoutFor(profile, args.datasets);
-    const envView = { ...environment, prefix };
-    const cuda = cudaOf(environment);
 
-    const env = new CondaEnvironment(
-      `${name}-env`,
-      {
-        spec: environment,
-        environmentYml: renderEnvironmentYml(environment),
-        specHash: environmentSpecHash(environment),
-        connection,
-        owner: args.owner,
-        prefix,
-        envsDir: paths.envsDir,
-        ...(cuda ? { cudaVersion: `${cuda.major}.${cuda.minor}` } : {}),
-        ...args.build,
-        profile: profile.name,
-        modules: profile.modules,
-      },
-      { parent: this },
-    );
+    const kernelsDir = kernelsDirFor(profile);
+    const codePath = kernelDefaultCodeFor(profile);
+    const environments = args.environments.map(({ spec, build, kernel }, i) => {
+      // The same paths the runner predicts for a stack not provisioned yet (declaredSiteOutputs).
+      const paths = sitePathsFor(profile, spec.name, build);
+      const cuda = cudaOf(spec);
+      const view = { ...spec, prefix: paths.prefix };
+      const env = new CondaEnvironment(
+        `${name}-env-${spec.name}`,
+        {
+          spec,
+          environmentYml: renderEnvironmentYml(spec),
+          specHash: environmentSpecHash(spec),
+          connection,
+          owner: args.owner,
+          prefix: paths.prefix,
+          envsDir: paths.envsDir,
+          ...(cuda ? { cudaVersion: `${cuda.major}.${cuda.minor}` } : {}),
+          ...build,
+          profile: profile.name,
+          modules: profile.modules,
+        },
+        // A stack of one environment, provisioned before there were several, kept it as `<name>-env`.
+        { parent: this, ...(i === 0 ? { aliases: [{ name: `${name}-env` }] } : {}) },
+      );
+      if (kernel) {
+        if (kernelsDir === null)
+          throw new Error(
+            `environment ${spec.name} declares a kernel, but the profile of ${profile.name} names no paths.kernelsDir: ` +
+              `set clusterOverrides.paths.kernelsDir to the site user's <home>/.local/share/jupyter/kernels`,
+          );
+        // A child of its environment: removing the environment removes its kernel.
+        new JupyterKernel(
+          `${name}-kernel-${spec.name}`,
+          {
+            kernel,
+            environment: {
+              name: spec.name,
+              prefix: paths.prefix,
+              activate: activationSnippet(view, profile),
+              lockHash: env.lockHash,
+            },
+            profile,
+            kernelsDir,
+            ...(codePath !== undefined ? { codePath } : {}),
+            connection,
+          },
+          { parent: env },
+        );
+      }
+      const outputs = pulumi.all([env.lockHash, env.lock]).apply(([lockHash, lock]) => ({
+        name: env.name,
+        backend: env.backend,
+        prefix: env.prefix,
+        activate: activationSnippet(view, profile),
+        specHash: env.specHash,
+        lockPath: env.lockPath,
+        lockHash,
+        lock,
+      }));
+      return { view, outputs };
+    });
     const scratch = new ScratchCacheLayout(
       `${name}-scratch`,
       { layout, connection, clusterName: profile.clusterName, group: args.scratchGroup },
       { parent: this },
     );
-    const scriptsDir = paths.scriptsDir;
+    const scriptsDir = siteScriptsDir(profile);
     const scripts = new SlurmTemplates(
       `${name}-scripts`,
       {
-        scripts: renderSiteScripts(profile, envView, layout, { scriptsDir }),
+        // The hand-use scripts run the stack's default environment.
+        scripts: renderSiteScripts(profile, environments[0]!.view, layout, { scriptsDir }),
         names: SITE_SCRIPT_NAMES,
         dir: scriptsDir,
         connection,
@@ -91,16 +142,7 @@ export class ClusterSite extends pulumi.ComponentResource {
     this.outputs = {
       profile: profile.name,
       connection: publicConnection(profile.connection),
-      environment: {
-        name: env.name,
-        backend: env.backend,
-        prefix: env.prefix,
-        activate: activationSnippet(envView, profile),
-        specHash: env.specHash,
-        lockPath: env.lockPath,
-        lockHash: env.lockHash,
-        lock: env.lock,
-      },
+      environments: pulumi.all(environments.map((e) => e.outputs)),
       scratch: {
         root: scratch.root,
         cacheDirs: scratch.cacheDirs,

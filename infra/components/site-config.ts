@@ -23,7 +23,8 @@ export function readSiteConfig(config: pulumi.Config, repoRoot: string): Cluster
     {
       cluster: presetOrObject(config.require('cluster')),
       clusterOverrides: config.getObject('clusterOverrides'),
-      environment: presetOrObject(config.require('environment')),
+      environments: config.getObject('environments'),
+      environment: presetOrObject(config.get('environment')),
       environmentOverrides: config.getObject('environmentOverrides'),
       datasets: config.getObject('datasets'),
       build: config.getObject('build'),

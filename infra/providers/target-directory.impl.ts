@@ -1,10 +1,11 @@
 // A directory on the target with a mode (and optionally a group and a README). Deleting the
-// resource never deletes the directory: cached data is retained (the resources are also
-// created with retainOnDelete, so the CLI shows "[retain]").
+// resource never deletes the directory by default: cached data is retained (the resources are also
+// created with retainOnDelete, so the CLI shows "[retain]"). One declared `remove-if-empty` (a
+// notebook kernel's) is removed when empty, and kept when anything besides the stack's files is in it.
 import type * as pulumi from '@pulumi/pulumi';
 import { changedKeys, targetKey } from './common.ts';
 import { executorFor, type Connection } from '@kdgat/transport';
-import { ensureDirectory, readFile, statMode, writeFile } from './target-fs.ts';
+import { ensureDirectory, readFile, removeEmptyDirectory, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetDirectoryInputs {
   connection: Connection;
@@ -14,6 +15,8 @@ export interface TargetDirectoryInputs {
   group?: string;
   /** README.md written at the directory's root. */
   readme?: string;
+  /** Absent: retained on delete. */
+  onDelete?: 'remove-if-empty';
 }
 export interface TargetDirectoryOutputs extends TargetDirectoryInputs {
   /** The mode applied: the requested one, or without setgid where the filesystem refused it. */
@@ -27,7 +30,13 @@ export async function diff(
 ): Promise<pulumi.dynamic.DiffResult> {
   const replaces = changedKeys(olds as never, news as never, ['path']);
   if (targetKey(olds.connection) !== targetKey(news.connection)) replaces.push('connection');
-  const changed = changedKeys(olds as never, news as never, ['mode', 'group', 'readme', 'connection']);
+  const changed = changedKeys(olds as never, news as never, [
+    'mode',
+    'group',
+    'readme',
+    'onDelete',
+    'connection',
+  ]);
   return { changes: replaces.length + changed.length > 0, replaces, deleteBeforeReplace: false };
 }
 
@@ -68,5 +77,8 @@ export async function read(
   return { id, props: out };
 }
 
-/** Data is never deleted by this stack: the directory stays. */
-export async function remove(): Promise<void> {}
+/** Data is never deleted by this stack: the directory stays, unless it was declared removable and is empty. */
+export async function remove(_id?: string, props?: TargetDirectoryOutputs): Promise<void> {
+  if (props?.onDelete !== 'remove-if-empty') return;
+  await removeEmptyDirectory(executorFor(props.connection), props.path);
+}

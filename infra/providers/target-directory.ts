@@ -10,19 +10,31 @@ export interface TargetDirectoryArgs {
   mode: pulumi.Input<string>;
   group?: pulumi.Input<string>;
   readme?: pulumi.Input<string>;
+  /**
+   * What deleting the resource does. `retain` (the default): the directory outlives the stack
+   * (retainOnDelete; the CLI shows `[retain]`), as cached data must. `remove-if-empty`: removed
+   * once the stack's files in it are gone (e.g. a notebook kernel's), kept if it holds anything else.
+   */
+  onDelete?: 'retain' | 'remove-if-empty';
 }
 
-/** A directory on the cluster that outlives the stack: created here, never deleted (retainOnDelete). */
+/**
+ * A directory on the cluster. By default it outlives the stack: created here, never deleted
+ * (retainOnDelete); with `onDelete: 'remove-if-empty'`, deleted when nothing else is left in it.
+ */
 export class TargetDirectory extends pulumi.dynamic.Resource {
   declare readonly path: pulumi.Output<string>;
   declare readonly appliedMode: pulumi.Output<string>;
 
   constructor(name: string, args: TargetDirectoryArgs, opts?: pulumi.CustomResourceOptions) {
+    const { onDelete, ...rest } = args;
+    const removable = onDelete === 'remove-if-empty';
     super(
       provider,
       name,
-      { ...args, appliedMode: undefined },
-      { ...opts, retainOnDelete: true, additionalSecretOutputs: ['connection'] },
+      // only a removable directory carries the key, so the retained ones' inputs stay as they were
+      { ...rest, ...(removable ? { onDelete } : {}), appliedMode: undefined },
+      { ...opts, retainOnDelete: !removable, additionalSecretOutputs: ['connection'] },
       'kdgat',
       'TargetDirectory',
     );

@@ -35,6 +35,15 @@ export async function removeFile(ex: Executor, path: string): Promise<void> {
   await runChecked(ex, ['rm', '-f', '--', path], { ...QUICK, what: `removing ${path}` });
 }
 
+/** Removes a directory when it is empty; one that holds anything, or is gone already, is left as it is. */
+export async function removeEmptyDirectory(ex: Executor, path: string): Promise<void> {
+  await runChecked(
+    ex,
+    ['sh', '-c', 'if [ -d "$1" ] && [ -z "$(ls -A -- "$1")" ]; then rmdir -- "$1"; fi', 'sh', path],
+    { ...QUICK, what: `removing directory ${path}` },
+  );
+}
+
 export async function removeTree(ex: Executor, path: string, timeoutSeconds = 1800): Promise<void> {
   await runChecked(ex, ['rm', '-rf', '--', path], { timeoutSeconds, what: `removing ${path}` });
 }

@@ -5,6 +5,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { fileURLToPath } from 'node:url';
 import {
   StackOutputsSchema,
+  StackOutputsObjectSchema,
   projectDependencies,
   rawSiteConfigFromStackFile,
   siteFromStackConfig,
@@ -55,7 +56,9 @@ const value = <T>(o: pulumi.Output<T> | T): Promise<T> =>
 describe('osc-pitzer stack (mocks)', () => {
   it('declares the gnn-rapids conda environment, the PAS1266 scratch layout and the scripts over ssh', async () => {
     const program = await import('../index.ts');
-    const environment = (await value(program.environment)) as unknown as Record<string, string>;
+    const environments = (await value(program.environments)) as unknown as Record<string, string>[];
+    expect(environments.map((e) => e['name'])).toEqual(['gnn-rapids', 'gnn-rapids-cugraphops', 'gnn-cpu']);
+    const environment = environments[0]!;
     const scratch = (await value(program.scratch)) as { root: string; cacheDirs: Record<string, string> };
     const scripts = (await value(program.scripts)) as Record<string, string>;
     expect(await value(program.profile)).toBe('osc-pitzer');
@@ -66,7 +69,12 @@ describe('osc-pitzer stack (mocks)', () => {
     expect(Object.keys(scripts).sort()).toEqual(['dir', 'epilog', 'preprocessGpu', 'stageData', 'trainGpu']);
 
     await new Promise((r) => setTimeout(r, 100));
-    const env = created.find((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment')!;
+    const envs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment');
+    // one resource per environment, each named after it
+    expect(envs.map((c) => c.name).sort()).toEqual(
+      ['site-env-gnn-cpu', 'site-env-gnn-rapids', 'site-env-gnn-rapids-cugraphops'],
+    );
+    const env = envs.find((c) => c.name === 'site-env-gnn-rapids')!;
     // `conda` comes from the profile's conda module, loaded (with CUDA's) before every frontend command
     expect(env.inputs).toMatchObject({
       frontend: 'conda',
@@ -100,7 +108,21 @@ describe('osc-pitzer stack (mocks)', () => {
     const trainGpu = created.find((c) => c.name === 'site-scripts-train_gpu.sh')!;
     expect(trainGpu.inputs.content).toContain('PAS1266');
     const dirs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetDirectory');
-    expect(dirs.every((d) => d.inputs.group === 'PAS1266')).toBe(true);
+    const kernels = '/users/PAS1266/REPLACE_WITH_OSC_USER/.local/share/jupyter/kernels';
+    const scratchDirs = dirs.filter((d) => !String(d.inputs.path).startsWith(kernels));
+    expect(scratchDirs.every((d) => d.inputs.group === 'PAS1266')).toBe(true);
+    // the kernels the stack declares (gnn-rapids, gnn-cpu), where OnDemand's Jupyter app finds them
+    const kernelFiles = created
+      .filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetFile')
+      .map((c) => String(c.inputs.path))
+      .filter((p) => p.startsWith(kernels))
+      .sort();
+    expect(kernelFiles).toEqual([
+      `${kernels}/gnn-cpu/kernel.json`,
+      `${kernels}/gnn-cpu/kernel.sh`,
+      `${kernels}/gnn-rapids/kernel.json`,
+      `${kernels}/gnn-rapids/kernel.sh`,
+    ]);
   });
 
   it('exports outputs that parse against the one contract (StackOutputsSchema of @kdgat/config)', async () => {
@@ -111,15 +133,15 @@ describe('osc-pitzer stack (mocks)', () => {
       pulumi.output({
         profile: program.profile,
         connection: program.connection,
-        environment: program.environment,
+        environments: program.environments,
         scratch: program.scratch,
         scripts: program.scripts,
       }),
     );
-    expect(Object.keys(program).sort()).toEqual(Object.keys(StackOutputsSchema.shape).sort());
+    expect(Object.keys(program).sort()).toEqual(Object.keys(StackOutputsObjectSchema.shape).sort());
     const parsed = StackOutputsSchema.parse(outputs);
     expect(parsed).toEqual(outputs);
-    expect(parsed.environment.lock).toBe('@EXPLICIT\n');
+    for (const e of parsed.environments) expect(e.lock).toBe('@EXPLICIT\n');
     expect(parsed.connection).toMatchObject({ kind: 'ssh', host: 'pitzer.osc.edu' });
     expect(parsed.connection).not.toHaveProperty('privateKey');
   });
@@ -133,10 +155,12 @@ describe('osc-pitzer stack (mocks)', () => {
     const predicted = declaredSiteOutputs(
       siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot),
     );
-    const environment = await value(pulumi.output(program.environment));
+    const environments = await value(pulumi.output(program.environments));
     expect(await value(program.profile)).toBe(predicted.profile);
     expect(await value(program.scratch)).toEqual(predicted.scratch);
     expect(await value(program.scripts)).toEqual(predicted.scripts);
-    expect(environment).toEqual({ ...predicted.environment, lockHash: 'f'.repeat(64), lock: '@EXPLICIT\n' });
+    expect(environments).toEqual(
+      predicted.environments.map((e) => ({ ...e, lockHash: 'f'.repeat(64), lock: '@EXPLICIT\n' })),
+    );
   });
 });

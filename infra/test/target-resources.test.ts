@@ -1,5 +1,5 @@
 // The file and directory providers against the real local filesystem.
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -52,5 +52,24 @@ describe('TargetDirectory provider', () => {
     writeFileSync(join(path, 'cached.pt'), 'data');
     await dir.remove();
     expect(readFileSync(join(path, 'cached.pt'), 'utf8')).toBe('data');
+  });
+
+  it('removes a directory declared remove-if-empty once empty, and keeps it while it holds anything', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-dir-'));
+    const path = join(root, 'kernels', 'gnn-rapids');
+    const inputs = { connection: local, path, mode: '0755', onDelete: 'remove-if-empty' as const };
+    const { id, outs } = await dir.create(inputs);
+    expect(statSync(path).mode & 0o7777).toBe(0o755);
+    // a change of what deleting does is an update of the resource, not a replacement
+    const { onDelete: _, ...retained } = inputs;
+    expect(await dir.diff(id, outs, retained)).toMatchObject({ changes: true, replaces: [] });
+
+    writeFileSync(join(path, 'logo-64x64.png'), 'put there by hand');
+    await dir.remove(id, outs);
+    expect(readFileSync(join(path, 'logo-64x64.png'), 'utf8')).toBe('put there by hand');
+    rmSync(join(path, 'logo-64x64.png'));
+    await dir.remove(id, outs);
+    expect(existsSync(path)).toBe(false);
+    await dir.remove(id, outs); // gone already: nothing to do
   });
 });

@@ -36,7 +36,7 @@ export function pulumiBinDir(): string {
 /** `pulumi stack output --json` of this project (docs/CONTRACTS.md "Stack outputs"). */
 export interface SiteStackOutputs {
   profile: string;
-  environment: {
+  environments: {
     name: string;
     backend: string;
     prefix: string;
@@ -45,7 +45,7 @@ export interface SiteStackOutputs {
     lockPath: string;
     lockHash: string;
     lock: string;
-  };
+  }[];
   scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
   scripts: {
     dir: string;

@@ -1,8 +1,33 @@
 // Stack config of the e2e `local` site (shared with bench/pulumi-preview).
 import { join } from 'node:path';
 
-/** Stack config of a `local` site under `root`, with a venv of the given requirement lines. */
-export function localConfig(root: string, wheels: string, pip: string[], datasets = ['hcrl_sa', 'set_01']) {
+/** One more venv of a `local` site: its name and requirement lines (from the same wheelhouse). */
+export interface ExtraEnvironment {
+  name: string;
+  pip: string[];
+  kernel?: { displayName: string };
+}
+
+/**
+ * Stack config of a `local` site under `root`, with a venv of the given requirement lines (and any
+ * further venvs: a stack of several environments). Kernels go to `<root>/kernels`.
+ */
+export function localConfig(
+  root: string,
+  wheels: string,
+  pip: string[],
+  datasets = ['hcrl_sa', 'set_01'],
+  extra: ExtraEnvironment[] = [],
+) {
+  // A venv of its own from a local wheelhouse, not layered over python/.venv: without the
+  // pipeline's pins (they are not in the wheelhouse), only the test's requirement lines.
+  const venv = (name: string, lines: string[], kernel?: { displayName: string }) => ({
+    preset: 'cpu-local',
+    name,
+    pipelinePins: false,
+    requirements: lines,
+    ...(kernel ? { kernel } : {}),
+  });
   return {
     cluster: 'local',
     clusterOverrides: {
@@ -11,12 +36,10 @@ export function localConfig(root: string, wheels: string, pip: string[], dataset
         scratchRoot: join(root, 'scratch'),
         homeCacheRoot: join(root, 'home-cache'),
         logsDir: join(root, 'scratch', 'logs'),
+        kernelsDir: join(root, 'kernels'),
       },
     },
-    environment: 'cpu-local',
-    // A venv of its own from a local wheelhouse, not layered over python/.venv: without the
-    // pipeline's pins (they are not in the wheelhouse), only the test's requirement lines.
-    environmentOverrides: { name: 'cpu-e2e', pipelinePins: false, requirements: pip },
+    environments: [venv('cpu-e2e', pip), ...extra.map((e) => venv(e.name, e.pip, e.kernel))],
     datasets,
     build: {
       frontend: 'pip',

@@ -142,9 +142,9 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     expect(calls.length).toBeGreaterThanOrEqual(3); // create, lock, list
     for (const loaded of calls)
       expect(loaded.split(':').sort()).toEqual(['cuda/12.4.1', 'py-rattler/0.28.0']);
-    expect(out.environment).toMatchObject({ name: 'gnn-e2e', backend: 'conda' });
-    expect(existsSync(join(out.environment.prefix, 'conda-meta'))).toBe(true);
-    expect(readFileSync(out.environment.lockPath, 'utf8')).toMatch(
+    expect(out.environments[0]).toMatchObject({ name: 'gnn-e2e', backend: 'conda' });
+    expect(existsSync(join(out.environments[0]!.prefix, 'conda-meta'))).toBe(true);
+    expect(readFileSync(out.environments[0]!.lockPath, 'utf8')).toMatch(
       /@EXPLICIT\n[\s\S]*pytorch-2\.7-0\.tar\.bz2#[0-9a-f]{32}/,
     );
     expect(statSync(out.scripts.trainGpu).mode & 0o111).toBe(0o111);
@@ -169,21 +169,21 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
     expect(preview.stdout).toMatch(/^\s*\+\s.*cugraph=26\.10/m);
     expect(preview.stdout).toMatch(/^\s*-\s.*numpy=2\.3/m);
     ok(s.up());
-    expect(existsSync(join(out.environment.prefix, 'share', 'kdgat-test', 'cugraph.txt'))).toBe(true);
-    expect(existsSync(join(out.environment.prefix, 'share', 'kdgat-test', 'numpy.txt'))).toBe(false);
+    expect(existsSync(join(out.environments[0]!.prefix, 'share', 'kdgat-test', 'cugraph.txt'))).toBe(true);
+    expect(existsSync(join(out.environments[0]!.prefix, 'share', 'kdgat-test', 'numpy.txt'))).toBe(false);
     ok(s.up(['--expect-no-changes']));
   });
 
   it("stops up with the module system's message when a module is missing, and keeps the environment", () => {
-    const lockBefore = readFileSync(out.environment.lockPath, 'utf8');
+    const lockBefore = readFileSync(out.environments[0]!.lockPath, 'utf8');
     s.setConfig(config(['pytorch=2.8', 'cugraph=26.10'], { cuda: 'cuda/99.9' }));
     const r = s.up();
     expect(r.code).not.toBe(0);
     expect(r.output).toContain('The following module(s) are unknown');
     expect(r.output).toContain('"cuda/99.9"');
     expect(r.output).toContain('nothing was changed');
-    expect(readFileSync(out.environment.lockPath, 'utf8')).toBe(lockBefore);
-    expect(existsSync(join(out.environment.prefix, 'share', 'kdgat-test', 'cugraph.txt'))).toBe(true);
+    expect(readFileSync(out.environments[0]!.lockPath, 'utf8')).toBe(lockBefore);
+    expect(existsSync(join(out.environments[0]!.prefix, 'share', 'kdgat-test', 'cugraph.txt'))).toBe(true);
     s.setConfig(config(['pytorch=2.8', 'cugraph=26.10']));
   });
 
@@ -197,7 +197,7 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
 
   it('destroy removes the environment and the scripts over ssh and keeps the scratch layout', () => {
     ok(s.destroy());
-    expect(existsSync(out.environment.prefix)).toBe(false);
+    expect(existsSync(out.environments[0]!.prefix)).toBe(false);
     expect(existsSync(out.scripts.trainGpu)).toBe(false);
     expect(statSync(out.scratch.cacheDirs.hcrl_sa!).isDirectory()).toBe(true);
   });

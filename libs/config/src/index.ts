@@ -90,21 +90,36 @@ export {
   presetOrObject,
   rawSiteConfigFromStackFile,
   sitePathsFor,
+  siteScriptsDir,
   environmentFilesIn,
   type EnvironmentFrontend,
   type EnvironmentBuild,
   type RawSiteConfig,
   type SiteDeclaration,
+  type SiteEnvironment,
   type SitePaths,
 } from './site/stack-config.ts';
 export {
   StackOutputsSchema,
+  StackOutputsObjectSchema,
   StackEnvironmentOutputsSchema,
   StackScratchOutputsSchema,
   StackScriptOutputsSchema,
+  stackEnvironment,
+  defaultEnvironment,
   type StackOutputs,
+  type StackEnvironmentOutputs,
 } from './site/stack-outputs.ts';
 export { parseYaml } from './load/yaml.ts';
+export {
+  KernelDeclarationSchema,
+  JUPYTER_KERNELS_SUBDIR,
+  kernelNameOf,
+  kernelsDirFor,
+  kernelDefaultCodeFor,
+  type KernelDeclaration,
+  type KernelDeclarationInput,
+} from './site/kernel.ts';
 
 /** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */
 export function validateOverrides(overrides: Record<string, unknown>, schema: object = loadPipelineSchema()): OverrideProblem[] {

@@ -5,22 +5,28 @@ import { describe, expect, it } from 'vitest';
 import { loadExperimentSpec, type Scalar } from '@kdgat/config';
 import { buildPlan } from './build.ts';
 import { renderPlan } from './render.ts';
+import { DeclaredStackOutputs } from './stack/declared.ts';
+import { checkEnvironmentMatches } from './stack/outputs.ts';
 import type { StackOutputs } from './stack/outputs.ts';
+import { outputsFor } from './testing.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
+const REPO = resolve(import.meta.dirname, '../../..');
 
 const stack: StackOutputs = {
   profile: 'local',
   connection: { kind: 'local' },
-  environment: {
-    name: 'e',
-    backend: 'venv',
-    prefix: '/opt/env',
-    activate: '',
-    specHash: '',
-    lockPath: '',
-    lockHash: '',
-  },
+  environments: [
+    {
+      name: 'e',
+      backend: 'venv',
+      prefix: '/opt/env',
+      activate: '',
+      specHash: '',
+      lockPath: '',
+      lockHash: '',
+    },
+  ],
   scratch: {
     root: '/scratch',
     cacheDirs: { hcrl_sa: '/scratch/cache/hcrl_sa', synth: '/scratch/cache/synth' },
@@ -45,11 +51,35 @@ function planOf(file: string) {
     sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
     maxArraySize: 1001,
   });
-  const rendered = renderPlan(plan, resolved, stack, '/scratch/runs/x/run', resolved.cluster.scheduler);
+  const rendered = renderPlan(plan, resolved, outputsFor(resolved, stack), '/scratch/runs/x/run', resolved.cluster.scheduler);
   return { resolved, plan, rendered };
 }
 
 describe('examples/', () => {
+  it.each(
+    readdirSync(EXAMPLES)
+      .filter((f) => f.endsWith('.yaml'))
+      .sort(),
+  )('%s plans against its stack before it is provisioned (every environment it uses declared)', async (file) => {
+    const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
+    const stackName = resolved.cluster.name;
+    const outputs = await new DeclaredStackOutputs(REPO).read(stackName);
+    expect(() => checkEnvironmentMatches(stackName, outputs, resolved.environments, outputs.declared.file)).not.toThrow();
+    const plan = buildPlan({
+      experiment: resolved.spec.name,
+      specHash: resolved.specHash,
+      stages: resolved.stages,
+      sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
+      maxArraySize: 1001,
+    });
+    const rendered = renderPlan(plan, resolved, outputs, `${outputs.scratch.runsDir}/x/run`, resolved.cluster.scheduler);
+    // each job activates the environment of its stage
+    for (const r of rendered) {
+      const env = resolved.stages.find((s) => s.id === r.job.stageId)!.environment;
+      expect(r.script).toContain(`envs/${env}`);
+    }
+  });
+
   it('has the eight examples', () => {
     expect(
       readdirSync(EXAMPLES)

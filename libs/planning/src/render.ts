@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
-import { REQUEUE_DEFAULTS, type ResolvedExperiment } from '@kdgat/config';
+import { REQUEUE_DEFAULTS, stackEnvironment, type ResolvedExperiment } from '@kdgat/config';
 import type { StackOutputs } from './stack/outputs.ts';
 import type { PlannedJob, RunPlan } from './build.ts';
 
@@ -64,12 +64,7 @@ export function renderPlan(
       // The scheduler the run goes to decides the header (#SBATCH lines or none).
       profile: { ...resolved.cluster, scheduler: schedulerKind },
       partition: resolved.partition,
-      environment: {
-        name: stack.environment.name,
-        backend: stack.environment.backend as 'conda' | 'venv',
-        prefix: stack.environment.prefix,
-        ...(code !== undefined ? { code } : {}),
-      },
+      environment: { ...environmentView(stack, stage.environment), ...(code !== undefined ? { code } : {}) },
       layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
       runRoot,
       scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
@@ -96,6 +91,16 @@ export function renderPlan(
       result.table = { file: tableFile, text: rendered.arrayTable };
     return result;
   });
+}
+
+/** The stage's environment as the stack provisioned it (checked by `checkEnvironmentMatches` first). */
+function environmentView(stack: StackOutputs, name: string): TrainJobInput['environment'] {
+  const env = stackEnvironment(stack, name);
+  if (!env)
+    throw new Error(
+      `stack has no environment ${name} (it has ${stack.environments.map((e) => e.name).join(', ')})`,
+    );
+  return { name: env.name, backend: env.backend, prefix: env.prefix };
 }
 
 /** Writes the rendered scripts (executable) and sweep tables into `outDir`, with its `logs/`. */

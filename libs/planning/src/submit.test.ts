@@ -7,6 +7,7 @@ import { sbatchArgs } from '@kdgat/schedulers';
 import { buildPlan } from './build.ts';
 import { renderPlan } from './render.ts';
 import type { StackOutputs } from './stack/outputs.ts';
+import { outputsFor } from './testing.ts';
 import { requestFor } from './submit.ts';
 
 const EXAMPLES = resolve(import.meta.dirname, '../../../examples');
@@ -15,15 +16,17 @@ const RUN_DIR = '/scratch/runs/x/run';
 const stack: StackOutputs = {
   profile: 'local',
   connection: { kind: 'local' },
-  environment: {
-    name: 'e',
-    backend: 'venv',
-    prefix: '/opt/env',
-    activate: '',
-    specHash: '',
-    lockPath: '',
-    lockHash: '',
-  },
+  environments: [
+    {
+      name: 'e',
+      backend: 'venv',
+      prefix: '/opt/env',
+      activate: '',
+      specHash: '',
+      lockPath: '',
+      lockHash: '',
+    },
+  ],
   scratch: {
     root: '/scratch',
     cacheDirs: { hcrl_sa: '/scratch/cache/hcrl_sa', synth: '/scratch/cache/synth' },
@@ -55,7 +58,7 @@ function renderedFor(file: string, maxArraySize: number, tuneWorkers?: number) {
     job.array = { size: tuneWorkers, concurrency: tuneWorkers, firstPoint: 0 };
     job.tune = { workers: tuneWorkers };
   }
-  return renderPlan(plan, resolved, stack, RUN_DIR, 'slurm');
+  return renderPlan(plan, resolved, outputsFor(resolved, stack), RUN_DIR, 'slurm');
 }
 
 /** `--flag` of every `#SBATCH --flag[=value]` line, and of every `--flag[=value]` argument. */

@@ -1,19 +1,22 @@
 // Fixtures for unit tests of @kdgat/planning and the projects that use it (`@kdgat/planning/testing`).
 // A provisioned stack's outputs.
+import { environmentSpecHash, type ResolvedExperiment } from '@kdgat/config';
 import type { StackOutputs } from './stack/outputs.ts';
 
 export const sampleOutputs: StackOutputs = {
   profile: 'local',
   connection: { kind: 'local' },
-  environment: {
-    name: 'cpu-local',
-    backend: 'venv',
-    prefix: '/opt/venv',
-    activate: 'source /opt/venv/bin/activate',
-    specHash: 'a'.repeat(64),
-    lockPath: '/opt/lock.txt',
-    lockHash: 'b'.repeat(64),
-  },
+  environments: [
+    {
+      name: 'cpu-local',
+      backend: 'venv',
+      prefix: '/opt/venv',
+      activate: 'source /opt/venv/bin/activate',
+      specHash: 'a'.repeat(64),
+      lockPath: '/opt/lock.txt',
+      lockHash: 'b'.repeat(64),
+    },
+  ],
   scratch: { root: '/s', cacheDirs: { synth: '/s/cache/synth' }, runsDir: '/s/runs', logsDir: '/s/logs' },
   scripts: {
     dir: '/s/scripts',
@@ -43,4 +46,22 @@ stages:
       time: "8:00:00"
       partition: ${partition}
 `;
+}
+
+/** `base` with one environment per environment the experiment's stages use, as a stack would have them. */
+export function outputsFor(
+  resolved: Pick<ResolvedExperiment, 'environments'>,
+  base: StackOutputs = sampleOutputs,
+): StackOutputs {
+  const template = base.environments[0]!;
+  return {
+    ...base,
+    environments: Object.values(resolved.environments).map((spec) => ({
+      ...template,
+      name: spec.name,
+      backend: spec.backend,
+      prefix: `/opt/envs/${spec.name}`,
+      specHash: environmentSpecHash(spec),
+    })),
+  };
 }

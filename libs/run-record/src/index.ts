@@ -5,11 +5,14 @@ export {
   MANIFEST_VERSION,
   gitInfo,
   jobIdsOf,
+  environmentOfStage,
+  environmentsOf,
   readManifest,
   sha256,
   type EarlierTask,
   type JobAttempt,
   type Manifest,
+  type ManifestEnvironment,
   type ManifestJob,
 } from './manifest.ts';
 export { RunRecord, newManifest, reproductionOf, scriptHashes, type NewRun } from './record.ts';
@@ -25,8 +28,9 @@ export { acquireLock, type HeldLock } from './runs-lock.ts';
 export {
   EnvironmentChangedError,
   LOCK_FILE,
-  compareRecordedLock,
-  copyLockIntoRun,
+  compareRecordedLocks,
+  copyLocksIntoRun,
+  lockFileOf,
 } from './environment-lock.ts';
 export {
   StageInputError,

@@ -84,6 +84,18 @@ export interface EarlierTask {
   exitCode?: string;
 }
 
+/** An environment a run's stages ran in, as the stack had it then. */
+export interface ManifestEnvironment {
+  name: string;
+  specHash: string;
+  lockHash: string;
+  lockPath: string;
+  /** The explicit lock copied into the run dir (relative to it), when the stack exported it. */
+  lockFile?: string;
+  /** `--from-manifest --allow-env-change`: the recorded lock this run's environment differs from. */
+  changedFrom?: { lockHash: string; differences: string[] };
+}
+
 export interface Manifest {
   version: number;
   experiment: string;
@@ -98,16 +110,13 @@ export interface Manifest {
    * its directory on the site, and for a dirty tree (--allow-dirty) the diff kept in the run dir.
    */
   code?: { tree: string; commit: string; dir: string; dirty: boolean; diffFile?: string };
-  environment: {
-    name: string;
-    specHash: string;
-    lockHash: string;
-    lockPath: string;
-    /** The explicit lock copied into the run dir (relative to it), when the stack exported it. */
-    lockFile?: string;
-    /** `--from-manifest --allow-env-change`: the recorded lock this run's environment differs from. */
-    changedFrom?: { lockHash: string; differences: string[] };
-  };
+  /** The experiment's environment: every stage runs in it unless it names its own. */
+  environment: ManifestEnvironment;
+  /**
+   * The other environments stages run in (`stages[].environment`), one entry each; which stage runs
+   * where is `resolved.stages[].environment` (absent in older manifests: the experiment's).
+   */
+  otherEnvironments?: ManifestEnvironment[];
   stack: { name: string; source: string; outputs: StackOutputs };
   scheduler: 'slurm' | 'local';
   scripts: Record<string, string>; // relative path → sha256
@@ -143,6 +152,12 @@ export function readManifest(pathOrDir: string): Manifest {
   const m = JSON.parse(readFileSync(p, 'utf8')) as Manifest;
   if (m.version !== MANIFEST_VERSION)
     throw new Error(`${p}: manifest version ${String(m.version)}, expected ${MANIFEST_VERSION}`);
+  // Runs recorded when a stack had one environment kept its outputs' `environment`.
+  const outputs = m.stack?.outputs as unknown as Record<string, unknown> | undefined;
+  if (outputs && 'environment' in outputs && !('environments' in outputs)) {
+    const { environment, ...rest } = outputs;
+    m.stack.outputs = { ...rest, environments: [environment] } as StackOutputs;
+  }
   return m;
 }
 
@@ -155,6 +170,21 @@ export async function gitInfo(cwd: string): Promise<{ commit: string | null; dir
   } catch {
     return { commit: null, dirty: null };
   }
+}
+
+/** Every environment a run used, the experiment's first. */
+export function environmentsOf(manifest: Pick<Manifest, 'environment' | 'otherEnvironments'>): ManifestEnvironment[] {
+  return [manifest.environment, ...(manifest.otherEnvironments ?? [])];
+}
+
+/** The environment a stage of a run ran in. */
+export function environmentOfStage(
+  manifest: Pick<Manifest, 'environment' | 'otherEnvironments' | 'resolved'>,
+  stageId: string,
+): ManifestEnvironment {
+  const stages = (manifest.resolved as { stages?: { id: string; environment?: string }[] } | undefined)?.stages;
+  const name = stages?.find((s) => s.id === stageId)?.environment;
+  return environmentsOf(manifest).find((e) => e.name === name) ?? manifest.environment;
 }
 
 /** Job ids of a manifest, in submission order (jobs never submitted have none). */

@@ -3,18 +3,20 @@
 // goes through — planned, refused at preflight, submitted, failed, states seen — is a method here.
 import { renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { ResolvedExperiment } from '@kdgat/config';
+import { stackEnvironment, type ResolvedExperiment } from '@kdgat/config';
 import type { FromStudy, PlanCosting, RenderedJob, RunPlan, StackOutputs } from '@kdgat/planning';
 import { costRecord } from '@kdgat/planning';
 import type { ResolvedInput } from './inputs/inputs.ts';
 import {
   MANIFEST_FILE,
   MANIFEST_VERSION,
+  environmentsOf,
   readManifest,
   sha256,
   type EarlierTask,
   type JobAttempt,
   type Manifest,
+  type ManifestEnvironment,
   type ManifestJob,
 } from './manifest.ts';
 import { rememberStates, type JobProgress } from './track/track.ts';
@@ -171,11 +173,11 @@ export interface NewRun {
   scheduler: 'slurm' | 'local';
   git: Manifest['git'];
   code?: Manifest['code'];
-  /** The environment lock copied into the run dir, if the stack carried one. */
-  lockFile?: string;
-  /** `--from-manifest`: the run reproduced, and how its environment changed since. */
+  /** The environment locks copied into the run dir, by environment name (those the stack carried). */
+  lockFiles: Record<string, string>;
+  /** `--from-manifest`: the run reproduced, and how its environments changed since (by name). */
   source?: Manifest;
-  envChange?: { changed: boolean; differences: string[] };
+  envChanges?: Record<string, { changed: boolean; differences: string[] }>;
   inputs: readonly ResolvedInput[];
   study?: { name: string; dir: string };
   fromStudy?: FromStudy;
@@ -186,12 +188,28 @@ export interface NewRun {
 
 /** The manifest of a run about to be preflighted and submitted (status `planned`). */
 export function newManifest(run: NewRun): Manifest {
-  const { resolved, source, envChange, stack } = run;
+  const { resolved, source, envChanges, stack } = run;
   const arrayIndex: Manifest['arrayIndex'] = {};
   for (const job of run.plan.jobs) {
     if (job.points) arrayIndex[job.key] = Object.fromEntries(job.points.map((p, i) => [String(i), p]));
   }
-  const { lock: _text, ...environment } = stack.outputs.environment;
+  const environment = (name: string): ManifestEnvironment => {
+    const env = stackEnvironment(stack.outputs, name);
+    if (!env) throw new Error(`stack ${stack.name} has no environment ${name}`);
+    const before = source && environmentsOf(source).find((e) => e.name === name);
+    const change = envChanges?.[name];
+    return {
+      name,
+      specHash: env.specHash,
+      lockHash: env.lockHash,
+      lockPath: env.lockPath,
+      ...(run.lockFiles[name] ? { lockFile: run.lockFiles[name] } : {}),
+      ...(change?.changed && before
+        ? { changedFrom: { lockHash: before.lockHash, differences: change.differences } }
+        : {}),
+    };
+  };
+  const others = Object.keys(resolved.environments).filter((n) => n !== resolved.environment.name);
   return {
     version: MANIFEST_VERSION,
     experiment: resolved.spec.name,
@@ -202,18 +220,14 @@ export function newManifest(run: NewRun): Manifest {
     warnings: run.spec.warnings.map((w) => (typeof w === 'string' ? w : JSON.stringify(w))),
     git: run.git,
     ...(run.code ? { code: run.code } : {}),
-    environment: {
-      name: environment.name,
-      specHash: environment.specHash,
-      lockHash: environment.lockHash,
-      lockPath: environment.lockPath,
-      ...(run.lockFile ? { lockFile: run.lockFile } : {}),
-      ...(envChange?.changed && source
-        ? { changedFrom: { lockHash: source.environment.lockHash, differences: envChange.differences } }
-        : {}),
+    environment: environment(resolved.environment.name),
+    ...(others.length > 0 ? { otherEnvironments: others.map(environment) } : {}),
+    // The lock texts are in the run dir (lockFile), not repeated here.
+    stack: {
+      name: run.stack.name,
+      source: run.stack.source,
+      outputs: { ...stack.outputs, environments: stack.outputs.environments.map(({ lock: _text, ...e }) => e) },
     },
-    // The lock text is in the run dir (lockFile), not repeated here.
-    stack: { name: run.stack.name, source: run.stack.source, outputs: { ...stack.outputs, environment } },
     scheduler: run.scheduler,
     scripts: scriptHashes(run.rendered),
     jobs: run.rendered.map(({ job: j, runRoot, logs }) => ({

@@ -14,7 +14,7 @@ import {
   type RunTask,
 } from '@kdgat/usage';
 import { runCommand } from '@kdgat/schedulers';
-import type { Manifest } from './manifest.ts';
+import { environmentOfStage, type Manifest } from './manifest.ts';
 import { pythonOf, runTuneReport } from '@kdgat/planning';
 
 export const REPORT_DIR = 'report';
@@ -139,6 +139,7 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
       model: s.stage.model,
       scale: s.stage.scale,
       dataset: s.stage.dataset,
+      environment: (({ name, lockHash }) => ({ name, lockHash }))(environmentOfStage(manifest, s.stage.id)),
       request: {
         cpus: s.stage.resources.cpus,
         memGB: s.stage.resources.memGB,
@@ -186,7 +187,7 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
   }
   const inputFile = join(out, 'report-input.json');
   writeFileSync(inputFile, `${JSON.stringify(input, null, 2)}\n`);
-  const python = pythonOf(manifest.stack.outputs);
+  const python = pythonOf(manifest.stack.outputs, manifest.environment.name);
   if (!existsSync(python))
     throw new Error(
       `no python at ${python} (the environment of stack ${manifest.stack.name}): run \`nx run infra:up\`, or set KDGAT_PYTHON`,

@@ -15,6 +15,11 @@ export {
   REQUEUE_EXIT_STATUS,
 } from './script-sections/script-sections.ts';
 export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';
+export {
+  renderInteractiveShell,
+  type InteractiveShellInput,
+  type RenderedInteractiveShell,
+} from './interactive/render-interactive-shell.ts';
 export { renderEpilog } from './epilog/render-epilog.ts';
 export {
   renderSiteScripts,
@@ -27,4 +32,12 @@ export {
   type SiteScriptOptions,
 } from './site/render-site-scripts.ts';
 export { declaredSiteOutputs, type DeclaredSiteOutputs } from './site/site-outputs.ts';
+export {
+  renderKernelFiles,
+  kernelDirFor,
+  KERNEL_LOCK_HASH_VARIABLE,
+  type KernelFiles,
+  type KernelFilesInput,
+  type RenderedKernel,
+} from './site/kernel.ts';
 export type * from './inputs.ts';

@@ -86,3 +86,23 @@ export interface SiteScriptPaths {
   stageData: string;
   epilog: string;
 }
+
+/** A notebook kernel as a stack declares it (`KernelDeclaration` of @kdgat/config). */
+export interface KernelView {
+  /** Default: the environment's name. */
+  name?: string;
+  displayName: string;
+  /** Lmod modules loaded after the environment's activation. */
+  modules?: string[];
+  /** A directory holding `src/kdgat`, first on the kernel's PYTHONPATH. */
+  code?: string;
+}
+
+/** The environment a kernel runs in, as the stack outputs have it (`environments[]` of StackOutputs). */
+export interface KernelEnvironmentView {
+  name: string;
+  /** The activation snippet (stack output `activate`, `activationSnippet`): what a job's activation is. */
+  activate: string;
+  lockHash: string;
+  prefix: string;
+}

@@ -1,9 +1,17 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { knownHostsLine, localExecutor, remoteCommandLine, runChecked, sshArgs } from './executor.ts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  ConnectionError,
+  knownHostsLine,
+  localExecutor,
+  remoteCommandLine,
+  runChecked,
+  sshArgs,
+  sshExecutor,
+} from './executor.ts';
 
 describe('local executor', () => {
   const ex = localExecutor();
@@ -95,5 +103,77 @@ describe('ssh invocation', () => {
     expect(knownHostsLine('127.0.0.1', 2222, ' ssh-ed25519 AAAA\n')).toBe(
       '[127.0.0.1]:2222 ssh-ed25519 AAAA\n',
     );
+  });
+});
+
+describe('interactive commands (runner shell)', () => {
+  it('run here with this terminal, and a Ctrl-C meant for the command does not end this process', async () => {
+    const ex = localExecutor();
+    const listeners = process.listenerCount('SIGINT');
+    const running = ex.interactive(['sh', '-c', 'sleep 0.5; exit 3']);
+    // What the terminal does on Ctrl-C: SIGINT to the whole foreground group, this process included.
+    setTimeout(() => process.kill(process.pid, 'SIGINT'), 100);
+    expect(await running).toEqual({ code: 3 });
+    expect(process.listenerCount('SIGINT')).toBe(listeners);
+  });
+
+  describe('over ssh', () => {
+    const conn = {
+      kind: 'ssh' as const,
+      host: 'login.site',
+      port: 22,
+      user: 'alice',
+      hostKey: 'ssh-ed25519 AAAA',
+    };
+    let bin: string;
+    let path: string | undefined;
+    beforeEach(() => {
+      // An ssh that records its argv and ends as told: what reaches the far side is the last word.
+      bin = mkdtempSync(join(tmpdir(), 'kdgat-ssh-stub-'));
+      writeFileSync(
+        join(bin, 'ssh'),
+        '#!/bin/sh\nprintf "%s\\n" "$@" >"$0.argv"\nexit "${STUB_SSH_STATUS:-0}"\n',
+        {
+          mode: 0o755,
+        },
+      );
+      path = process.env['PATH'];
+      process.env['PATH'] = `${bin}:${path ?? ''}`;
+    });
+    afterEach(() => {
+      process.env['PATH'] = path;
+      delete process.env['STUB_SSH_STATUS'];
+      rmSync(bin, { recursive: true, force: true });
+    });
+
+    it('asks for a terminal (-t), pins the host, and quotes the command once, with no timeout around it', async () => {
+      const session = sshExecutor(conn, { multiplex: true });
+      try {
+        expect(
+          await session.interactive(['salloc', '--job-name=x', 'srun', 'bash', '--rcfile', "/a b/it's.sh"]),
+        ).toEqual({
+          code: 0,
+        });
+        const argv = readFileSync(join(bin, 'ssh.argv'), 'utf8').trimEnd().split('\n');
+        expect(argv[0]).toBe('-t');
+        expect(argv).toContain('StrictHostKeyChecking=yes');
+        expect(argv.some((a) => a.startsWith('ControlPath='))).toBe(true);
+        expect(argv.slice(-4, -1)).toEqual(['alice', 'login.site', '--']);
+        const line = argv.at(-1)!;
+        expect(line).not.toMatch(/^timeout /);
+        const words = spawnSync('bash', ['-c', `printf '%s|' ${line.replace(/^salloc /, '')}`], {
+          encoding: 'utf8',
+        });
+        expect(words.stdout).toBe("--job-name=x|srun|bash|--rcfile|/a b/it's.sh|");
+      } finally {
+        session.close();
+      }
+    });
+
+    it('says so when the connection itself failed (ssh status 255)', async () => {
+      process.env['STUB_SSH_STATUS'] = '255';
+      const session = sshExecutor(conn);
+      await expect(session.interactive(['true'])).rejects.toThrow(ConnectionError);
+    });
   });
 });

@@ -37,9 +37,23 @@ export interface Executor {
   run(argv: readonly string[], options: RunOptions): Promise<RunResult>;
 }
 
+/** How an interactive command ended. */
+export interface InteractiveResult {
+  code: number;
+  /** Signal that ended the command, if any. */
+  signal?: string;
+}
+
 /** An executor that holds a connection open (one SSH master) until it is closed. */
 export interface Session extends Executor {
   readonly kind: 'local' | 'ssh';
+  /**
+   * Runs argv on the target with this process's terminal (stdin, stdout and stderr inherited); over
+   * ssh with `-t`, so the remote command has a terminal of its own. Not bounded in time: what it
+   * runs bounds itself (`runner shell`: the allocation's time limit). Ctrl-C is the command's, not
+   * this process's, while it runs.
+   */
+  interactive(argv: readonly string[]): Promise<InteractiveResult>;
   /** Commands run through this session so far (remote calls, for the bench and the note). */
   readonly calls: number;
   /**
@@ -120,6 +134,30 @@ function spawnBounded(command: string, args: readonly string[], options: RunOpti
   });
 }
 
+/** Runs a command with this process's terminal; SIGINT and SIGQUIT go to it, not to this process. */
+function spawnInteractive(command: string, args: readonly string[]): Promise<InteractiveResult> {
+  return new Promise((resolve, reject) => {
+    // The terminal sends Ctrl-C to its whole foreground group: the command decides what it means
+    // (salloc cancels a pending allocation), and this process waits to see how it ended.
+    const ignore = () => undefined;
+    process.on('SIGINT', ignore);
+    process.on('SIGQUIT', ignore);
+    const done = () => {
+      process.off('SIGINT', ignore);
+      process.off('SIGQUIT', ignore);
+    };
+    const child = spawn(command, args, { stdio: 'inherit' });
+    child.on('error', (err) => {
+      done();
+      reject(new Error(`could not start \`${command}\`: ${err.message}`));
+    });
+    child.on('close', (code, signal) => {
+      done();
+      resolve({ code: code ?? 128, ...(signal ? { signal } : {}) });
+    });
+  });
+}
+
 export function localExecutor(): Session {
   let calls = 0;
   return {
@@ -130,6 +168,12 @@ export function localExecutor(): Session {
     },
     remoteShell: () => undefined,
     close: () => undefined,
+    interactive: (argv) => {
+      const [command, ...args] = argv;
+      if (!command) throw new Error('empty command');
+      calls++;
+      return spawnInteractive(command, args);
+    },
     run: (argv, options) => {
       const [command, ...args] = argv;
       if (!command) throw new Error('empty command');
@@ -274,6 +318,26 @@ export function sshExecutor(connection: SshConnection, opts: { multiplex?: boole
         });
       rmSync(files.dir, { recursive: true, force: true });
       files = undefined;
+    },
+    interactive: async (argv) => {
+      const own = opts.multiplex ? undefined : sshFiles(connection);
+      if (opts.multiplex) files ??= sshFiles(connection);
+      const f = own ?? files!;
+      calls++;
+      try {
+        // -t: a terminal on the target too; no `timeout` around it (see Session.interactive).
+        const result = await spawnInteractive('ssh', [
+          '-t',
+          ...argsFor(f),
+          '--',
+          argv.map((a) => shq(a)).join(' '),
+        ]);
+        if (result.code === 255)
+          throw new ConnectionError(target, `ssh to ${target} failed (status 255): its message is above`);
+        return result;
+      } finally {
+        if (own) rmSync(own.dir, { recursive: true, force: true });
+      }
     },
     run: async (argv, options) => {
       const own = opts.multiplex ? undefined : sshFiles(connection);

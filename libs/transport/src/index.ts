@@ -14,6 +14,7 @@ export {
   sshExecutor,
   type Connection,
   type Executor,
+  type InteractiveResult,
   type RunOptions,
   type RunResult,
   type Session,

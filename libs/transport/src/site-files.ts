@@ -31,6 +31,18 @@ chmod 644 "$tmp"
 mv -f "$tmp" "$dest"
 trap - EXIT`;
 
+// $1: the link, $2: what it points at. A new link is made under a temporary name beside it and
+// renamed over the old one (rename(2) replaces a link atomically): a reader follows the old target
+// or the new one, never none.
+const POINT_LINK = `set -eu
+link=$1
+mkdir -p "$(dirname "$link")"
+tmp=$link.kdgat-tmp.$$
+trap 'rm -f "$tmp"' EXIT
+ln -sfn "$2" "$tmp"
+mv -T "$tmp" "$link"
+trap - EXIT`;
+
 /** The site's files as a session reaches them. */
 export class SiteFiles {
   readonly session: Session;
@@ -67,6 +79,14 @@ export class SiteFiles {
       input: content,
       timeoutSeconds: TIMEOUT_S,
       what: `writing ${dest}`,
+    });
+  }
+
+  /** Points the symbolic link `link` at `target` (a relative target is read from the link's directory), atomically. */
+  async pointLink(link: string, target: string): Promise<void> {
+    await runChecked(this.session, ['sh', '-c', POINT_LINK, 'sh', link, target], {
+      timeoutSeconds: 60,
+      what: `pointing ${link} at ${target}`,
     });
   }
 

@@ -146,7 +146,7 @@ test('a failing step names the log and shows its last lines, with the tool exit 
   assert.equal(existsSync(join(toolsDir, 'pulumi', PULUMI_VERSION, 'bin', 'pulumi')), false);
 });
 
-test("without root, the bootstrap finishes and says in one line which test-cluster packages it skipped", (t) => {
+test('without root, the bootstrap finishes and says in one line which test-cluster packages it skipped', (t) => {
   // A user without root on a machine whose Debian packages lack the test cluster's (an OSC login
   // node): a user namespace gives this run uid 1000 (no capability outside it, so no apt-get), and
   // a dpkg-query that knows only ssh and rsync stands for that machine's package database.
@@ -179,7 +179,7 @@ test("without root, the bootstrap finishes and says in one line which test-clust
   const debian = r.stdout.split('\n').find((l) => l.startsWith('bootstrap: debian packages'));
   assert.match(
     debian ?? '',
-    /skipped slurm-wlm slurmdbd mariadb-server munge shellcheck shfmt openssh-server lmod chromium \(not root\): `npm test` needs them .*the runner does not; as root: apt-get install slurm-wlm slurmdbd mariadb-server munge/,
+    /skipped slurm-wlm slurmdbd mariadb-server munge shellcheck shfmt openssh-server lmod chromium tmux \(not root\): `npm test` needs them .*the runner does not; as root: apt-get install slurm-wlm slurmdbd mariadb-server munge/,
   );
   assert.match(r.stdout.trimEnd().split('\n').at(-1)!, /^bootstrap: done in \d+s \(pulumi v3\./);
   assert.doesNotMatch(readFileSync(log, 'utf8'), /apt-get/);

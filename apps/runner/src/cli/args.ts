@@ -26,6 +26,16 @@ usage:
   kdgat-runner logs   RUN_DIR [--job KEY] [--index N] [--lines N]
   kdgat-runner cancel RUN_DIR                                cancel every job of the run
   kdgat-runner report RUN_DIR                                report.html + PNGs: curves, usage, verdict
+  kdgat-runner shell  [--stack NAME] [--spec FILE.yaml [--stage ID]] [--partition P] [--cpus N]
+                      [--mem-gb N] [--gpus N] [--time HH:MM:SS]
+                                                             an interactive shell in an allocation on the
+                                                             site, as the stage's job sees it: its
+                                                             partition and resources, modules,
+                                                             environment, code snapshot and staged
+                                                             caches; prints what it charges first.
+                                                             Without --spec: the cluster profile's
+                                                             default partition, 2 cpus, 8 GB, 1 hour
+                                                             (and a GPU on a GPU partition)
 
 options:
   --spec FILE            experiment spec (YAML), validated with @kdgat/config
@@ -45,6 +55,12 @@ options:
   --right-size           train: request the cpus, memGB and time that plan suggests from earlier runs
   --allow-dirty          a site over ssh: send python/ with uncommitted changes (the diff is kept in
                          the run dir and named in the manifest); without it such a tree is refused
+  --stage ID             shell: the spec's stage whose job the shell reproduces (a spec of one stage:
+                         that one)
+  --partition P          shell: another partition of the cluster profile than the stage's
+  --cpus N, --mem-gb N, --gpus N, --time HH:MM:SS
+                         shell: cpus per task, memory per node, GPUs per node, time limit instead of
+                         the stage's; each must fit a node of the partition
 
 A stack whose connection is ssh is reached over one SSH master per command: scripts, the code
 snapshot and the manifest are written on the site; status, logs and report bring back a local copy
@@ -74,6 +90,12 @@ export const OPTIONS = {
   'dry-run': { type: 'boolean' },
   'right-size': { type: 'boolean' },
   'allow-dirty': { type: 'boolean' },
+  stage: { type: 'string' },
+  partition: { type: 'string' },
+  cpus: { type: 'string' },
+  'mem-gb': { type: 'string' },
+  gpus: { type: 'string' },
+  time: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

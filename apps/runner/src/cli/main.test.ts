@@ -4,7 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { environmentPresets, environmentSpecHash, loadExperimentSpec } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
-import { sampleOutputs } from '@kdgat/planning/testing';
+import { outputsFor, sampleOutputs } from '@kdgat/planning/testing';
 import { main, normaliseArgv } from './main.ts';
 
 function capture() {
@@ -37,6 +37,7 @@ describe('kdgat-runner CLI', () => {
       'status',
       'logs',
       'cancel',
+      'shell',
       '--from-manifest',
       '--from-study',
       '--stack-outputs',
@@ -48,7 +49,7 @@ describe('kdgat-runner CLI', () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(
-        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report or cancel/,
+        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report, cancel or shell/,
       ),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);
@@ -104,15 +105,12 @@ describe('spec values refused at validation (exit 2, file:line, nothing rendered
   const dir = mkdtempSync(join(tmpdir(), 'runner-cli-spec-'));
   const pitzer = readFileSync(resolve(import.meta.dirname, '../../../../examples/kdgat-pitzer.yaml'), 'utf8');
   const stackFile = join(dir, 'stack.json');
+  // A stack with every environment kdgat-pitzer.yaml uses (gnn-rapids, and gnn-cpu for preprocess).
+  const { resolved: pitzerResolved } = loadExperimentSpec({ text: pitzer });
   writeFileSync(
     stackFile,
     JSON.stringify({
-      ...sampleOutputs,
-      environment: {
-        ...sampleOutputs.environment,
-        name: 'gnn-rapids',
-        specHash: environmentSpecHash(environmentPresets['gnn-rapids']),
-      },
+      ...outputsFor(pitzerResolved),
       scratch: { ...sampleOutputs.scratch, cacheDirs: { hcrl_sa: '/s/cache/hcrl_sa' } },
     }),
   );
@@ -171,10 +169,12 @@ describe("the active-run check when an earlier run's scheduler does not answer",
     const runsDir = join(dir, 'runs');
     const outputs = {
       ...sampleOutputs,
-      environment: {
-        ...sampleOutputs.environment,
-        specHash: environmentSpecHash(environmentPresets['cpu-local']),
-      },
+      environments: [
+        {
+          ...sampleOutputs.environments[0]!,
+          specHash: environmentSpecHash(environmentPresets['cpu-local']),
+        },
+      ],
       scratch: { ...sampleOutputs.scratch, cacheDirs: { synth: join(dir, 'cache/synth') }, runsDir },
     };
     const stackFile = join(dir, 'stack.json');
@@ -219,10 +219,12 @@ describe("the active-run check when an earlier run's scheduler does not answer",
       stackFile,
       JSON.stringify({
         ...sampleOutputs,
-        environment: {
-          ...sampleOutputs.environment,
-          specHash: environmentSpecHash(environmentPresets['cpu-local']),
-        },
+        environments: [
+          {
+            ...sampleOutputs.environments[0]!,
+            specHash: environmentSpecHash(environmentPresets['cpu-local']),
+          },
+        ],
         scratch: {
           ...sampleOutputs.scratch,
           cacheDirs: { synth: join(dir, 'cache/synth') },

@@ -21,6 +21,7 @@ import { logsCommand } from '../commands/logs.ts';
 import { planCommand } from '../commands/plan.ts';
 import { reportCommand } from '../commands/report.ts';
 import { resumeCommand } from '../commands/resume.ts';
+import { shellCommand } from '../commands/shell.ts';
 import { statusCommand } from '../commands/status.ts';
 import { trainCommand } from '../commands/train.ts';
 import { tuneReportCommand } from '../commands/tune-report.ts';
@@ -41,6 +42,7 @@ const COMMANDS: Record<string, Command> = {
   logs: logsCommand,
   cancel: cancelCommand,
   report: reportCommand,
+  shell: shellCommand,
 };
 
 /** Refusals: nothing was queued, and the message says why and what to do (exit 3). */
@@ -107,7 +109,7 @@ export async function main(
     const run = COMMANDS[command];
     if (!run)
       throw new UsageError(
-        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report or cancel`,
+        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report, cancel or shell`,
       );
     return await run(ctx);
   } catch (e) {

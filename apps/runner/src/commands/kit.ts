@@ -53,6 +53,12 @@ export interface Flags {
   'dry-run'?: boolean;
   'right-size'?: boolean;
   'allow-dirty'?: boolean;
+  stage?: string;
+  partition?: string;
+  cpus?: string;
+  'mem-gb'?: string;
+  gpus?: string;
+  time?: string;
   help?: boolean;
 }
 

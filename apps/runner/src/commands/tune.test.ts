@@ -17,15 +17,17 @@ function setup() {
   const stack: StackOutputs = {
     profile: 'local',
     connection: { kind: 'local' },
-    environment: {
-      name: 'cpu-local',
-      backend: 'venv',
-      prefix: join(dir, 'env'),
-      activate: '',
-      specHash: environmentSpecHash(loadEnvironmentSpec('cpu-local')),
-      lockPath: '',
-      lockHash: '',
-    },
+    environments: [
+      {
+        name: 'cpu-local',
+        backend: 'venv',
+        prefix: join(dir, 'env'),
+        activate: '',
+        specHash: environmentSpecHash(loadEnvironmentSpec('cpu-local')),
+        lockPath: '',
+        lockHash: '',
+      },
+    ],
     scratch: {
       root: dir,
       cacheDirs: { synth: join(dir, 'cache/synth') },

@@ -7,7 +7,6 @@ import {
   checkSpecAgainstSite,
   type CacheIdentity,
   type Connection,
-  environmentSpecHash,
   loadExperimentSpec,
   type LoadedSpec,
   type ResolvedExperiment,
@@ -29,7 +28,7 @@ import {
 import {
   COPY_EXCLUDES,
   MANIFEST_FILE,
-  compareRecordedLock,
+  compareRecordedLocks,
   copyLine,
   readManifest,
   refreshCopy,
@@ -181,7 +180,8 @@ export interface Site {
   runsRoot: string;
   /** The site's files over SSH (undefined when the runs dir is on this machine). */
   files?: SiteFiles;
-  envChange?: { changed: boolean; differences: string[] };
+  /** `--from-manifest --allow-env-change`: the environments whose lock changed, by name. */
+  envChanges?: Record<string, { changed: boolean; differences: string[] }>;
   inputs: ResolvedInput[];
 }
 
@@ -203,20 +203,14 @@ export async function checkStack(
     log,
   });
   const declaredIn = isDeclaredOnly(outputs) ? outputs.declared.file : undefined;
-  checkEnvironmentMatches(
-    name,
-    outputs,
-    resolved.environment.name,
-    environmentSpecHash(resolved.environment),
-    declaredIn,
-  );
+  checkEnvironmentMatches(name, outputs, resolved.environments, declaredIn);
   checkSpecAgainstSite(spec.loaded, { stack: name, cacheDirs: outputs.scratch.cacheDirs });
-  const envChange = source ? compareRecordedLock(source, outputs, opts.allowEnvChange === true) : undefined;
-  if (envChange?.changed) {
+  const envChanges = source ? compareRecordedLocks(source, outputs, opts.allowEnvChange === true) : undefined;
+  for (const [env, change] of Object.entries(envChanges ?? {})) {
     log(
-      `the environment changed since the recorded run (--allow-env-change); packages that differ (recorded -> now):`,
+      `the environment ${env} changed since the recorded run (--allow-env-change); packages that differ (recorded -> now):`,
     );
-    for (const d of envChange.differences) log(`  ${d}`);
+    for (const d of change.differences) log(`  ${d}`);
   }
   const connection = outputs.connection;
   // A provisioned site over SSH: runs are written here first (a local copy), then put on the site.
@@ -233,7 +227,7 @@ export async function checkStack(
     runsRoot,
     ...(files ? { files } : {}),
     inputs,
-    ...(envChange ? { envChange } : {}),
+    ...(envChanges && Object.keys(envChanges).length > 0 ? { envChanges } : {}),
   };
 }
 

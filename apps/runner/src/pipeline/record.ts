@@ -16,7 +16,7 @@ import {
   MANIFEST_FILE,
   RunRecord,
   codeSnapshot,
-  copyLockIntoRun,
+  copyLocksIntoRun,
   gitInfo,
   linkStageInputs,
   newManifest,
@@ -26,6 +26,7 @@ import {
   uploadSnapshot,
   type Manifest,
 } from '@kdgat/run-record';
+import type { ResolvedExperiment } from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
 import { siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
 import type { Planned } from './cost.ts';
@@ -49,7 +50,7 @@ export async function newRun(
   const runDir = siteRunDirOf(site, newRunDir(site.runsRoot, experiment, spec.resolved.specHash));
   const code = await shipCode(site, opts, log);
   const rendered = render(spec, site, planned, scheduler, runDir, code?.recorded.dir);
-  const written = writeRun(site, runDir, rendered, opts.repoRoot, log, code);
+  const written = writeRun(site, spec.resolved, runDir, rendered, opts.repoRoot, log, code);
   const study = studyHooks?.write(spec, written.outDir, runDir);
   const run = {
     runDir,
@@ -123,12 +124,13 @@ export function reproduce(
  */
 export function writeRun(
   site: Site,
+  resolved: ResolvedExperiment,
   runDir: string,
   rendered: readonly RenderedJob[],
   repoRoot: string,
   log: (line: string) => void,
   code?: { diff?: string },
-): { outDir: string; lockFile?: string } {
+): { outDir: string; lockFiles: Record<string, string> } {
   const outDir = isDeclaredOnly(site.outputs)
     ? join(repoRoot, '.hpc', 'plans', site.name, basename(dirname(runDir)), basename(runDir))
     : site.files
@@ -137,9 +139,9 @@ export function writeRun(
   writeRendered(outDir, rendered);
   if (code?.diff !== undefined) writeFileSync(join(outDir, CODE_DIFF_FILE), code.diff);
   linkStageInputs(outDir, site.inputs);
-  const lockCopy = copyLockIntoRun(outDir, site.outputs);
-  if (lockCopy.note && !isDeclaredOnly(site.outputs)) log(`note: ${lockCopy.note}`);
-  return { outDir, ...(lockCopy.file ? { lockFile: lockCopy.file } : {}) };
+  const locks = copyLocksIntoRun(outDir, site.outputs, resolved);
+  if (!isDeclaredOnly(site.outputs)) for (const note of locks.notes) log(`note: ${note}`);
+  return { outDir, lockFiles: locks.files };
 }
 
 /** The run's manifest, status `planned`, before anything is preflighted or queued. */
@@ -147,7 +149,7 @@ export async function recordRun(
   spec: Spec,
   site: Site,
   planned: Planned,
-  written: { outDir: string; lockFile?: string },
+  written: { outDir: string; lockFiles: Record<string, string> },
   run: {
     runDir: string;
     rendered: readonly RenderedJob[];
@@ -167,9 +169,9 @@ export async function recordRun(
     scheduler: run.scheduler.kind,
     git: await gitInfo(opts.repoRoot),
     ...(run.code ? { code: run.code } : {}),
-    ...(written.lockFile ? { lockFile: written.lockFile } : {}),
+    lockFiles: written.lockFiles,
     ...(spec.source ? { source: spec.source } : {}),
-    ...(site.envChange ? { envChange: site.envChange } : {}),
+    ...(site.envChanges ? { envChanges: site.envChanges } : {}),
     inputs: site.inputs,
     ...(run.study ? { study: run.study } : {}),
     ...(spec.fromStudy ? { fromStudy: spec.fromStudy } : {}),

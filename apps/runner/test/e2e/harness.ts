@@ -99,15 +99,17 @@ export function makeSite(): Site {
   const prefix = sharedVenv();
   const outputs: StackOutputs = {
     profile: 'local',
-    environment: {
-      name: 'cpu-local',
-      backend: 'venv',
-      prefix,
-      activate: `source ${prefix}/bin/activate`,
-      specHash: '',
-      lockPath: join(root, 'env.lock'),
-      lockHash: 'e2e-lock-hash',
-    },
+    environments: [
+      {
+        name: 'cpu-local',
+        backend: 'venv',
+        prefix,
+        activate: `source ${prefix}/bin/activate`,
+        specHash: '',
+        lockPath: join(root, 'env.lock'),
+        lockHash: 'e2e-lock-hash',
+      },
+    ],
     scratch: { root, cacheDirs: { synth: cacheDir }, runsDir, logsDir: join(root, 'logs') },
     scripts: {
       dir: siteDir,
@@ -133,8 +135,13 @@ export function makeSite(): Site {
       const file = join(root, `${name}.yaml`);
       writeFileSync(file, yaml);
       const { resolved } = loadExperimentSpec(file);
-      outputs.environment.specHash = environmentSpecHash(resolved.environment);
-      outputs.environment.name = resolved.environment.name;
+      // One environment per environment the spec uses, all the same venv.
+      const template = outputs.environments[0]!;
+      outputs.environments = Object.values(resolved.environments).map((e) => ({
+        ...template,
+        name: e.name,
+        specHash: environmentSpecHash(e),
+      }));
       writeFileSync(stackFile, JSON.stringify(outputs, null, 2));
       return file;
     },

@@ -14,8 +14,11 @@ import type { Partition } from './schema.ts';
 const SOURCE = 'osc.edu technical specifications and Pitzer "Batch Limit Rules", via shared/docs/DOMAIN.md';
 const PUBLISHED: Record<
   string,
-  { cores: number; memGB: number; gpus: number; gpuType: string; gpuMemGB?: number; maxWalltime: string }
+  { cores: number; memGB: number; gpus: number; gpuType?: string; gpuMemGB?: number; maxWalltime: string }
 > = {
+  // Pitzer's regular 40-core Skylake nodes: 177.96 GB usable, 4.449 GB per core (osc.edu, Pitzer
+  // "Batch Limit Rules", its memory table; not in DOMAIN.md); serial jobs up to 168 h (DOMAIN.md).
+  'osc-pitzer/cpu': { cores: 40, memGB: 177.96, gpus: 0, maxWalltime: '7-00:00:00' },
   'osc-pitzer/gpu': {
     cores: 40,
     memGB: 363,

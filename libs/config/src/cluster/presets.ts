@@ -53,7 +53,7 @@ const inputs: Record<string, ClusterProfileInput> = {
     defaultPartition: 'gpu',
     modules: oscModules,
     paths: oscPaths('PAS1266', 'pitzer'),
-    charging: oscCharging(['gpu', 'gpu-exp', 'gpu-quad', 'gpudebug', 'gpubackfill']),
+    charging: oscCharging(['gpu', 'gpu-exp', 'gpu-quad', 'gpudebug', 'gpubackfill', 'cpu']),
     // prettier-ignore
     partitions: [
       // Memory billed as one core is per partition: usable memory / cores per node (osc.edu, Pitzer
@@ -66,6 +66,10 @@ const inputs: Record<string, ClusterProfileInput> = {
       { name: 'gpu-quad', gpuType: 'v100', gpusPerNode: 4, gpuMemGB: 32, coresPerNode: 48, memPerNodeGB: 744, memPerCoreGB: 15.5, maxWalltime: '7-00:00:00' },
       { name: 'gpudebug', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '01:00:00' },
       { name: 'gpubackfill', gpuType: 'v100', gpusPerNode: 2, gpuMemGB: 16, coresPerNode: 40, memPerNodeGB: 363, memPerCoreGB: 9.074, maxWalltime: '04:00:00' },
+      // cpu: the regular 40-core Skylake nodes, 177.96 GB usable, 4.449 GB per core (the same page's
+      // table); serial jobs up to 168 h (osc.edu "Scheduling Policies and Limits"). For CPU stages
+      // (preprocessing) in a CPU environment such as gnn-cpu.
+      { name: 'cpu', gpusPerNode: 0, gpuMemGB: 0, coresPerNode: 40, memPerNodeGB: 177.96, memPerCoreGB: 4.449, maxWalltime: '7-00:00:00' },
     ],
   },
   'osc-ascend': {

@@ -105,7 +105,18 @@ export const ClusterProfileSchema = z
       .strict()
       .default({}),
     paths: z
-      .object({ projectRoot: SitePath, scratchRoot: SitePath, homeCacheRoot: SitePath, logsDir: SitePath })
+      .object({
+        projectRoot: SitePath,
+        scratchRoot: SitePath,
+        homeCacheRoot: SitePath,
+        logsDir: SitePath,
+        /**
+         * Where the site user's Jupyter finds kernels (OnDemand's Jupyter app reads
+         * `<home>/.local/share/jupyter/kernels`). Needed by a remote site whose environments declare a
+         * kernel; on this machine the default is this home's (`kernelsDirFor`).
+         */
+        kernelsDir: SitePath.optional(),
+      })
       .strict(),
     /** Days without access after which the site purges scratch files (OSC: 60; some sources say 90). */
     scratchPurgeDays: z.number().int().positive(),

@@ -214,11 +214,20 @@ describe('GPU layers (python/gpu)', () => {
 });
 
 describe("every site environment carries kdgat's runtime dependencies exactly (python/pyproject.toml)", () => {
-  it('presets without a GPU layer are the known ones: the cugraph-ops environment (conda only) and the CPU venv', () => {
+  it('presets without a GPU layer are the known ones: the cugraph-ops environment (conda only), the CPU conda environment and the CPU venv', () => {
     const without = Object.values(environmentPresets)
       .filter((e) => e.backend !== 'conda' || e.gpuLayer === undefined)
       .map((e) => e.name);
-    expect(without.sort()).toEqual(['cpu-local', 'gnn-rapids-cugraphops']);
+    expect(without.sort()).toEqual(['cpu-local', 'gnn-cpu', 'gnn-rapids-cugraphops']);
+  });
+  it('the CPU conda environment installs every pipeline pin for its Python with pip, no CUDA pin', () => {
+    const cpu = environmentPresets['gnn-cpu'];
+    expect(dependencyMismatches(sitePackages(cpu), KDGAT_DEPENDENCIES)).toEqual([]);
+    expect(cpu.backend === 'conda' && cpu.dependencies.some((d) => d.startsWith('cuda'))).toBe(false);
+    const noPip = { ...cpu, dependencies: ['python=3.12'] };
+    expect(environmentProblems(noPip).map((p) => p.message)).toEqual([
+      'pipelinePins is installed with pip: add "pip" to dependencies',
+    ]);
   });
   it.each(layered.map((e) => [e.name, e] as const))('preset %s', (_name, env) => {
     expect(dependencyMismatches(sitePackages(env), KDGAT_DEPENDENCIES)).toEqual([]);
@@ -324,10 +333,10 @@ describe('GPU layer rules', () => {
     expect(() =>
       siteFromStackConfig({ cluster: 'osc-pitzer', environment: 'gnn-rapids-cuda13' }, repo),
     ).toThrow(
-      /stack config environment breaks 1 rule\(s\):\nenvironment.gpuLayer: environment gnn-rapids-cuda13 is built for CUDA 13.0/,
+      /stack config environment gnn-rapids-cuda13 breaks 1 rule\(s\):\nenvironments\[0\]\.gpuLayer: environment gnn-rapids-cuda13 is built for CUDA 13.0/,
     );
     expect(
-      siteFromStackConfig({ cluster: 'osc-cardinal', environment: 'gnn-rapids-cuda13' }, repo).environment,
+      siteFromStackConfig({ cluster: 'osc-cardinal', environment: 'gnn-rapids-cuda13' }, repo).environments[0]!.spec,
     ).toMatchObject({ gpuLayer: 'cuda13-rapids' });
   });
   it('a spec that runs gnn-rapids-cuda13 on a V100 partition is refused by the CUDA-13-on-Volta rule; on H100 it resolves', () => {

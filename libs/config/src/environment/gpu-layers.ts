@@ -107,12 +107,27 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
       .map((p) => ({ ...p }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
-  if (!env.gpuLayer) return [];
+  if (!env.gpuLayer) {
+    const python = condaPython(env.dependencies);
+    if (!env.pipelinePins || python === undefined) return [];
+    return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)))
+      .map((p) => ({ ...p }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
   const pins = new Map(pipelinePinsFor(env.gpuLayer, sources).map((p) => [p.name, p.version]));
   for (const p of gpuLayerPins(env.gpuLayer, sources)) if (!pins.has(p.name)) pins.set(p.name, p.version);
   return [...pins]
     .map(([name, version]) => ({ name, version }))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** The `3.x` of a conda environment's `python=3.x` dependency, if it pins one. */
+export function condaPython(dependencies: readonly string[]): string | undefined {
+  for (const d of dependencies) {
+    const m = /^python[=<>!~ ]+=?\s*(3\.\d+)/.exec(d);
+    if (m) return m[1];
+  }
+  return undefined;
 }
 
 /** Where a layer's lock and the pipeline disagree: the lock was resolved against other pins. */

@@ -52,6 +52,17 @@ const inputs = {
     ],
     pip: [],
   },
+  // CPU stages on a site's CPU nodes (preprocessing): conda gives Python and pip, pip installs the
+  // pipeline's pins from python/uv.lock (torch's PyPI build runs on a CPU node); no CUDA pin.
+  'gnn-cpu': {
+    name: 'gnn-cpu',
+    backend: 'conda',
+    frontend: 'conda',
+    channels: ['conda-forge'],
+    dependencies: ['python=3.12', 'pip'],
+    pipelinePins: true,
+    pip: [],
+  },
   // CPU machines: a venv with the pipeline's pins from python/uv.lock; the local stack layers the
   // repository's uv environment (python/.venv, the same lock) under it, so pip finds them installed.
   'cpu-local': {

@@ -5,6 +5,7 @@ import {
   gpuLayerFile,
   pipNameOfConda,
   repositorySources,
+  condaPython,
   sitePackages,
   type PipelineSources,
 } from './gpu-layers.ts';
@@ -130,6 +131,15 @@ export function environmentProblems(
   const out: EnvironmentProblem[] = [];
   if (env.backend !== 'conda') return out;
   out.push(...gpuLayerProblems(env, sources));
+  if (env.pipelinePins && !env.gpuLayer) {
+    if (condaPython(env.dependencies) === undefined)
+      out.push({
+        path: ['dependencies'],
+        message: `pipelinePins installs python/uv.lock's pins for the environment's Python: pin it in dependencies, e.g. "python=3.12"`,
+      });
+    if (!env.dependencies.some((d) => /^pip(\W|$)/.test(d)))
+      out.push({ path: ['dependencies'], message: `pipelinePins is installed with pip: add "pip" to dependencies` });
+  }
   const deps = specs(env);
   deps.forEach((s, i) => {
     if (['pytorch', 'torchvision', 'torchaudio'].includes(s.name) && s.channel === 'pytorch') {

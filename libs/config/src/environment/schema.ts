@@ -47,6 +47,11 @@ export const CondaEnvironmentSchema = z
           `gpuLayer ${JSON.stringify(i.input)}: expected one of ${GPU_LAYER_NAMES.join(', ')} (python/gpu/<name>.lock)`,
       })
       .optional(),
+    /**
+     * Without a gpuLayer: pip installs the pipeline's pins (python/uv.lock, for the `python=3.x` of
+     * `dependencies`), as a venv's `pipelinePins` does: a CPU environment (gnn-cpu).
+     */
+    pipelinePins: z.boolean().default(false),
     /** Further pip requirements; with a gpuLayer, only packages the pipeline and the layer do not pin. */
     pip: z.array(PipRequirement).default([]),
     /** The CUDA the environment is built for (`cuda-version` is pinned to it), e.g. "12.4". */

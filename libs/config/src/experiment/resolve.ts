@@ -4,6 +4,7 @@
 // applied in order. Pure: problems are returned with their field paths, never thrown one at a time.
 import { createHash } from 'node:crypto';
 import type { ClusterProfile, Partition } from '../cluster/schema.ts';
+import { environmentSpecHash } from '../environment/render.ts';
 import { cudaOf, rapidsLine } from '../environment/rules.ts';
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { formatSlurmTime, parseSlurmTime } from '../time.ts';
@@ -48,6 +49,8 @@ export interface ResolvedStage {
   resources: Resources;
   /** Outputs of earlier runs this stage reads (resolved and checked by the runner). */
   inputs?: StageInput[];
+  /** The name of the environment the stage runs in (a key of `ResolvedExperiment.environments`). */
+  environment: string;
 }
 
 export interface ResolvedExperiment {
@@ -56,7 +59,10 @@ export interface ResolvedExperiment {
   specHash: string;
   cluster: ClusterProfile;
   partition: Partition;
+  /** The experiment's environment: every stage's unless the stage names its own. */
   environment: EnvironmentSpec;
+  /** Every environment a stage runs in, by name (the experiment's included). */
+  environments: Record<string, EnvironmentSpec>;
   account?: string;
   stages: ResolvedStage[];
   /** One entry per sweep point ([] when there is no sweep): the array index -> overrides map. */
@@ -133,6 +139,8 @@ export function resolveExperiment(
   cluster: ClusterProfile,
   environment: EnvironmentSpec,
   pipelineSchema: object,
+  /** The environments stages name (`stages[].environment`), by the reference written there. */
+  stageEnvironments: Readonly<Record<string, EnvironmentSpec>> = {},
 ): { resolved: ResolvedExperiment; problems: Problem[]; warnings: string[] } {
   const problems: Problem[] = [];
   const warnings: string[] = [];
@@ -145,7 +153,19 @@ export function resolveExperiment(
   problems.push(...accountProblems(cluster, account));
 
   const sweepPoints = expandSweep(spec.sweep);
-  const builtFor = { cuda: cudaOf(environment), rapids: rapidsLine(environment) };
+  const environments: Record<string, EnvironmentSpec> = { [environment.name]: environment };
+  const environmentOf = (s: ExperimentSpec['stages'][number], i: number): EnvironmentSpec => {
+    // One that did not load has its problem reported by the loader already.
+    const own = (s.environment !== undefined ? stageEnvironments[s.environment] : undefined) ?? environment;
+    const same = environments[own.name];
+    if (same && environmentSpecHash(same) !== environmentSpecHash(own))
+      problems.push({
+        path: ['stages', i, 'environment'],
+        message: `environment ${own.name} (${s.environment}) is not the ${own.name} another stage of this experiment uses: one name, one environment`,
+      });
+    environments[own.name] = own;
+    return own;
+  };
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
     problems.push(...stageOrderProblems(spec.stages, i));
@@ -154,12 +174,14 @@ export function resolveExperiment(
     const partition = (named ? partitionNamed(cluster, named) : undefined) ?? defaultPartition;
     const resources = stageResources(s.resources, partition);
     const view: StageView = { written: s, index: i, partition, resources };
+    const stageEnvironment = environmentOf(s, i);
+    const builtFor = { cuda: cudaOf(stageEnvironment), rapids: rapidsLine(stageEnvironment) };
     problems.push(
       ...gpuProblems(view),
       ...memoryProblems(view),
       ...coreProblems(view),
       ...timeProblems(view),
-      ...environmentGpuProblems(view, environment, builtFor),
+      ...environmentGpuProblems(view, stageEnvironment, builtFor),
     );
     warnings.push(...billingWarnings(view, cluster));
     const overrides: Record<string, Scalar> = {
@@ -179,12 +201,13 @@ export function resolveExperiment(
       overrides,
       resources,
       ...(s.inputs?.length ? { inputs: s.inputs } : {}),
+      environment: stageEnvironment.name,
     };
   });
 
   problems.push(...overrideProblems(spec, stages, sweepPoints, pipelineSchema));
   warnings.push(...workerWarnings(stages));
-  problems.push(...cugraphProblems(spec, environment, stages, sweepPoints));
+  problems.push(...cugraphProblems(spec, environments, stages, sweepPoints));
   problems.push(...budgetProblems(spec, cluster));
 
   let tune: ResolvedTune | undefined;
@@ -207,6 +230,7 @@ export function resolveExperiment(
     cluster: account ? { ...cluster, account } : cluster,
     partition: defaultPartition,
     environment,
+    environments,
     ...(account ? { account } : {}),
     stages,
     sweepPoints,

@@ -252,32 +252,37 @@ export function workerWarnings(stages: readonly ResolvedStage[]): string[] {
   return out;
 }
 
-/** cuGraph: `use_cugraph: true` needs pylibcugraphops in the environment, unless `allowFallback`. */
+/** cuGraph: `use_cugraph: true` needs pylibcugraphops in the stage's environment, unless `allowFallback`. */
 export function cugraphProblems(
   spec: ExperimentSpec,
-  environment: EnvironmentSpec,
+  environments: Readonly<Record<string, EnvironmentSpec>>,
   stages: readonly ResolvedStage[],
   sweepPoints: readonly Record<string, Scalar>[],
 ): Problem[] {
-  if (hasCugraphOps(environment) || spec.allowFallback) return [];
+  if (spec.allowFallback) return [];
   const withCugraph = (o: Record<string, Scalar>) =>
     o['gat.use_cugraph'] === true || o['vgae.use_cugraph'] === true;
+  const lacking = (st: ResolvedStage) => {
+    const environment = environments[st.environment];
+    return environment !== undefined && !hasCugraphOps(environment);
+  };
   const out: Problem[] = [];
   stages.forEach((st, i) => {
-    if (withCugraph(st.overrides)) {
+    if (withCugraph(st.overrides) && lacking(st)) {
       const key = st.overrides['gat.use_cugraph'] === true ? 'gat.use_cugraph' : 'vgae.use_cugraph';
       out.push({
         path: overridePath(spec, i, key),
         message:
-          `${key}: true needs pylibcugraphops (CuGraphGATConv), which environment ${environment.name} does not have ` +
+          `${key}: true needs pylibcugraphops (CuGraphGATConv), which environment ${st.environment} does not have ` +
           `(last released with RAPIDS 24.12): use environment gnn-rapids-cugraphops, or set allowFallback: true to run the standard layer`,
       });
     }
   });
-  if (sweepPoints.some(withCugraph))
+  const without = stages.filter(lacking).map((st) => st.environment);
+  if (sweepPoints.some(withCugraph) && without.length > 0)
     out.push({
       path: ['sweep'],
-      message: `a sweep point sets use_cugraph: true on ${environment.name}, which has no pylibcugraphops: use gnn-rapids-cugraphops or allowFallback: true`,
+      message: `a sweep point sets use_cugraph: true on ${[...new Set(without)].join(', ')}, which has no pylibcugraphops: use gnn-rapids-cugraphops or allowFallback: true`,
     });
   return out;
 }

@@ -71,6 +71,12 @@ export const StageSpecSchema = z
     resources: ResourcesInputSchema.default({}),
     /** Outputs of stages of earlier runs this stage reads (see StageInputSchema). */
     inputs: z.array(StageInputSchema).optional(),
+    /**
+     * The environment this stage runs in, when not the experiment's (e.g. preprocessing on a CPU
+     * environment, training on a GPU one): a preset name or an EnvironmentSpec YAML file, declared
+     * by the stack like the experiment's.
+     */
+    environment: z.string().min(1).optional(),
   })
   .strict();
 

@@ -126,10 +126,30 @@ export function validateExperiment(
     for (const p of environmentProblems(environment.value))
       issues.push({ ...at(['environment']), path: `environment.${pathText(p.path)}`, message: p.message });
   }
+  // A stage's own environment, loaded once per reference written.
+  const stageEnvironments: Record<string, EnvironmentSpec> = {};
+  const stages = Array.isArray(obj['stages']) ? (obj['stages'] as unknown[]) : [];
+  stages.forEach((st, i) => {
+    const ref = st && typeof st === 'object' ? (st as Record<string, unknown>)['environment'] : undefined;
+    if (typeof ref !== 'string' || ref in stageEnvironments) return;
+    const where = ['stages', i, 'environment'];
+    const loaded = loadReferenced('environment', ref, baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, at(where));
+    issues.push(...loaded.issues);
+    if (!loaded.value) return;
+    for (const p of environmentProblems(loaded.value))
+      issues.push({ ...at(where), path: `${pathText(where)}.${pathText(p.path)}`, message: p.message });
+    stageEnvironments[ref] = loaded.value;
+  });
   if (!parsed.success || !cluster.value || !environment.value) {
     throw new SpecValidationError(sortIssues(issues), file ?? 'spec');
   }
-  const { resolved, problems, warnings } = resolveExperiment(parsed.data, cluster.value, environment.value, loadPipelineSchema());
+  const { resolved, problems, warnings } = resolveExperiment(
+    parsed.data,
+    cluster.value,
+    environment.value,
+    loadPipelineSchema(),
+    stageEnvironments,
+  );
   for (const p of problems)
     issues.push({
       ...at(p.path),

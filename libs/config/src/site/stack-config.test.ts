@@ -12,27 +12,87 @@ const stackFile = (name: string) =>
   readFileSync(new URL(`../../../../infra/Pulumi.${name}.yaml`, import.meta.url), 'utf8');
 
 describe('a stack file read as the site it declares', () => {
-  it('osc-pitzer: the preset with its overrides, datasets and the conda build', () => {
+  it('osc-pitzer: every environment the examples use, each with its build and kernel; datasets', () => {
     const site = siteFromStackConfig(rawSiteConfigFromStackFile(stackFile('osc-pitzer'), 'kdgat-hpc'), repo);
     expect(site.profile).toMatchObject({ name: 'osc-pitzer', account: 'PAS1266' });
     expect(site.profile.paths.scratchRoot).toBe('/fs/scratch/PAS1266/kd-gat');
-    expect(site.environment.name).toBe('gnn-rapids');
+    expect(site.environments.map((e) => e.spec.name)).toEqual(['gnn-rapids', 'gnn-rapids-cugraphops', 'gnn-cpu']);
+    for (const e of site.environments) expect(e.build).toMatchObject({ frontend: 'conda', frontendCommand: 'conda' });
+    expect(site.environments.map((e) => e.kernel?.displayName ?? null)).toEqual([
+      'KD-GAT (gnn-rapids, CUDA 12.8)',
+      null,
+      'KD-GAT (gnn-cpu)',
+    ]);
     expect(site.datasets).toEqual(['hcrl_sa', 'hcrl_ch', 'set_01']);
-    expect(site.build).toMatchObject({ frontend: 'conda', frontendCommand: 'conda' });
     expect(site.scratchGroup).toBe('PAS1266');
   });
 
   it('local: relative paths anchored at the repository', () => {
     const site = siteFromStackConfig(rawSiteConfigFromStackFile(stackFile('local'), 'kdgat-hpc'), repo);
     expect(site.profile.paths.scratchRoot.startsWith(repo)).toBe(true);
-    expect(site.build.frontendCommand).toBe(`${repo}python/.venv/bin/python`);
-    const paths = sitePathsFor(site.profile, site.environment.name, site.build);
+    const [env] = site.environments;
+    expect(env!.build.frontendCommand).toBe(`${repo}python/.venv/bin/python`);
+    const paths = sitePathsFor(site.profile, env!.spec.name, env!.build);
     expect(paths.lockPath).toBe(`${site.profile.paths.projectRoot}/envs/cpu-local.lock.txt`);
+  });
+
+  it('an entry is a preset, a preset with overrides and its own build, or a whole spec', () => {
+    const site = siteFromStackConfig(
+      {
+        cluster: 'local',
+        environments: [
+          'cpu-local',
+          { preset: 'cpu-local', name: 'cpu-prep', build: { frontendCommand: '/usr/bin/python3' } },
+          { name: 'tools', backend: 'venv', python: '3.12', requirements: ['optuna==4.1.0'] },
+        ],
+        build: { frontend: 'pip', frontendCommand: 'python/.venv/bin/python' },
+      },
+      repo,
+    );
+    expect(site.environments.map((e) => [e.spec.name, e.build.frontendCommand])).toEqual([
+      ['cpu-local', `${repo}python/.venv/bin/python`],
+      ['cpu-prep', '/usr/bin/python3'],
+      ['tools', `${repo}python/.venv/bin/python`],
+    ]);
+    expect(site.environments[1]!.spec).toMatchObject({ backend: 'venv', pipelinePins: true });
+  });
+
+  it('the one-environment form of older stacks is a one-entry list', () => {
+    const site = siteFromStackConfig(
+      { cluster: 'local', environment: 'cpu-local', environmentOverrides: { name: 'mine' } },
+      repo,
+    );
+    expect(site.environments.map((e) => e.spec.name)).toEqual(['mine']);
+  });
+
+  it('refuses two environments of one name, a fixed prefix shared by several, and both forms at once', () => {
+    expect(() =>
+      siteFromStackConfig({ cluster: 'local', environments: ['cpu-local', { preset: 'cpu-local' }] }, repo),
+    ).toThrow(/environments\[1\]\.name = "cpu-local": expected a name no other environment of the stack has/);
+    expect(() =>
+      siteFromStackConfig(
+        {
+          cluster: 'local',
+          environments: ['cpu-local', { preset: 'cpu-local', name: 'b' }],
+          build: { prefix: '/opt/env' },
+        },
+        repo,
+      ),
+    ).toThrow(/environments\[0\]\.build\.prefix = "\/opt\/env": expected no fixed prefix/);
+    expect(() =>
+      siteFromStackConfig({ cluster: 'local', environments: ['cpu-local'], environment: 'cpu-local' }, repo),
+    ).toThrow(/stack config environment = "cpu-local": expected no `environment` beside `environments`/);
+    expect(() => siteFromStackConfig({ cluster: 'local', environments: [] }, repo)).toThrow(
+      /environments = \[\]: expected a non-empty list/,
+    );
+    expect(() => siteFromStackConfig({ cluster: 'local', environments: ['nope'] }, repo)).toThrow(
+      /environments\[0\] = "nope": expected one of/,
+    );
   });
 
   it('refuses a stack file without a cluster, and a dataset name that cannot reach a script', () => {
     expect(() =>
-      rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environment: cpu-local\n', 'kdgat-hpc'),
+      rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environments: [cpu-local]\n', 'kdgat-hpc'),
     ).toThrow(StackConfigError);
     expect(() =>
       siteFromStackConfig({ cluster: 'local', environment: 'cpu-local', datasets: ['ok', '-rf'] }, repo),

@@ -9,6 +9,7 @@ import { environmentPresets } from '../environment/presets.ts';
 import { environmentClusterProblems, environmentProblems } from '../environment/rules.ts';
 import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/schema.ts';
 import { parseYaml } from '../load/yaml.ts';
+import { KernelDeclarationSchema, type KernelDeclaration } from './kernel.ts';
 import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
 
 /** Error of this layer: names the stack config key, the value and what was expected. */
@@ -37,19 +38,33 @@ export interface EnvironmentBuild {
 export interface RawSiteConfig {
   cluster: unknown;
   clusterOverrides?: unknown;
-  environment: unknown;
+  /**
+   * The site's environments: a list whose entries are a preset name, an EnvironmentSpec object, or
+   * `{ preset: <name>, <field>: <override>… }`; any entry may add `build:` (how this one is built,
+   * over the stack's `build`) and `kernel:` (its Jupyter kernel).
+   */
+  environments?: unknown;
+  /** One environment (stacks written before `environments`): the same as a one-entry list. */
+  environment?: unknown;
   environmentOverrides?: unknown;
   datasets?: unknown;
   build?: unknown;
   scratchGroup?: string;
 }
 
+/** One environment of a site: what it is, how it is built there, and its notebook kernel. */
+export interface SiteEnvironment {
+  spec: EnvironmentSpec;
+  build: EnvironmentBuild;
+  kernel?: KernelDeclaration;
+}
+
 /** The site a stack declares, validated. */
 export interface SiteDeclaration {
   profile: ClusterProfile;
-  environment: EnvironmentSpec;
+  /** In the stack's order; the first is the stack's default (the site scripts' environment). */
+  environments: SiteEnvironment[];
   datasets: string[];
-  build: EnvironmentBuild;
   scratchGroup?: string;
 }
 
@@ -106,6 +121,87 @@ function anchorPaths(profile: ClusterProfile, repoRoot: string): ClusterProfile 
   return { ...profile, paths };
 }
 
+/** The stack's environment entries as written, the one-environment form read as a one-entry list. */
+function environmentEntries(raw: RawSiteConfig): unknown[] {
+  if (raw.environments !== undefined && raw.environment !== undefined)
+    throw new StackConfigError(
+      'environment',
+      raw.environment,
+      'no `environment` beside `environments` (move it into the list)',
+    );
+  if (raw.environments !== undefined) {
+    if (!Array.isArray(raw.environments) || raw.environments.length === 0)
+      throw new StackConfigError(
+        'environments',
+        raw.environments,
+        'a non-empty list of environment preset names or objects',
+      );
+    return raw.environments;
+  }
+  if (raw.environment === undefined)
+    throw new StackConfigError('environments', undefined, 'a list of environment preset names or objects');
+  return [
+    raw.environmentOverrides === undefined
+      ? raw.environment
+      : { spec: deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides) },
+  ];
+}
+
+/** One entry of `environments` -> its spec (checked against the rules and the cluster), build and kernel. */
+function siteEnvironment(
+  entry: unknown,
+  key: string,
+  profile: ClusterProfile,
+  stackBuild: Partial<EnvironmentBuild>,
+  repoRoot: string,
+): SiteEnvironment {
+  let specValue: unknown;
+  let build: Partial<EnvironmentBuild> = stackBuild;
+  let kernel: unknown;
+  if (typeof entry === 'string') specValue = pick(key, entry, environmentPresets);
+  else if (isObject(entry)) {
+    const { preset, build: own, kernel: k, spec, ...fields } = entry;
+    if (own !== undefined && !isObject(own)) throw new StackConfigError(`${key}.build`, own, 'an object');
+    build = { ...stackBuild, ...((own ?? {}) as Partial<EnvironmentBuild>) };
+    kernel = k;
+    specValue =
+      spec !== undefined
+        ? spec
+        : preset !== undefined
+          ? deepMerge(pick(`${key}.preset`, preset, environmentPresets), fields)
+          : fields;
+  } else throw new StackConfigError(key, entry, 'a preset name or an object');
+  const environment = parse<EnvironmentSpec>(key, EnvironmentSpecSchema, specValue);
+  const problems = [...environmentProblems(environment), ...environmentClusterProblems(environment, profile)];
+  if (problems.length > 0) {
+    const lines = problems.map((p) => `${key}.${p.path.map(String).join('.')}: ${p.message}`);
+    throw new Error(
+      `stack config environment ${environment.name} breaks ${problems.length} rule(s):\n${lines.join('\n')}`,
+    );
+  }
+  // The spec names its conda frontend; a stack may override it (e.g. rattler on a test machine).
+  const frontend = build.frontend ?? (environment.backend === 'venv' ? 'pip' : environment.frontend);
+  if (!(ENVIRONMENT_FRONTENDS as readonly string[]).includes(frontend))
+    throw new StackConfigError(`${key}.build.frontend`, frontend, ENVIRONMENT_FRONTENDS.join(' | '));
+  const frontendCommand =
+    build.frontendCommand ?? (frontend === 'pip' ? 'python3' : frontend === 'rattler' ? 'python3' : frontend);
+  const anchor = (p: string) => (isAbsolute(p) ? p : resolve(repoRoot, p));
+  return {
+    spec: environment,
+    build: {
+      ...build,
+      frontend,
+      // A relative command with a slash (`python/.venv/bin/python`) is a repository path.
+      frontendCommand: frontendCommand.includes('/') ? anchor(frontendCommand) : frontendCommand,
+      ...(build.prefix ? { prefix: anchor(build.prefix) } : {}),
+      ...(build.inheritEnvironments ? { inheritEnvironments: build.inheritEnvironments.map(anchor) } : {}),
+    },
+    ...(kernel !== undefined
+      ? { kernel: parse<KernelDeclaration>(`${key}.kernel`, KernelDeclarationSchema, kernel) }
+      : {}),
+  };
+}
+
 /** The validated site from raw stack config values (pure; secrets are the caller's business). */
 export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteDeclaration {
   const profile = anchorPaths(
@@ -116,16 +212,29 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
     ),
     repoRoot,
   );
-  const environment = parse<EnvironmentSpec>(
-    'environment',
-    EnvironmentSpecSchema,
-    deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides),
+  if (raw.build !== undefined && !isObject(raw.build))
+    throw new StackConfigError('build', raw.build, 'an object');
+  const stackBuild = (raw.build ?? {}) as Partial<EnvironmentBuild>;
+  const entries = environmentEntries(raw);
+  const environments = entries.map((entry, i) =>
+    siteEnvironment(entry, `environments[${i}]`, profile, stackBuild, repoRoot),
   );
-  const problems = [...environmentProblems(environment), ...environmentClusterProblems(environment, profile)];
-  if (problems.length > 0) {
-    const lines = problems.map((p) => `environment.${p.path.map(String).join('.')}: ${p.message}`);
-    throw new Error(`stack config environment breaks ${problems.length} rule(s):\n${lines.join('\n')}`);
-  }
+  const seen = new Set<string>();
+  environments.forEach(({ spec, build }, i) => {
+    if (seen.has(spec.name))
+      throw new StackConfigError(
+        `environments[${i}].name`,
+        spec.name,
+        'a name no other environment of the stack has (each is its own prefix, lock and resource)',
+      );
+    seen.add(spec.name);
+    if (build.prefix !== undefined && environments.length > 1)
+      throw new StackConfigError(
+        `environments[${i}].build.prefix`,
+        build.prefix,
+        'no fixed prefix on a stack of several environments (each gets <projectRoot>/envs/<name>)',
+      );
+  });
   const datasets = raw.datasets ?? [];
   if (!Array.isArray(datasets) || !datasets.every((d) => matchesRule(SCRIPT_VALUES.name, d))) {
     throw new StackConfigError(
@@ -134,26 +243,10 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
       `a list of dataset names, each ${SCRIPT_VALUES.name.expected}`,
     );
   }
-  const build = (raw.build ?? {}) as Partial<EnvironmentBuild>;
-  // The spec names its conda frontend; a stack may override it (e.g. rattler on a test machine).
-  const frontend = build.frontend ?? (environment.backend === 'venv' ? 'pip' : environment.frontend);
-  if (!(ENVIRONMENT_FRONTENDS as readonly string[]).includes(frontend))
-    throw new StackConfigError('build.frontend', frontend, ENVIRONMENT_FRONTENDS.join(' | '));
-  const frontendCommand =
-    build.frontendCommand ?? (frontend === 'pip' ? 'python3' : frontend === 'rattler' ? 'python3' : frontend);
-  const anchor = (p: string) => (isAbsolute(p) ? p : resolve(repoRoot, p));
   return {
     profile,
-    environment,
+    environments,
     datasets: datasets as string[],
-    build: {
-      ...build,
-      frontend,
-      // A relative command with a slash (`python/.venv/bin/python`) is a repository path.
-      frontendCommand: frontendCommand.includes('/') ? anchor(frontendCommand) : frontendCommand,
-      ...(build.prefix ? { prefix: anchor(build.prefix) } : {}),
-      ...(build.inheritEnvironments ? { inheritEnvironments: build.inheritEnvironments.map(anchor) } : {}),
-    },
     ...(raw.scratchGroup !== undefined ? { scratchGroup: raw.scratchGroup } : {}),
   };
 }
@@ -180,8 +273,15 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
     );
   const config = isObject(yaml.value) && isObject(yaml.value['config']) ? yaml.value['config'] : {};
   const get = (key: string): unknown => presetOrObject(config[`${project}:${key}`]);
-  const raw: RawSiteConfig = { cluster: get('cluster'), environment: get('environment') };
-  for (const key of ['clusterOverrides', 'environmentOverrides', 'datasets', 'build'] as const) {
+  const raw: RawSiteConfig = { cluster: get('cluster') };
+  for (const key of [
+    'clusterOverrides',
+    'environments',
+    'environment',
+    'environmentOverrides',
+    'datasets',
+    'build',
+  ] as const) {
     const v = get(key);
     if (v !== undefined) raw[key] = v;
   }
@@ -189,8 +289,8 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
   if (typeof group === 'string') raw.scratchGroup = group;
   if (raw.cluster === undefined)
     throw new StackConfigError(`${project}:cluster`, undefined, 'a cluster preset or object');
-  if (raw.environment === undefined)
-    throw new StackConfigError(`${project}:environment`, undefined, 'an environment preset or object');
+  if (raw.environments === undefined && raw.environment === undefined)
+    throw new StackConfigError(`${project}:environments`, undefined, 'a list of environment presets or objects');
   return raw;
 }
 
@@ -204,6 +304,11 @@ export interface SitePaths {
   scriptsDir: string;
 }
 
+/** Where the site scripts are installed: `<projectRoot>/scripts` (one set per site). */
+export function siteScriptsDir(profile: Pick<ClusterProfile, 'paths'>): string {
+  return `${profile.paths.projectRoot}/scripts`;
+}
+
 export function sitePathsFor(
   profile: Pick<ClusterProfile, 'paths'>,
   environmentName: string,
@@ -215,7 +320,7 @@ export function sitePathsFor(
     envsDir,
     prefix: build.prefix ?? `${envsDir}/${environmentName}`,
     ...environmentFilesIn(envsDir, environmentName),
-    scriptsDir: `${projectRoot}/scripts`,
+    scriptsDir: siteScriptsDir(profile),
   };
 }
 

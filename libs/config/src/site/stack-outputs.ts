@@ -43,7 +43,8 @@ export const StackScriptOutputsSchema = z
   })
   .strict();
 
-export const StackOutputsSchema = z
+/** The outputs as a provisioned stack exports them now (the keys infra's program exports). */
+export const StackOutputsObjectSchema = z
   .object({
     /** The cluster profile's name (the profile itself stays in the stack config). */
     profile: ClusterProfileSchema.shape.name,
@@ -52,10 +53,33 @@ export const StackOutputsSchema = z
      * stacks provisioned before this output existed were all local.
      */
     connection: ConnectionSchema.default({ kind: 'local' }),
-    environment: StackEnvironmentOutputsSchema,
+    /** Every environment of the site, in the stack's order (the first is its default). */
+    environments: z
+      .array(StackEnvironmentOutputsSchema)
+      .min(1)
+      .refine((envs) => new Set(envs.map((e) => e.name)).size === envs.length, 'one entry per environment name'),
     scratch: StackScratchOutputsSchema,
     scripts: StackScriptOutputsSchema,
   })
   .strict();
 
-export type StackOutputs = z.infer<typeof StackOutputsSchema>;
+/** Stacks provisioned with one environment exported `environment`: read as a one-entry list. */
+export const StackOutputsSchema = z.preprocess((v) => {
+  if (v === null || typeof v !== 'object' || Array.isArray(v) || !('environment' in v) || 'environments' in v)
+    return v;
+  const { environment, ...rest } = v as Record<string, unknown>;
+  return { ...rest, environments: [environment] };
+}, StackOutputsObjectSchema);
+
+export type StackOutputs = z.infer<typeof StackOutputsObjectSchema>;
+export type StackEnvironmentOutputs = z.infer<typeof StackEnvironmentOutputsSchema>;
+
+/** The environment named `name` of a stack's outputs, or undefined. */
+export function stackEnvironment(outputs: Pick<StackOutputs, 'environments'>, name: string) {
+  return outputs.environments.find((e) => e.name === name);
+}
+
+/** The environment a stack runs what names none: its first. */
+export function defaultEnvironment(outputs: Pick<StackOutputs, 'environments'>): StackEnvironmentOutputs {
+  return outputs.environments[0]!;
+}

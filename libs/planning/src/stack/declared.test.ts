@@ -12,7 +12,7 @@ const notProvisioned: StackOutputsSource = {
 };
 
 describe('DeclaredStackOutputs (a stack predicted from infra/Pulumi.<stack>.yaml)', () => {
-  it('osc-pitzer: the scratch layout, environment and scripts ClusterSite would export', async () => {
+  it('osc-pitzer: the scratch layout, environments and scripts ClusterSite would export', async () => {
     const o = await new DeclaredStackOutputs(REPO).read('osc-pitzer');
     expect(o.scratch).toEqual({
       root: '/fs/scratch/PAS1266/kd-gat',
@@ -24,9 +24,13 @@ describe('DeclaredStackOutputs (a stack predicted from infra/Pulumi.<stack>.yaml
       runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
       logsDir: expect.stringMatching(/^\//),
     });
-    expect(o.environment).toMatchObject({ name: 'gnn-rapids', backend: 'conda', lockHash: '' });
-    expect(o.environment.specHash).toMatch(/^[0-9a-f]{64}$/);
-    expect(o.environment.activate).toContain('conda activate');
+    expect(o.environments.map((e) => e.name)).toEqual(['gnn-rapids', 'gnn-rapids-cugraphops', 'gnn-cpu']);
+    for (const e of o.environments) {
+      expect(e).toMatchObject({ backend: 'conda', lockHash: '' });
+      expect(e.specHash).toMatch(/^[0-9a-f]{64}$/);
+      expect(e.activate).toContain('conda activate');
+      expect(e.prefix).toBe(`/fs/ess/PAS1266/kd-gat/envs/${e.name}`);
+    }
     expect(o.scripts.stageData).toBe(`${o.scripts.dir}/stage_data.sh`);
     expect(o.declared.file).toBe('infra/Pulumi.osc-pitzer.yaml');
     expect(o.declared.unknown.join(' ')).toContain('lock');

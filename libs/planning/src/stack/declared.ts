@@ -49,16 +49,16 @@ export class DeclaredStackOutputs implements StackOutputsSource {
     const d = declaredSiteOutputs(site);
     const outputs: PredictedStackOutputs = {
       ...d,
-      environment: { ...d.environment, lockHash: '' },
+      environments: d.environments.map((e) => ({ ...e, lockHash: '' })),
       declared: {
         file: relative(this.repoRoot, file),
         predicted: [
-          'environment (name, prefix, activation, spec hash, lock path)',
+          'environments (name, prefix, activation, spec hash, lock path of each)',
           'scratch (cache dirs, runs dir, logs dir)',
           'scripts (site script paths)',
         ],
         unknown: [
-          'environment lock (made by the build on `pulumi up`)',
+          'environment locks (made by the build on `pulumi up`)',
           `the scheduler's MaxArraySize (SLURM's default ${DEFAULT_MAX_ARRAY_SIZE} assumed) and its sbatch --test-only verdict`,
         ],
       },

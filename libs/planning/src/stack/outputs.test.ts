@@ -7,7 +7,8 @@ import {
   StackNotProvisionedError,
   checkEnvironmentMatches,
 } from './outputs.ts';
-import { sampleOutputs } from '../testing.ts';
+import { loadEnvironmentSpec } from '@kdgat/config';
+import { outputsFor, sampleOutputs } from '../testing.ts';
 
 describe('FileStackOutputs', () => {
   const dir = mkdtempSync(join(tmpdir(), 'runner-stack-'));
@@ -18,7 +19,7 @@ describe('FileStackOutputs', () => {
     expect((await new FileStackOutputs(one).read('local')).scratch.runsDir).toBe('/s/runs');
     const many = join(dir, 'many.json');
     writeFileSync(many, JSON.stringify({ 'osc-pitzer': sampleOutputs }));
-    expect((await new FileStackOutputs(many).read('osc-pitzer')).environment.name).toBe('cpu-local');
+    expect((await new FileStackOutputs(many).read('osc-pitzer')).environments[0]!.name).toBe('cpu-local');
     await expect(new FileStackOutputs(many).read('local')).rejects.toThrow(
       /run `pulumi up` on stack local first/,
     );
@@ -32,13 +33,27 @@ describe('FileStackOutputs', () => {
 });
 
 describe('checkEnvironmentMatches', () => {
-  it('refuses a stack provisioned from another environment spec', () => {
-    expect(() => checkEnvironmentMatches('osc-pitzer', sampleOutputs, 'gnn-rapids', 'c'.repeat(64))).toThrow(
-      StackNotProvisionedError,
+  const cpuLocal = loadEnvironmentSpec('cpu-local');
+  const outputs = outputsFor({ environments: { 'cpu-local': cpuLocal } });
+
+  it('passes when the stack has every environment the stages use, from the same spec', () => {
+    expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': cpuLocal })).not.toThrow();
+  });
+
+  it('refuses an environment the stack does not have, naming what it has and where to declare it', () => {
+    const rapids = loadEnvironmentSpec('gnn-rapids');
+    expect(() =>
+      checkEnvironmentMatches('osc-pitzer', outputs, { 'cpu-local': cpuLocal, 'gnn-rapids': rapids }),
+    ).toThrow(
+      /stack osc-pitzer has environment\(s\) cpu-local, but the experiment asks for gnn-rapids: add it to kdgat-hpc:environments in infra\/Pulumi\.osc-pitzer\.yaml/,
     );
-    expect(() => checkEnvironmentMatches('osc-pitzer', sampleOutputs, 'gnn-rapids', 'c'.repeat(64))).toThrow(
-      /provisioned with environment cpu-local .* asks for gnn-rapids .*: run `pulumi up` on stack osc-pitzer first/,
+  });
+
+  it('refuses a stack provisioned from another spec of the same name', () => {
+    const other = { ...cpuLocal, requirements: ['optuna==4.1.0'] } as typeof cpuLocal;
+    expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': other })).toThrow(StackNotProvisionedError);
+    expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': other })).toThrow(
+      /provisioned with environment cpu-local \(spec hash [0-9a-f]{12}\), but the experiment asks for another cpu-local/,
     );
-    expect(() => checkEnvironmentMatches('local', sampleOutputs, 'cpu-local', 'a'.repeat(64))).not.toThrow();
   });
 });

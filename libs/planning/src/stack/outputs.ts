@@ -2,7 +2,13 @@
 // one small interface with two sources: the real Pulumi CLI, and a JSON file (`--stack-outputs <file>`).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { StackOutputsSchema, type StackOutputs } from '@kdgat/config';
+import {
+  StackOutputsSchema,
+  environmentSpecHash,
+  stackEnvironment,
+  type EnvironmentSpec,
+  type StackOutputs,
+} from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 
 // The schema is the one contract's (@kdgat/config); re-exported for the runner's callers.
@@ -87,34 +93,44 @@ export class FileStackOutputs implements StackOutputsSource {
     if (!existsSync(this.path))
       throw new StackNotProvisionedError(stack, `stack outputs file ${this.path} does not exist`);
     const json = JSON.parse(readFileSync(this.path, 'utf8')) as Record<string, unknown>;
-    const value = 'environment' in json ? json : json[stack];
+    const value = 'environments' in json || 'environment' in json ? json : json[stack];
     if (value === undefined)
       throw new StackNotProvisionedError(stack, `${this.path} has no outputs for stack ${stack}`);
     return validate(stack, value, this.path);
   }
 }
 
-/** Refuses a stack provisioned from another environment spec than the experiment asks for. */
+/**
+ * Refuses a stack that lacks an environment the experiment runs in, or was provisioned from
+ * another spec of it. `wanted`: every environment the experiment's stages use, by name.
+ */
 export function checkEnvironmentMatches(
   stack: string,
   outputs: StackOutputs,
-  wantedName: string,
-  wantedHash: string,
+  wanted: Readonly<Record<string, EnvironmentSpec>>,
   /** The stack file, when the outputs are predicted from it (the stack is not provisioned). */
   declaredIn?: string,
 ): void {
-  if (outputs.environment.specHash !== wantedHash && declaredIn !== undefined) {
+  const file = declaredIn ?? `infra/Pulumi.${stack}.yaml`;
+  const declared = outputs.environments.map((e) => e.name).join(', ');
+  for (const [name, spec] of Object.entries(wanted)) {
+    const hash = environmentSpecHash(spec);
+    const have = stackEnvironment(outputs, name);
+    if (!have) {
+      throw new StackNotProvisionedError(
+        stack,
+        `stack ${stack} has environment(s) ${declared}, but the experiment asks for ${name}: ` +
+          `add it to kdgat-hpc:environments in ${file}`,
+      );
+    }
+    if (have.specHash === hash) continue;
     throw new StackNotProvisionedError(
       stack,
-      `stack ${stack} declares environment ${outputs.environment.name} (${declaredIn}, spec hash ${outputs.environment.specHash.slice(0, 12)}), ` +
-        `but the experiment asks for ${wantedName} (spec hash ${wantedHash.slice(0, 12)}): declare that environment in ${declaredIn}`,
-    );
-  }
-  if (outputs.environment.specHash !== wantedHash) {
-    throw new StackNotProvisionedError(
-      stack,
-      `stack ${stack} was provisioned with environment ${outputs.environment.name} (spec hash ${outputs.environment.specHash.slice(0, 12)}), ` +
-        `but the experiment asks for ${wantedName} (spec hash ${wantedHash.slice(0, 12)})`,
+      declaredIn !== undefined
+        ? `stack ${stack} declares environment ${name} (${declaredIn}, spec hash ${have.specHash.slice(0, 12)}), ` +
+            `but the experiment asks for another ${name} (spec hash ${hash.slice(0, 12)}): declare that environment in ${declaredIn}`
+        : `stack ${stack} was provisioned with environment ${name} (spec hash ${have.specHash.slice(0, 12)}), ` +
+            `but the experiment asks for another ${name} (spec hash ${hash.slice(0, 12)})`,
     );
   }
 }

@@ -2,6 +2,7 @@
 // report (tune/study.ts) and the run report (@kdgat/run-record) both start.
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { defaultEnvironment, stackEnvironment } from '@kdgat/config';
 import type { StackOutputs } from './outputs.ts';
 
 /** This checkout's Python environment (`npm run bootstrap`: python/.venv, from python/uv.lock). */
@@ -12,7 +13,9 @@ const CHECKOUT_PYTHON = fileURLToPath(new URL('../../../../python/.venv/bin/pyth
  * (`<prefix>/bin/python`) when the site is this machine, else this checkout's own (a site over SSH:
  * its environment is over there, the local copy of the run is here).
  */
-export function pythonOf(stack: StackOutputs): string {
+export function pythonOf(stack: StackOutputs, environment?: string): string {
   if (process.env['KDGAT_PYTHON']) return process.env['KDGAT_PYTHON'];
-  return stack.connection?.kind === 'ssh' ? CHECKOUT_PYTHON : join(stack.environment.prefix, 'bin', 'python');
+  if (stack.connection?.kind === 'ssh') return CHECKOUT_PYTHON;
+  const env = (environment !== undefined ? stackEnvironment(stack, environment) : undefined) ?? defaultEnvironment(stack);
+  return join(env.prefix, 'bin', 'python');
 }

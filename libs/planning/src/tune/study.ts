@@ -111,7 +111,7 @@ export async function runTuneReport(
   const python = pythonOf(stack);
   if (!existsSync(python))
     throw new Error(
-      `no python at ${python} (the environment of stack outputs ${stack.environment.name}): run \`nx run infra:up\`, or set KDGAT_PYTHON`,
+      `no python at ${python} (the environment of the stack's outputs): run \`nx run infra:up\`, or set KDGAT_PYTHON`,
     );
   const args = ['-m', 'kdgat', 'tune-report', '--study-dir', studyDir];
   if (opts.json) args.push('--json');

@@ -1,10 +1,24 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SiteFiles, localExecutor } from '@kdgat/transport';
-import { DirtyTreeError, codeSnapshot, snapshotDir, uploadSnapshot } from './snapshot.ts';
+import {
+  DirtyTreeError,
+  codeSnapshot,
+  currentSnapshotLink,
+  snapshotDir,
+  uploadSnapshot,
+} from './snapshot.ts';
 
 function repo(): string {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-repo-'));
@@ -66,5 +80,33 @@ describe('code snapshot', () => {
     const at = snapshotDir(site, s);
     expect(readFileSync(join(at, 'src', 'kdgat', '__init__.py'), 'utf8')).toBe('VERSION = 3\n');
     expect(existsSync(join(at, 'README.md'))).toBe(false);
+  });
+
+  it("re-points the code root's current link at each snapshot shipped, uploaded now or already there", async () => {
+    const dir = repo();
+    const site = mkdtempSync(join(tmpdir(), 'kdgat-site-code-'));
+    const files = new SiteFiles(localExecutor());
+    const current = currentSnapshotLink(site);
+    expect(current).toBe(`${site}/current`);
+    const version = () => readFileSync(join(current, 'src', 'kdgat', '__init__.py'), 'utf8');
+
+    const one = await codeSnapshot(dir, { allowDirty: false });
+    await uploadSnapshot(dir, one, files, site);
+    // relative: the link holds wherever the scratch filesystem is mounted
+    expect(readlinkSync(current)).toBe(one.tree);
+    expect(version()).toBe('VERSION = 1\n');
+
+    writeFileSync(join(dir, 'python', 'src', 'kdgat', '__init__.py'), 'VERSION = 2\n');
+    const two = await codeSnapshot(dir, { allowDirty: true });
+    expect(await uploadSnapshot(dir, two, files, site)).toBe(true);
+    expect(readlinkSync(current)).toBe(two.tree);
+    expect(version()).toBe('VERSION = 2\n');
+
+    // shipping the first again (a rerun of older code) uploads nothing and points back at it
+    expect(await uploadSnapshot(dir, one, files, site)).toBe(false);
+    expect(readlinkSync(current)).toBe(one.tree);
+    expect(version()).toBe('VERSION = 1\n');
+    // the link was renamed into place: no temporary name is left beside it
+    expect(readdirSync(site).sort()).toEqual(['current', one.tree, two.tree].sort());
   });
 });

@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CURRENT_CODE_LINK } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { SiteFiles } from '@kdgat/transport';
 
@@ -73,9 +74,14 @@ export function snapshotDir(codeRoot: string, snapshot: Pick<CodeSnapshot, 'tree
   return `${codeRoot.replace(/\/+$/, '')}/${snapshot.tree}`;
 }
 
+/** The link in the code root to the snapshot of the latest run shipped (a kernel's default code). */
+export function currentSnapshotLink(codeRoot: string): string {
+  return `${codeRoot.replace(/\/+$/, '')}/${CURRENT_CODE_LINK}`;
+}
+
 /**
- * Puts the snapshot on the site unless it is there already (same content, same name); returns
- * whether it was uploaded now.
+ * Puts the snapshot on the site unless it is there already (same content, same name), then points
+ * the code root's `current` link at it; returns whether it was uploaded now.
  */
 export async function uploadSnapshot(
   repo: string,
@@ -84,7 +90,18 @@ export async function uploadSnapshot(
   codeRoot: string,
 ): Promise<boolean> {
   const dest = snapshotDir(codeRoot, snapshot);
-  if (await files.exists(dest)) return false;
+  const uploaded = (await files.exists(dest)) ? false : await putSnapshot(repo, snapshot, files, dest);
+  // Relative, so the link stays right wherever the scratch filesystem is mounted.
+  await files.pointLink(currentSnapshotLink(codeRoot), snapshot.tree);
+  return uploaded;
+}
+
+async function putSnapshot(
+  repo: string,
+  snapshot: CodeSnapshot,
+  files: SiteFiles,
+  dest: string,
+): Promise<boolean> {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-code-'));
   try {
     const tar = await runCommand(

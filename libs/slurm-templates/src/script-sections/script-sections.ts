@@ -77,12 +77,25 @@ function requeueValueLines(policy: RequeuePolicy): string[] {
  * (staging, sampler, pipeline, requeue decision).
  */
 export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string[] {
+  return [
+    ...shellFileLines('jobStart'),
+    '',
+    ...environmentLines(env, profile),
+    '',
+    ...shellFileLines('jobRun'),
+  ];
+}
+
+/**
+ * A job's environment: its values, src/shell/environment.sh and `kdgat_environment` (the profile's
+ * CUDA module, the activation, the code snapshot first on PYTHONPATH). Every job script has these
+ * lines, and so has the init of `runner shell`, which gives a researcher what the job sees.
+ */
+export function environmentLines(env: EnvironmentView, profile: ProfileView): string[] {
   const cuda = cudaModuleValue(profile);
   const lmodInit = cuda !== '' ? lmodInitValue(profile) : '';
   const activation = activationValues(env, profile);
   return [
-    ...shellFileLines('jobStart'),
-    '',
     "# ---- the environment: the profile's CUDA module, then the environment's activation ----",
     // The init is validated where it is needed: for the CUDA module, else for the conda module.
     assign('kdgat_lmod_init', lmodInit || activation.lmodInit),
@@ -93,8 +106,6 @@ export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string
       : []),
     ...shellFileLines('environment'),
     'kdgat_environment',
-    '',
-    ...shellFileLines('jobRun'),
   ];
 }
 
@@ -109,7 +120,8 @@ function cudaModuleValue(profile: ProfileView): string {
 /** Lmod's usual system-wide init, for profiles that do not name their site's. */
 export const DEFAULT_LMOD_INIT = '/etc/profile.d/lmod.sh';
 
-function lmodInitValue(profile: Pick<ProfileView, 'modules'>): string {
+/** The profile's Lmod init (default DEFAULT_LMOD_INIT), checked against its rule. */
+export function lmodInitValue(profile: Pick<ProfileView, 'modules'>): string {
   return requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit);
 }
 

@@ -14,6 +14,7 @@ export const SHELL_FILES = {
   jobStart: 'job-start.sh',
   environment: 'environment.sh',
   jobRun: 'job-run.sh',
+  kernel: 'kernel.sh',
 } as const;
 export type ShellFile = keyof typeof SHELL_FILES;
 
@@ -37,6 +38,25 @@ export function shellFileLines(name: ShellFile): string[] {
     throw new Error(`slurm-templates: src/shell/${SHELL_FILES[name]} must start with '${LINT_HEADER}'`);
   }
   return [`# ---- @kdgat/slurm-templates src/shell/${SHELL_FILES[name]} ----`, ...lines.slice(1)];
+}
+
+/**
+ * One function of a shell file, with the comment above it, for a script that needs it without the
+ * rest of the file: the init of `runner shell` stages as a job does (`kdgat_stage_caches` of
+ * job-run.sh) but runs no pipeline. shfmt keeps every function of these files as `name() {` …
+ * `}` at the start of a line (`nx run slurm-templates:lint`).
+ */
+export function shellFunctionLines(name: ShellFile, fn: string): string[] {
+  const lines = TEXT[name].split('\n');
+  const start = lines.indexOf(`${fn}() {`);
+  const end = start < 0 ? -1 : lines.indexOf('}', start);
+  if (end < 0) throw new Error(`slurm-templates: src/shell/${SHELL_FILES[name]} defines no function ${fn}`);
+  let top = start;
+  while (top > 0 && lines[top - 1]!.startsWith('#')) top--;
+  return [
+    `# ---- ${fn} of @kdgat/slurm-templates src/shell/${SHELL_FILES[name]} ----`,
+    ...lines.slice(top, end + 1),
+  ];
 }
 
 const NAME = /^(kdgat_[a-z0-9_]+|[A-Z][A-Z0-9_]*)$/;

@@ -7,43 +7,47 @@ import {
   publicConnection,
   scratchLayoutFor,
   sitePathsFor,
+  siteScriptsDir,
   type SiteDeclaration,
   type StackOutputs,
 } from '@kdgat/config';
 import { activationSnippet } from '../script-sections/script-sections.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
 
-/** The stack outputs (`StackOutputs` of @kdgat/config) but what only the build produces: the lock. */
-export type DeclaredSiteOutputs = Omit<StackOutputs, 'environment'> & {
-  environment: Omit<StackOutputs['environment'], 'lockHash' | 'lock'>;
+/** The stack outputs (`StackOutputs` of @kdgat/config) but what only the build produces: the locks. */
+export type DeclaredSiteOutputs = Omit<StackOutputs, 'environments'> & {
+  environments: Omit<StackOutputs['environments'][number], 'lockHash' | 'lock'>[];
 };
 
 export function declaredSiteOutputs(
-  site: Pick<SiteDeclaration, 'profile' | 'environment' | 'datasets' | 'build'>,
+  site: Pick<SiteDeclaration, 'profile' | 'environments' | 'datasets'>,
 ): DeclaredSiteOutputs {
-  const { profile, environment } = site;
-  const paths = sitePathsFor(profile, environment.name, site.build);
+  const { profile } = site;
   const layout = scratchLayoutFor(profile, site.datasets);
+  const scriptsDir = siteScriptsDir(profile);
   const scripts = Object.fromEntries(
-    Object.entries(SITE_SCRIPT_NAMES).map(([key, file]) => [key, `${paths.scriptsDir}/${file}`]),
+    Object.entries(SITE_SCRIPT_NAMES).map(([key, file]) => [key, `${scriptsDir}/${file}`]),
   ) as Record<keyof typeof SITE_SCRIPT_NAMES, string>;
   return {
     profile: profile.name,
     connection: publicConnection(profile.connection),
-    environment: {
-      name: environment.name,
-      backend: environment.backend,
-      prefix: paths.prefix,
-      activate: activationSnippet({ ...environment, prefix: paths.prefix }, profile),
-      specHash: environmentSpecHash(environment),
-      lockPath: paths.lockPath,
-    },
+    environments: site.environments.map(({ spec, build }) => {
+      const paths = sitePathsFor(profile, spec.name, build);
+      return {
+        name: spec.name,
+        backend: spec.backend,
+        prefix: paths.prefix,
+        activate: activationSnippet({ ...spec, prefix: paths.prefix }, profile),
+        specHash: environmentSpecHash(spec),
+        lockPath: paths.lockPath,
+      };
+    }),
     scratch: {
       root: layout.root,
       cacheDirs: layout.cacheDirs,
       runsDir: layout.runsDir,
       logsDir: layout.logsDir,
     },
-    scripts: { dir: paths.scriptsDir, ...scripts },
+    scripts: { dir: scriptsDir, ...scripts },
   };
 }

@@ -198,7 +198,35 @@ function directivesFor(
 ): [string, string | number][] {
   const { profile, stage, requeue } = input;
   const r = stage.resources;
-  const d: [string, string | number][] = [['job-name', jobName]];
+  const d: [string, string | number][] = [
+    ['job-name', jobName],
+    ...allocationDirectives(profile, r, input.partition?.gpuType),
+  ];
+  const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
+  const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
+  d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
+  if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
+  else d.push(['no-requeue', '']);
+  if (input.tune) {
+    d.push(['array', `0-${arraySize - 1}`]); // nWorkers is the parallelism: all of them at once
+  } else if (arraySize > 0) {
+    const k = r.arrayConcurrency;
+    d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
+  }
+  return d;
+}
+
+/**
+ * What a job of these resources asks SLURM for, as `[option, value]` pairs in the job script's order:
+ * account, partition, nodes, tasks per node, cpus per task, memory, GPUs, time. The job script's
+ * `#SBATCH` lines and the allocation of `runner shell` are both made of these.
+ */
+export function allocationDirectives(
+  profile: Pick<ProfileView, 'name' | 'account' | 'accountRequired' | 'gpuDirective'>,
+  r: StageView['resources'],
+  partitionGpuType: string | undefined,
+): [string, string | number][] {
+  const d: [string, string | number][] = [];
   if (profile.account !== undefined && profile.account !== '')
     d.push(['account', requireMatch('profile.account', profile.account, RULES.account)]);
   else if (profile.accountRequired)
@@ -214,20 +242,9 @@ function directivesFor(
     ['cpus-per-task', requirePositiveInt('resources.cpus', r.cpus)],
     ['mem', memDirective(r.memGB)],
   );
-  const gpu = gpuDirective(profile, r.gpus, input.partition?.gpuType);
+  const gpu = gpuDirective(profile, r.gpus, partitionGpuType);
   if (gpu !== undefined) d.push(gpu);
   d.push(['time', requireMatch('resources.time', r.time, RULES.slurmTime)]);
-  const logs = requireMatch('layout.logsDir', input.layout.logsDir.replace(/\/+$/, ''), RULES.directivePath);
-  const pattern = arraySize > 0 ? '%x-%A_%a' : '%x-%j';
-  d.push(['output', `${logs}/${pattern}.out`], ['error', `${logs}/${pattern}.err`], ['open-mode', 'append']);
-  if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
-  else d.push(['no-requeue', '']);
-  if (input.tune) {
-    d.push(['array', `0-${arraySize - 1}`]); // nWorkers is the parallelism: all of them at once
-  } else if (arraySize > 0) {
-    const k = r.arrayConcurrency;
-    d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
-  }
   return d;
 }
 
@@ -238,7 +255,7 @@ function memDirective(memGB: number): string {
 }
 
 function gpuDirective(
-  profile: ProfileView,
+  profile: Pick<ProfileView, 'gpuDirective'>,
   gpus: StageView['resources']['gpus'],
   partitionGpuType: string | undefined,
 ): [string, string] | undefined {
@@ -261,7 +278,16 @@ function tuneCommandLines(studyDir: string): string[] {
   ];
 }
 
-function stagingLines(input: TrainJobInput): string[] {
+/**
+ * What a job stages (`kdgat_stage_datasets`) or, staging nothing, where it reads the caches
+ * (`kdgat_cache_root`): for `kdgat_stage_caches` of src/shell/job-run.sh, in a job script and in
+ * the init of `runner shell`.
+ */
+export function stagingLines(input: {
+  staging: StagingPolicy;
+  layout: Pick<LayoutView, 'cacheDirs'>;
+  stage: Pick<StageView, 'stage' | 'dataset'>;
+}): string[] {
   const { staging, layout } = input;
   const cacheDirFor = (ds: string): string => {
     requireName('staging.datasets[]', ds);

@@ -312,9 +312,11 @@ def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
             f"{_e(stage['model'])} {_e(stage['scale'])}, {_e(stage['dataset'])})</span></h2>"
         )
         r = stage["request"]
+        env = stage.get("environment") or m.get("environment") or {}
         body.append(
             f"<p>requested: {_e(r['cpus'])} cpus, {_e(r['memGB'])} GB, {_e(r.get('gpus'))} GPU(s), "
-            f"{_e(r['time'])} on {_e(r.get('partition'))}</p>"
+            f"{_e(r['time'])} on {_e(r.get('partition'))}; environment {_e(env.get('name'))} "
+            f"(lock {_e((env.get('lockHash') or '')[:12] or 'unknown')})</p>"
         )
         columns = [
             "task",

@@ -1,0 +1,379 @@
+// `runner shell`: an interactive allocation on the site in a stage's environment, so a researcher
+// debugs what the stage's job sees: its partition and resources (the spec resolved and the stack
+// checked as `plan` does), its modules, environment activation, code snapshot on PYTHONPATH and
+// staged caches (the job script's own sections: renderInteractiveShell of @kdgat/slurm-templates).
+// What it charges and the account are printed before anything is asked of SLURM; bad input is
+// refused before that. Without --spec: the cluster profile's default partition, modest resources.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  SCRIPT_VALUES,
+  matchesRule,
+  parseSlurmTime,
+  parseYaml,
+  rawSiteConfigFromStackFile,
+  siteFromStackConfig,
+  type ClusterProfile,
+  type Partition,
+  type ResolvedStage,
+  type Resources,
+  defaultEnvironment,
+  stackEnvironment,
+} from '@kdgat/config';
+import { policiesOf, type StackOutputs, type StackOutputsSource } from '@kdgat/planning';
+import { jobNameFor, renderInteractiveShell, shq, type InteractiveShellInput } from '@kdgat/slurm-templates';
+import { SiteFiles, sessionFor } from '@kdgat/transport';
+import { estimateCost, formatHours, formatUnits } from '@kdgat/usage';
+import {
+  checkStack,
+  loadSpec,
+  localRunsRoot,
+  logWarnings,
+  type Site,
+  type Spec,
+} from '../pipeline/prepare.ts';
+import { shipCode } from '../pipeline/record.ts';
+import { REPO_ROOT, UsageError, stackSource, type Command, type Flags } from './kit.ts';
+
+/** What a shell without a stage asks for on the profile's default partition, each capped by it. */
+export const SHELL_DEFAULTS = { cpus: 2, memGB: 8, time: '01:00:00' } as const;
+
+/** The resource flags, checked. */
+export interface ShellFlags {
+  partition?: string;
+  cpus?: number;
+  memGB?: number;
+  gpus?: number;
+  time?: string;
+}
+
+/** The resource flags as values: each refused naming the flag, the value and what was expected. */
+export function shellFlags(values: Flags): ShellFlags {
+  const int = (flag: string, v: string | undefined, min: number): number | undefined => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!/^\d+$/.test(v) || n < min)
+      throw new UsageError(`--${flag} ${v}: expected a whole number${min > 0 ? ` >= ${min}` : ' >= 0'}`);
+    return n;
+  };
+  const mem = values['mem-gb'];
+  if (mem !== undefined && !(/^\d+(\.\d+)?$/.test(mem) && Number(mem) > 0))
+    throw new UsageError(`--mem-gb ${mem}: expected a number of GB > 0, such as 8 or 12.5`);
+  const time = values.time;
+  if (time !== undefined && !matchesRule(SCRIPT_VALUES.slurmTime, time))
+    throw new UsageError(`--time ${time}: expected ${SCRIPT_VALUES.slurmTime.expected}`);
+  const partition = values.partition;
+  if (partition !== undefined && !matchesRule(SCRIPT_VALUES.name, partition))
+    throw new UsageError(`--partition ${partition}: expected ${SCRIPT_VALUES.name.expected}`);
+  const cpus = int('cpus', values.cpus, 1);
+  const gpus = int('gpus', values.gpus, 0);
+  return {
+    ...(partition !== undefined ? { partition } : {}),
+    ...(cpus !== undefined ? { cpus } : {}),
+    ...(mem !== undefined ? { memGB: Number(mem) } : {}),
+    ...(gpus !== undefined ? { gpus } : {}),
+    ...(time !== undefined ? { time } : {}),
+  };
+}
+
+/**
+ * The allocation's resources: the stage's (without one, SHELL_DEFAULTS on the profile's default
+ * partition) with the flags over them, checked against the partition before anything is asked.
+ */
+export function shellResources(
+  profile: ClusterProfile,
+  stage: Pick<ResolvedStage, 'id' | 'resources'> | undefined,
+  flags: ShellFlags,
+): { resources: Resources; partition: Partition } {
+  const partitionName = flags.partition ?? stage?.resources.partition ?? profile.defaultPartition;
+  const partition = profile.partitions.find((p) => p.name === partitionName);
+  if (!partition)
+    throw new UsageError(
+      `--partition ${partitionName}: not a partition of cluster profile ${profile.name}; expected one of ${profile.partitions.map((p) => p.name).join(', ')}`,
+    );
+  const base: Resources = stage?.resources ?? {
+    cpus: Math.min(SHELL_DEFAULTS.cpus, partition.coresPerNode),
+    memGB: Math.min(SHELL_DEFAULTS.memGB, partition.memPerNodeGB),
+    gpus:
+      partition.gpusPerNode > 0
+        ? { count: 1, ...(partition.gpuType !== undefined ? { type: partition.gpuType } : {}) }
+        : { count: 0 },
+    nodes: 1,
+    ntasksPerNode: 1,
+    time:
+      parseSlurmTime(SHELL_DEFAULTS.time) <= parseSlurmTime(partition.maxWalltime)
+        ? SHELL_DEFAULTS.time
+        : partition.maxWalltime,
+    partition: partition.name,
+    arrayConcurrency: 1,
+  };
+  const gpuCount = flags.gpus ?? base.gpus.count;
+  // Another partition than the stage's: its own GPU type.
+  const gpuType = partition.name === base.partition ? base.gpus.type : partition.gpuType;
+  const resources: Resources = {
+    ...base,
+    partition: partition.name,
+    cpus: flags.cpus ?? base.cpus,
+    memGB: flags.memGB ?? base.memGB,
+    time: flags.time ?? base.time,
+    gpus: gpuCount > 0 && gpuType !== undefined ? { count: gpuCount, type: gpuType } : { count: gpuCount },
+  };
+  checkFits(resources, partition, flags, stage?.id);
+  return { resources, partition };
+}
+
+function checkFits(r: Resources, p: Partition, flags: ShellFlags, stageId: string | undefined): void {
+  const field = (flag: keyof ShellFlags, name: string) =>
+    flags[flag] !== undefined
+      ? `--${name}`
+      : `resources.${flag === 'memGB' ? 'memGB' : flag}${stageId ? ` of stage ${stageId}` : ''}`;
+  const cores = r.cpus * r.ntasksPerNode;
+  if (cores > p.coresPerNode)
+    throw new UsageError(
+      `${field('cpus', 'cpus')} ${r.cpus}: ${r.cpus} cpus x ${r.ntasksPerNode} task(s) per node do not fit a node of ${p.name}; expected at most ${Math.floor(p.coresPerNode / r.ntasksPerNode)}`,
+    );
+  if (r.memGB > p.memPerNodeGB)
+    throw new UsageError(
+      `${field('memGB', 'mem-gb')} ${r.memGB}: more than a node of ${p.name} has; expected at most ${p.memPerNodeGB}`,
+    );
+  if (r.gpus.count > p.gpusPerNode)
+    throw new UsageError(
+      `${field('gpus', 'gpus')} ${r.gpus.count}: more GPUs than a node of ${p.name} has; expected at most ${p.gpusPerNode}`,
+    );
+  if (parseSlurmTime(r.time) > parseSlurmTime(p.maxWalltime))
+    throw new UsageError(
+      `${field('time', 'time')} ${r.time}: longer than ${p.name} allows; expected at most ${p.maxWalltime}`,
+    );
+}
+
+/**
+ * What the allocation charges if it is held to its time limit, as `plan` figures a stage's task
+ * (@kdgat/usage's estimate), and the account it is charged to.
+ */
+export function chargeLines(profile: ClusterProfile, label: string, resources: Resources): string[] {
+  const estimate = estimateCost(profile, [{ id: label, tasks: 1, resources }]);
+  const st = estimate.stages[0]!;
+  const money = estimate.unit
+    ? formatUnits(st.worst.units, estimate.unit)
+    : 'no charging rules in the cluster profile';
+  return [
+    `charging (${profile.name}${estimate.source ? `; ${estimate.source}` : ''}): ` +
+      `${st.effectiveCoresPerTask} billed core(s)${st.gpusPerTask ? ` + ${st.gpusPerTask} GPU(s)` : ''} on ${st.partition}; ` +
+      `worst (held to the time limit ${resources.time}) ${formatHours(st.worst.gpuHours)} GPU-h, ${formatHours(st.worst.coreHours)} core-h, ${money}; ` +
+      'less when the shell ends sooner',
+    profile.account
+      ? `account: ${profile.account}`
+      : `account: none named (cluster profile ${profile.name} names none: SLURM charges your default account)`,
+  ];
+}
+
+/**
+ * The environment a stage's job runs in, from the stack's outputs (without a stage: the stack's
+ * default). Today a stack has one environment; with several, the one the stage names.
+ */
+export function stageEnvironment(stack: StackOutputs, stage?: ResolvedStage) {
+  return (stage && stackEnvironment(stack, stage.environment)) ?? defaultEnvironment(stack);
+}
+
+export interface ShellOptions {
+  stack: string;
+  stackSource: StackOutputsSource;
+  specPath?: string;
+  stageId?: string;
+  flags: ShellFlags;
+  scheduler?: 'slurm' | 'local';
+  allowDirty?: boolean;
+  repoRoot: string;
+  /** Where the stack's configuration (Pulumi.<stack>.yaml) is: the profile of a shell without a spec. */
+  infraDir: string;
+  /** Whether this process has a terminal to lend the shell (tests say yes). */
+  terminal: () => boolean;
+  log: (line: string) => void;
+}
+
+/** What the shell is of: a spec's stage, or the cluster profile alone. */
+interface Subject {
+  profile: ClusterProfile;
+  spec?: Spec;
+  stage?: ResolvedStage;
+}
+
+/** Opens the shell and returns the exit status once it ended (0: it ended as the user left it). */
+export async function openShell(opts: ShellOptions): Promise<number> {
+  const { log } = opts;
+  const subject: Subject = opts.specPath ? await stageOf(opts, log) : { profile: stackProfile(opts) };
+  const { profile, spec, stage } = subject;
+  const scheduler = opts.scheduler ?? profile.scheduler;
+  if (scheduler !== 'slurm')
+    throw new UsageError(
+      `runner shell opens a SLURM allocation, and cluster profile ${profile.name} runs jobs with the ${scheduler} scheduler (bash here): ` +
+        'pass --scheduler slurm for a SLURM here (scripts/slurm-local.sh), or source the stack output environment.activate',
+    );
+  const { resources, partition } = shellResources(profile, stage, opts.flags);
+  const label = stage?.id ?? partition.name;
+  const site = spec
+    ? await checkStack(
+        spec,
+        { stack: opts.stack, stackSource: opts.stackSource, repoRoot: opts.repoRoot },
+        log,
+      )
+    : await siteOf(opts, profile);
+
+  log(
+    spec && stage
+      ? `shell: stage ${stage.id} of ${spec.resolved.spec.name} (spec ${spec.resolved.specHash.slice(0, 8)}) on stack ${site.name}, as its job sees it`
+      : `shell: no stage: the defaults of cluster profile ${profile.name} on stack ${site.name}`,
+  );
+  const r = resources;
+  log(
+    `  ${r.partition}: ${r.nodes} node(s) x ${r.ntasksPerNode} task(s) x ${r.cpus} cpu(s), ${r.memGB} GB and ${r.gpus.count} GPU(s) per node, time limit ${r.time}`,
+  );
+  for (const line of chargeLines(profile, label, resources)) log(line);
+  if (!opts.terminal())
+    throw new Error(
+      'runner shell is interactive: run it in a terminal (stdin is not one); nothing was allocated',
+    );
+
+  const environment = stageEnvironment(site.outputs, stage);
+  const code = await shipCode(site, { ...opts, allowDirty: opts.allowDirty === true }, log);
+  const data = dataOf(site.outputs, spec, stage);
+  const jobName = jobNameFor(spec?.resolved.spec.name ?? 'shell', `${label}-shell`);
+  // On the site's scratch, which its compute nodes see (as they see the code snapshots beside it).
+  const initPath = `${site.outputs.scratch.root.replace(/\/+$/, '')}/shells/${jobName}-${Date.now()}.sh`;
+  const input: InteractiveShellInput = {
+    jobName,
+    label,
+    profile: { ...profile, scheduler: 'slurm' },
+    resources,
+    partition,
+    environment: {
+      name: environment.name,
+      backend: environment.backend as 'conda' | 'venv',
+      prefix: environment.prefix,
+      ...(code ? { code: code.recorded.dir } : {}),
+    },
+    ...(data ? { data } : {}),
+    initPath,
+  };
+  const { argv, init } = renderInteractiveShell(input);
+  log(
+    `environment: ${environment.name} (${environment.backend}, ${environment.prefix})` +
+      `${profile.modules.cuda ? `, module ${profile.modules.cuda}` : ''}; ` +
+      `code: ${code ? `snapshot ${code.recorded.dir}` : "the environment's installed pipeline"}`,
+  );
+  log(`data: ${dataLine(data)}`);
+
+  const files = site.files ?? new SiteFiles(sessionFor(site.connection));
+  await files.putFile(initPath, init);
+  log(`init: ${initPath} (bash --rcfile; removed when the shell ends)`);
+  log(`allocating: ${argv.map((a) => shq(a)).join(' ')}`);
+  try {
+    const ended = await files.session.interactive(argv);
+    log(
+      `shell: ended (salloc ${ended.signal ? `killed by ${ended.signal}` : `exited ${ended.code}`}); the allocation is released`,
+    );
+    return ended.code === 0 && !ended.signal ? 0 : 1;
+  } finally {
+    await files.session.run(['rm', '-f', initPath], { timeoutSeconds: 30 }).catch(() => undefined);
+  }
+}
+
+/** The spec loaded (as `plan` loads it) and the stage the shell is of: named, or the spec's only one. */
+async function stageOf(opts: ShellOptions, log: (line: string) => void): Promise<Required<Subject>> {
+  const spec = await loadSpec({ ...opts, specPath: opts.specPath! }, log);
+  logWarnings(spec, log);
+  const stages = spec.resolved.stages;
+  const ids = stages.map((s) => s.id).join(', ');
+  if (opts.stageId === undefined && stages.length > 1)
+    throw new UsageError(`--stage: spec ${spec.file} has ${stages.length} stages; name one of ${ids}`);
+  const stage = opts.stageId === undefined ? stages[0]! : stages.find((s) => s.id === opts.stageId);
+  if (!stage)
+    throw new UsageError(
+      `--stage ${opts.stageId}: spec ${spec.file} has no such stage; expected one of ${ids}`,
+    );
+  return { profile: spec.resolved.cluster, spec, stage };
+}
+
+/**
+ * The cluster profile a stack was provisioned with, from its configuration (infra/Pulumi.<stack>.yaml,
+ * read as the infra program reads it): a shell without a spec takes the partitions from there.
+ */
+function stackProfile(opts: ShellOptions): ClusterProfile {
+  const file = join(opts.infraDir, `Pulumi.${opts.stack}.yaml`);
+  if (!existsSync(file))
+    throw new UsageError(
+      `a shell without --spec takes the cluster profile from the stack's configuration, and ${file} does not exist: pass --spec FILE.yaml [--stage ID]`,
+    );
+  const project = parseYaml(readFileSync(join(opts.infraDir, 'Pulumi.yaml'), 'utf8')).value as {
+    name?: unknown;
+  };
+  if (typeof project?.name !== 'string')
+    throw new Error(`${join(opts.infraDir, 'Pulumi.yaml')} names no project`);
+  return siteFromStackConfig(
+    rawSiteConfigFromStackFile(readFileSync(file, 'utf8'), project.name, file),
+    opts.repoRoot,
+  ).profile;
+}
+
+/** The site of a shell without a spec: the stack's outputs, which must be of the profile read. */
+async function siteOf(opts: ShellOptions, profile: ClusterProfile): Promise<Site> {
+  const outputs = await opts.stackSource.read(opts.stack);
+  if (outputs.profile !== profile.name)
+    throw new Error(
+      `stack ${opts.stack} was provisioned with cluster profile ${outputs.profile}, but its configuration (${opts.infraDir}) declares ${profile.name}: run \`pulumi up\` on it, or pass --spec`,
+    );
+  const connection = outputs.connection;
+  const remote = connection.kind === 'ssh';
+  return {
+    name: opts.stack,
+    outputs,
+    source: opts.stackSource,
+    connection,
+    runsRoot: remote ? localRunsRoot(opts.repoRoot, opts.stack) : outputs.scratch.runsDir,
+    ...(remote ? { files: new SiteFiles(sessionFor(connection)) } : {}),
+    inputs: [],
+  };
+}
+
+/**
+ * What the shell stages, as the stage's job does; without a stage, as a job that stages nothing:
+ * KD_GAT_CACHE_ROOT at the scratch caches (of the stack's first dataset).
+ */
+function dataOf(outputs: StackOutputs, spec?: Spec, stage?: ResolvedStage): InteractiveShellInput['data'] {
+  const common = { cacheDirs: outputs.scratch.cacheDirs, stageDataScript: outputs.scripts.stageData };
+  if (spec && stage) return { ...common, stage, staging: policiesOf(spec.resolved).staging };
+  const dataset = Object.keys(outputs.scratch.cacheDirs)[0];
+  return dataset === undefined
+    ? undefined
+    : { ...common, stage: { stage: 'shell', dataset }, staging: { enabled: false, datasets: [] } };
+}
+
+function dataLine(data: InteractiveShellInput['data']): string {
+  if (!data) return 'the stack has no dataset caches: nothing staged, no KD_GAT_CACHE_ROOT';
+  const { stage, staging, cacheDirs } = data;
+  if (stage.stage === 'preprocess' || !staging.enabled)
+    return `nothing staged (${stage.stage === 'preprocess' ? 'preprocess writes its cache to scratch' : 'staging is off'}): KD_GAT_CACHE_ROOT is the scratch caches' directory, as for the job`;
+  const datasets = staging.datasets.length > 0 ? staging.datasets : [stage.dataset];
+  return `${datasets.map((d) => `${d} (${cacheDirs[d] ?? '?'})`).join(', ')} staged into the job's $TMPDIR, as the job stages it`;
+}
+
+export const shellCommand: Command = async (ctx) => {
+  const { values } = ctx;
+  if (values.stage !== undefined && values.spec === undefined)
+    throw ctx.usage('--stage names a stage of a spec: pass --spec FILE.yaml too');
+  if (values.scheduler && values.scheduler !== 'slurm' && values.scheduler !== 'local')
+    throw ctx.usage(`--scheduler ${values.scheduler}: expected slurm or local`);
+  return openShell({
+    stack: values.stack ?? 'local',
+    stackSource: stackSource(values),
+    ...(values.spec ? { specPath: values.spec } : {}),
+    ...(values.stage ? { stageId: values.stage } : {}),
+    flags: shellFlags(values),
+    ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
+    allowDirty: values['allow-dirty'] === true,
+    repoRoot: REPO_ROOT,
+    infraDir: process.env['KDGAT_INFRA_DIR'] ?? join(REPO_ROOT, 'infra'),
+    terminal: () => process.stdin.isTTY === true,
+    log: ctx.say,
+  });
+};
