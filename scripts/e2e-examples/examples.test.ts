@@ -98,6 +98,10 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
   const tag = `e2e${Date.now().toString(36)}`;
   const renames = new Map(examples.map((e) => [e.name, `${e.name}-${tag}`]));
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-examples-'));
+  // The box's second environment (site.ts: cpu-stage, the cpu-local spec under its own name), for
+  // stages that name their own environment (kdgat-pitzer's preprocess runs in gnn-cpu).
+  const stageEnvironment = join(dir, 'cpu-stage.yaml');
+  writeFileSync(stageEnvironment, "name: cpu-stage\nbackend: venv\npython: '3.11'\npipelinePins: true\n");
   const t0 = Date.now();
   const timings: string[] = [];
   checkNoCycle(examples);
@@ -111,7 +115,7 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
           if (d.r.code !== 0)
             return { e, r: { code: 1, out: `not run: examples/${d.e.file} failed`, seconds: 0 } };
         const file = join(dir, e.file);
-        writeFileSync(file, `${JSON.stringify(shrinkForTest(e.spec, tag, renames), null, 2)}\n`);
+        writeFileSync(file, `${JSON.stringify(shrinkForTest(e.spec, tag, renames, stageEnvironment), null, 2)}\n`);
         const command = e.spec['tune'] ? 'tune' : 'train';
         return {
           e,
@@ -143,7 +147,20 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
       jobs: { key: string; array?: { size: number } }[];
       inputs?: { stageId: string; runDir: string; linkedAs: string[]; dir: string }[];
       tune?: { study: string };
+      environment: { name: string; lockHash: string };
+      otherEnvironments?: { name: string; lockHash: string; lockFile?: string }[];
+      resolved: { stages: { id: string; environment: string }[] };
     };
+    // Stages that name their own environment ran in the site's second one, recorded with its lock.
+    const own = ((e.spec['stages'] as Obj[]) ?? []).filter((st) => typeof st['environment'] === 'string');
+    assert.equal(manifest.environment.name, 'cpu-local');
+    if (own.length > 0) {
+      assert.deepEqual(manifest.otherEnvironments?.map((o) => o.name), ['cpu-stage'], `examples/${e.file}`);
+      const lockFile = manifest.otherEnvironments![0]!.lockFile!;
+      assert.ok(readFileSync(join(runDir, lockFile), 'utf8').length > 0, `examples/${e.file}: ${lockFile}`);
+      for (const st of own)
+        assert.equal(manifest.resolved.stages.find((x) => x.id === st['id'])?.environment, 'cpu-stage');
+    }
     // Every job and every array task COMPLETED, as the scheduler reports them.
     const status = await runner(['status', runDir, '--json']);
     assert.equal(status.code, 0, status.out);

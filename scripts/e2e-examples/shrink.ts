@@ -5,7 +5,8 @@
 //
 //   cluster      -> `local` (one node; the suite submits with --scheduler slurm to the local SLURM);
 //                   `account` and spec-level `partition` are dropped (the local SLURM has neither)
-//   environment  -> `cpu-local` (the local stack's venv), and `allowFallback: true`: it has no
+//   environment  -> `cpu-local` (the local stack's venv); a stage's own environment -> the box's
+//                   second environment, cpu-stage (`stageEnvironment`: its spec file); and `allowFallback: true`: it has no
 //                   pylibcugraphops, so `use_cugraph: true` takes the pipeline's CPU fallback (and
 //                   `16-mixed` falls back to 32-bit on CPU), which the suite checks in the logs
 //   resources    -> 1 cpu, 3 GB, no GPU, 20 minutes, at most 2 array tasks at a time
@@ -32,7 +33,13 @@ const STAGE_OVERRIDES: Obj = {
 const obj = (v: Json | undefined): Obj => (v && typeof v === 'object' && !Array.isArray(v) ? v : {});
 
 /** `renames`: example name -> the name its shrunk copy runs under (for `inputs`). */
-export function shrinkForTest(spec: Obj, tag: string, renames: ReadonlyMap<string, string>): Obj {
+export function shrinkForTest(
+  spec: Obj,
+  tag: string,
+  renames: ReadonlyMap<string, string>,
+  /** The spec file of the site's second environment, for stages that name their own. */
+  stageEnvironment = 'cpu-local',
+): Obj {
   const s = structuredClone(spec);
   s['name'] = renames.get(String(s['name'])) ?? `${String(s['name'])}-${tag}`;
   s['cluster'] = 'local';
@@ -43,6 +50,7 @@ export function shrinkForTest(spec: Obj, tag: string, renames: ReadonlyMap<strin
   const stages = (s['stages'] as Obj[] | undefined) ?? [];
   for (const st of stages) {
     st['dataset'] = 'synth';
+    if (typeof st['environment'] === 'string') st['environment'] = stageEnvironment;
     const concurrency = obj(st['resources'])['arrayConcurrency'];
     st['resources'] = {
       ...RESOURCES,

@@ -189,7 +189,9 @@ export async function startSite(): Promise<SshSite> {
         logsDir: `${SCRATCH}/logs`,
       },
     },
-    environment: 'cpu-local',
+    // Two environments, as a site has several: the spec's cpu-local, and cpu-stage (the same venv
+    // spec under its own name and prefix) that the examples suite gives a stage of its own.
+    environments: ['cpu-local', { preset: 'cpu-local', name: 'cpu-stage' }],
     datasets: ['synth'],
     // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
     build: {
