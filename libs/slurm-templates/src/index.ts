@@ -40,4 +40,6 @@ export {
   type KernelFilesInput,
   type RenderedKernel,
 } from './site/kernel.ts';
+// A jupyter_client driver the kernel tests start kernels with (here and on the box).
+export { JUPYTER_DRIVER } from './site/jupyter-driver.ts';
 export type * from './inputs.ts';

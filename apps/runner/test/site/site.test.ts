@@ -5,7 +5,9 @@
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JUPYTER_DRIVER, shq } from '@kdgat/slurm-templates';
 import {
+  KERNELS,
   REPO,
   SCRATCH,
   expectOk,
@@ -99,10 +101,12 @@ describe('the laptop reaches the site only over ssh', () => {
     const text = `${r.out}${r.err}`;
     expect(text).toMatch(/^\s*-\s+- psutil==7\.2\.2$/m);
     expect(text).toMatch(/^\s*\+\s+- psutil==7\.2\.3$/m);
-    // Only that package's line changed in the environment's packages.
+    // Only that package's line changed, in each of the two environments (both install the pins).
     const changed = text.split('\n').filter((l) => /^\s*[-+]\s+- [A-Za-z0-9_.-]+==/.test(l));
     expect(changed.map((l) => l.trim().replace(/\s+/g, ' ')).sort()).toEqual([
       '+ - psutil==7.2.3',
+      '+ - psutil==7.2.3',
+      '- - psutil==7.2.2',
       '- - psutil==7.2.2',
     ]);
   });
@@ -147,6 +151,69 @@ describe('the laptop reaches the site only over ssh', () => {
     const report = expectOk(await site.runner(['report', dirs.local]));
     expect(report.out).toMatch(/report: .*report\.html/);
     expect(existsSync(join(dirs.local, 'report', 'report.html'))).toBe(true);
+  });
+
+  it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
+    // As OnDemand's Jupyter app: the notebook server runs in a job on a compute node and starts the
+    // kernel from the kernelspec infra wrote; here jupyter_client does that inside an srun.
+    const stackOutput = await site.laptop([
+      'bash',
+      '-c',
+      'cd "$1/infra" && bash ../scripts/with-toolchain.sh pulumi stack output --json --stack "$2"',
+      'sh',
+      REPO,
+      site.stack,
+    ]);
+    const outputs = JSON.parse(expectOk(stackOutput).out) as {
+      environments: { name: string; lockHash: string }[];
+    };
+    const lockHash = outputs.environments.find((e) => e.name === 'cpu-local')!.lockHash;
+    const kernelJson = JSON.parse(readFileSync(site.onSite(`${KERNELS}/cpu-local/kernel.json`), 'utf8')) as {
+      display_name: string;
+    };
+    expect(kernelJson.display_name).toBe('KD-GAT (cpu-local)');
+    const cell = [
+      'import kdgat, torch_geometric, os, socket',
+      "print(os.environ['KDGAT_ENV_LOCK_HASH'])",
+      'print(kdgat.__file__)',
+      'print(socket.gethostname())',
+    ].join('\n');
+    const jupyter = `${SCRATCH}/jupyter-test`;
+    const command = [
+      'env',
+      `JUPYTER_RUNTIME_DIR=${jupyter}/runtime`,
+      `JUPYTER_DATA_DIR=${jupyter}/data`,
+      `JUPYTER_CONFIG_DIR=${jupyter}/config`,
+      'JUPYTER_PLATFORM_DIRS=1',
+      `IPYTHONDIR=${jupyter}/ipython`,
+      'timeout',
+      '300',
+      'srun',
+      '--partition=cpu',
+      '--ntasks=1',
+      '--cpus-per-task=1',
+      '--mem=2G',
+      '--time=5',
+      join(REPO, 'python', '.venv', 'bin', 'python'),
+      '-c',
+      JUPYTER_DRIVER,
+      KERNELS,
+      'cpu-local',
+      cell,
+      '120',
+    ];
+    const r = expectOk(await site.ssh(command.map(shq).join(' ')));
+    const result = JSON.parse(r.out.trim().split('\n').pop()!) as {
+      error?: string;
+      stdout: string;
+      stderr: string;
+    };
+    expect(result.error, result.stderr).toBeUndefined();
+    const [printedHash, kdgatFile, host] = result.stdout.trim().split('\n');
+    expect(printedHash).toBe(lockHash);
+    // the code of the latest run shipped (<scratch>/code/current), not a copy of its own
+    expect(kdgatFile).toBe(`${SCRATCH}/code/current/src/kdgat/__init__.py`);
+    expect(host).toBe('c03');
   });
 
   it('a requeue on the site is followed by a --wait whose SSH master is killed halfway; status sees the end', async () => {

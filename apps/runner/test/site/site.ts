@@ -28,6 +28,8 @@ const RUNNER = join(REPO, 'apps', 'runner', 'bin', 'kdgat-runner.js');
 /** The site's scratch and project roots, as on OSC. */
 export const SCRATCH = '/fs/scratch/PAS1266/kd-gat';
 export const PROJECT = '/fs/ess/PAS1266/kd-gat';
+/** The site user's Jupyter kernels dir on the box (a home's .local/share/jupyter/kernels on OSC). */
+export const KERNELS = `${PROJECT}/home/.local/share/jupyter/kernels`;
 
 export interface Run {
   code: number;
@@ -187,11 +189,16 @@ export async function startSite(): Promise<SshSite> {
         scratchRoot: SCRATCH,
         homeCacheRoot: `${PROJECT}/home-cache`,
         logsDir: `${SCRATCH}/logs`,
+        kernelsDir: KERNELS,
       },
     },
     // Two environments, as a site has several: the spec's cpu-local, and cpu-stage (the same venv
     // spec under its own name and prefix) that the examples suite gives a stage of its own.
-    environments: ['cpu-local', { preset: 'cpu-local', name: 'cpu-stage' }],
+    // cpu-local has a notebook kernel (in KERNELS, where OnDemand's Jupyter app would look).
+    environments: [
+      { preset: 'cpu-local', kernel: { displayName: 'KD-GAT (cpu-local)' } },
+      { preset: 'cpu-local', name: 'cpu-stage' },
+    ],
     datasets: ['synth'],
     // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
     build: {
