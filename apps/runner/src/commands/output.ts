@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ResolvedExperiment } from '@kdgat/config';
 import type { PlanCosting, PredictedStackOutputs } from '@kdgat/planning';
 import { formatHours, formatUnits } from '@kdgat/usage';
+import { environmentOfStage } from '@kdgat/run-record';
 import type { RunResult } from '../pipeline/run.ts';
 
 /**
@@ -103,7 +104,7 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
   const declared = manifest.stack.outputs as Partial<PredictedStackOutputs>;
   if (declared.declared) {
     say(
-      `stack ${manifest.stack.name} is NOT provisioned: paths and environment predicted from ${declared.declared.file}; \`train\` needs \`npx nx run infra:up --stack ${manifest.stack.name}\` first`,
+      `stack ${manifest.stack.name} is NOT provisioned: paths and environments predicted from ${declared.declared.file}; \`train\` needs \`npx nx run infra:up --stack ${manifest.stack.name}\` first`,
     );
     say(`run dir on the site (in the scripts): ${manifest.runDir}`);
     say(`plan written to: ${result.runDir}`);
@@ -122,7 +123,9 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
       ? ` after ${job.dependsOn.map((k) => (corr.has(k) ? `${k} (task by task)` : k)).join(', ')}`
       : '';
     const id = manifest.jobs.find((j) => j.key === job.key)?.jobId;
-    say(`  ${job.key}: ${what}${deps} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`);
+    // A run of several environments says which each job runs in.
+    const env = manifest.otherEnvironments?.length ? ` in ${environmentOfStage(manifest, job.stageId).name}` : '';
+    say(`  ${job.key}: ${what}${deps}${env} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`);
     if (pre) say(`    preflight: ${pre.message}`);
   }
   if (result.reproduction) {
