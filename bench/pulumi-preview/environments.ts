@@ -52,7 +52,9 @@ try {
   console.log(`up, three environments (+1 kernel):     ${fmt(ups.three)}`);
   console.log(`preview --diff, one (baseline):         ${fmt(previews.one)}`);
   console.log(`preview --diff, three:                  ${fmt(previews.three)}`);
-  console.log(`ratio three/one: up ${(median(ups.three) / median(ups.one)).toFixed(2)}, preview ${(median(previews.three) / median(previews.one)).toFixed(2)}`);
+  console.log(
+    `ratio three/one: up ${(median(ups.three) / median(ups.one)).toFixed(2)}, preview ${(median(previews.three) / median(previews.one)).toFixed(2)}`,
+  );
 } finally {
   one.destroy();
   three.destroy();

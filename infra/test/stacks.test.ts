@@ -71,9 +71,11 @@ describe('osc-pitzer stack (mocks)', () => {
     await new Promise((r) => setTimeout(r, 100));
     const envs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment');
     // one resource per environment, each named after it
-    expect(envs.map((c) => c.name).sort()).toEqual(
-      ['site-env-gnn-cpu', 'site-env-gnn-rapids', 'site-env-gnn-rapids-cugraphops'],
-    );
+    expect(envs.map((c) => c.name).sort()).toEqual([
+      'site-env-gnn-cpu',
+      'site-env-gnn-rapids',
+      'site-env-gnn-rapids-cugraphops',
+    ]);
     const env = envs.find((c) => c.name === 'site-env-gnn-rapids')!;
     // `conda` comes from the profile's conda module, loaded (with CUDA's) before every frontend command
     expect(env.inputs).toMatchObject({

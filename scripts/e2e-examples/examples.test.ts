@@ -115,7 +115,10 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
           if (d.r.code !== 0)
             return { e, r: { code: 1, out: `not run: examples/${d.e.file} failed`, seconds: 0 } };
         const file = join(dir, e.file);
-        writeFileSync(file, `${JSON.stringify(shrinkForTest(e.spec, tag, renames, stageEnvironment), null, 2)}\n`);
+        writeFileSync(
+          file,
+          `${JSON.stringify(shrinkForTest(e.spec, tag, renames, stageEnvironment), null, 2)}\n`,
+        );
         const command = e.spec['tune'] ? 'tune' : 'train';
         return {
           e,
@@ -155,7 +158,11 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
     const own = ((e.spec['stages'] as Obj[]) ?? []).filter((st) => typeof st['environment'] === 'string');
     assert.equal(manifest.environment.name, 'cpu-local');
     if (own.length > 0) {
-      assert.deepEqual(manifest.otherEnvironments?.map((o) => o.name), ['cpu-stage'], `examples/${e.file}`);
+      assert.deepEqual(
+        manifest.otherEnvironments?.map((o) => o.name),
+        ['cpu-stage'],
+        `examples/${e.file}`,
+      );
       const lockFile = manifest.otherEnvironments![0]!.lockFile!;
       assert.ok(readFileSync(join(runDir, lockFile), 'utf8').length > 0, `examples/${e.file}: ${lockFile}`);
       for (const st of own)

@@ -65,7 +65,9 @@ describe('the locks travel with the run', () => {
       notes: [expect.stringContaining('no lock text for cpu-local')],
     });
     const bad = { ...sampleOutputs, environments: [{ ...base, lock: LOCK_V1 }] };
-    expect(() => copyLocksIntoRun(dir, bad, one)).toThrow(/lock text of cpu-local does not match its lock hash/);
+    expect(() => copyLocksIntoRun(dir, bad, one)).toThrow(
+      /lock text of cpu-local does not match its lock hash/,
+    );
   });
 });
 
@@ -87,7 +89,9 @@ describe('--from-manifest compares each recorded lock with the stack', () => {
       '~ torch 2.8.0 -> 2.8.1',
       '+ optuna 4.1.0',
     ]);
-    expect((error as Error).message).toMatch(/environment cpu-local changed[\s\S]*nothing was submitted[\s\S]*--allow-env-change/);
+    expect((error as Error).message).toMatch(
+      /environment cpu-local changed[\s\S]*nothing was submitted[\s\S]*--allow-env-change/,
+    );
     // the stage environment is compared too
     expect(() => compareRecordedLocks(recordedRun(LOCK_V1), stackWith(LOCK_V1, LOCK_V2), false)).toThrow(
       /environment cpu-prep changed/,

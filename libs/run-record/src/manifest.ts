@@ -173,7 +173,9 @@ export async function gitInfo(cwd: string): Promise<{ commit: string | null; dir
 }
 
 /** Every environment a run used, the experiment's first. */
-export function environmentsOf(manifest: Pick<Manifest, 'environment' | 'otherEnvironments'>): ManifestEnvironment[] {
+export function environmentsOf(
+  manifest: Pick<Manifest, 'environment' | 'otherEnvironments'>,
+): ManifestEnvironment[] {
   return [manifest.environment, ...(manifest.otherEnvironments ?? [])];
 }
 
@@ -182,7 +184,8 @@ export function environmentOfStage(
   manifest: Pick<Manifest, 'environment' | 'otherEnvironments' | 'resolved'>,
   stageId: string,
 ): ManifestEnvironment {
-  const stages = (manifest.resolved as { stages?: { id: string; environment?: string }[] } | undefined)?.stages;
+  const stages = (manifest.resolved as { stages?: { id: string; environment?: string }[] } | undefined)
+    ?.stages;
   const name = stages?.find((s) => s.id === stageId)?.environment;
   return environmentsOf(manifest).find((e) => e.name === name) ?? manifest.environment;
 }

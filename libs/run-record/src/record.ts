@@ -226,7 +226,10 @@ export function newManifest(run: NewRun): Manifest {
     stack: {
       name: run.stack.name,
       source: run.stack.source,
-      outputs: { ...stack.outputs, environments: stack.outputs.environments.map(({ lock: _text, ...e }) => e) },
+      outputs: {
+        ...stack.outputs,
+        environments: stack.outputs.environments.map(({ lock: _text, ...e }) => e),
+      },
     },
     scheduler: run.scheduler,
     scripts: scriptHashes(run.rendered),

@@ -124,8 +124,12 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
       : '';
     const id = manifest.jobs.find((j) => j.key === job.key)?.jobId;
     // A run of several environments says which each job runs in.
-    const env = manifest.otherEnvironments?.length ? ` in ${environmentOfStage(manifest, job.stageId).name}` : '';
-    say(`  ${job.key}: ${what}${deps}${env} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`);
+    const env = manifest.otherEnvironments?.length
+      ? ` in ${environmentOfStage(manifest, job.stageId).name}`
+      : '';
+    say(
+      `  ${job.key}: ${what}${deps}${env} — ${join(result.runDir, job.scriptFile)}${id ? ` — job ${id}` : ''}`,
+    );
     if (pre) say(`    preflight: ${pre.message}`);
   }
   if (result.reproduction) {

@@ -336,7 +336,8 @@ describe('GPU layer rules', () => {
       /stack config environment gnn-rapids-cuda13 breaks 1 rule\(s\):\nenvironments\[0\]\.gpuLayer: environment gnn-rapids-cuda13 is built for CUDA 13.0/,
     );
     expect(
-      siteFromStackConfig({ cluster: 'osc-cardinal', environment: 'gnn-rapids-cuda13' }, repo).environments[0]!.spec,
+      siteFromStackConfig({ cluster: 'osc-cardinal', environment: 'gnn-rapids-cuda13' }, repo)
+        .environments[0]!.spec,
     ).toMatchObject({ gpuLayer: 'cuda13-rapids' });
   });
   it('a spec that runs gnn-rapids-cuda13 on a V100 partition is refused by the CUDA-13-on-Volta rule; on H100 it resolves', () => {

@@ -138,7 +138,10 @@ export function environmentProblems(
         message: `pipelinePins installs python/uv.lock's pins for the environment's Python: pin it in dependencies, e.g. "python=3.12"`,
       });
     if (!env.dependencies.some((d) => /^pip(\W|$)/.test(d)))
-      out.push({ path: ['dependencies'], message: `pipelinePins is installed with pip: add "pip" to dependencies` });
+      out.push({
+        path: ['dependencies'],
+        message: `pipelinePins is installed with pip: add "pip" to dependencies`,
+      });
   }
   const deps = specs(env);
   deps.forEach((s, i) => {

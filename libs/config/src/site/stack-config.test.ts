@@ -16,8 +16,13 @@ describe('a stack file read as the site it declares', () => {
     const site = siteFromStackConfig(rawSiteConfigFromStackFile(stackFile('osc-pitzer'), 'kdgat-hpc'), repo);
     expect(site.profile).toMatchObject({ name: 'osc-pitzer', account: 'PAS1266' });
     expect(site.profile.paths.scratchRoot).toBe('/fs/scratch/PAS1266/kd-gat');
-    expect(site.environments.map((e) => e.spec.name)).toEqual(['gnn-rapids', 'gnn-rapids-cugraphops', 'gnn-cpu']);
-    for (const e of site.environments) expect(e.build).toMatchObject({ frontend: 'conda', frontendCommand: 'conda' });
+    expect(site.environments.map((e) => e.spec.name)).toEqual([
+      'gnn-rapids',
+      'gnn-rapids-cugraphops',
+      'gnn-cpu',
+    ]);
+    for (const e of site.environments)
+      expect(e.build).toMatchObject({ frontend: 'conda', frontendCommand: 'conda' });
     expect(site.environments.map((e) => e.kernel?.displayName ?? null)).toEqual([
       'KD-GAT (gnn-rapids, CUDA 12.8)',
       null,

@@ -143,7 +143,9 @@ function environmentEntries(raw: RawSiteConfig): unknown[] {
   return [
     raw.environmentOverrides === undefined
       ? raw.environment
-      : { spec: deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides) },
+      : {
+          spec: deepMerge(pick('environment', raw.environment, environmentPresets), raw.environmentOverrides),
+        },
   ];
 }
 
@@ -290,7 +292,11 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
   if (raw.cluster === undefined)
     throw new StackConfigError(`${project}:cluster`, undefined, 'a cluster preset or object');
   if (raw.environments === undefined && raw.environment === undefined)
-    throw new StackConfigError(`${project}:environments`, undefined, 'a list of environment presets or objects');
+    throw new StackConfigError(
+      `${project}:environments`,
+      undefined,
+      'a list of environment presets or objects',
+    );
   return raw;
 }
 

@@ -57,7 +57,10 @@ export const StackOutputsObjectSchema = z
     environments: z
       .array(StackEnvironmentOutputsSchema)
       .min(1)
-      .refine((envs) => new Set(envs.map((e) => e.name)).size === envs.length, 'one entry per environment name'),
+      .refine(
+        (envs) => new Set(envs.map((e) => e.name)).size === envs.length,
+        'one entry per environment name',
+      ),
     scratch: StackScratchOutputsSchema,
     scripts: StackScriptOutputsSchema,
   })

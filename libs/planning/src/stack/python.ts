@@ -16,6 +16,8 @@ const CHECKOUT_PYTHON = fileURLToPath(new URL('../../../../python/.venv/bin/pyth
 export function pythonOf(stack: StackOutputs, environment?: string): string {
   if (process.env['KDGAT_PYTHON']) return process.env['KDGAT_PYTHON'];
   if (stack.connection?.kind === 'ssh') return CHECKOUT_PYTHON;
-  const env = (environment !== undefined ? stackEnvironment(stack, environment) : undefined) ?? defaultEnvironment(stack);
+  const env =
+    (environment !== undefined ? stackEnvironment(stack, environment) : undefined) ??
+    defaultEnvironment(stack);
   return join(env.prefix, 'bin', 'python');
 }

@@ -35,4 +35,3 @@ finally:
     km.shutdown_kernel(now=True)
 print(json.dumps(result))
 `;
-
