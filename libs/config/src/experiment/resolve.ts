@@ -156,13 +156,16 @@ export function resolveExperiment(
   const environments: Record<string, EnvironmentSpec> = { [environment.name]: environment };
   const environmentOf = (s: ExperimentSpec['stages'][number], i: number): EnvironmentSpec => {
     // One that did not load has its problem reported by the loader already.
-    const own = (s.environment !== undefined ? stageEnvironments[s.environment] : undefined) ?? environment;
+    const own = s.environment !== undefined ? stageEnvironments[s.environment] : undefined;
+    if (!own) return environment;
     const same = environments[own.name];
-    if (same && environmentSpecHash(same) !== environmentSpecHash(own))
+    if (same && environmentSpecHash(same) !== environmentSpecHash(own)) {
       problems.push({
         path: ['stages', i, 'environment'],
         message: `environment ${own.name} (${s.environment}) is not the ${own.name} another stage of this experiment uses: one name, one environment`,
       });
+      return same;
+    }
     environments[own.name] = own;
     return own;
   };
