@@ -4,22 +4,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { TempStack, ok, pulumiVersion } from '../../infra/test/e2e/pulumi-harness.ts';
 import { localConfig } from '../../infra/test/e2e/pulumi-local.config.ts';
 import { makeWheels } from '../../infra/test/e2e/tools.ts';
+import { fmt, median, runsArgument, time } from './timing.ts';
 
-const runsArg = process.argv.indexOf('--runs');
-const runs = runsArg > 0 ? Number(process.argv[runsArg + 1]) : 5;
-
-function time(fn: () => void): number {
-  const t0 = performance.now();
-  fn();
-  return (performance.now() - t0) / 1000;
-}
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (xs: number[]) =>
-  `median ${median(xs).toFixed(2)} s  (min ${Math.min(...xs).toFixed(2)}, max ${Math.max(...xs).toFixed(2)}, n=${xs.length})`;
+const runs = runsArgument();
 
 const root = mkdtempSync(join(tmpdir(), 'kdgat-bench-'));
 const wheels = makeWheels(join(root, 'wheels'), ['alpha==1.0', 'alpha==2.0']);

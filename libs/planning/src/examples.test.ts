@@ -42,7 +42,8 @@ const stack: StackOutputs = {
   },
 };
 
-function planOf(file: string) {
+/** An example planned and rendered against `outputs` (default: the fixture stack with its environments). */
+function planOf(file: string, outputs?: StackOutputs, runDir = '/scratch/runs/x/run') {
   const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
   const plan = buildPlan({
     experiment: resolved.spec.name,
@@ -51,7 +52,13 @@ function planOf(file: string) {
     sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
     maxArraySize: 1001,
   });
-  const rendered = renderPlan(plan, resolved, outputsFor(resolved, stack), '/scratch/runs/x/run', resolved.cluster.scheduler);
+  const rendered = renderPlan(
+    plan,
+    resolved,
+    outputs ?? outputsFor(resolved, stack),
+    runDir,
+    resolved.cluster.scheduler,
+  );
   return { resolved, plan, rendered };
 }
 
@@ -60,25 +67,23 @@ describe('examples/', () => {
     readdirSync(EXAMPLES)
       .filter((f) => f.endsWith('.yaml'))
       .sort(),
-  )('%s plans against its stack before it is provisioned (every environment it uses declared)', async (file) => {
-    const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
-    const stackName = resolved.cluster.name;
-    const outputs = await new DeclaredStackOutputs(REPO).read(stackName);
-    expect(() => checkEnvironmentMatches(stackName, outputs, resolved.environments, outputs.declared.file)).not.toThrow();
-    const plan = buildPlan({
-      experiment: resolved.spec.name,
-      specHash: resolved.specHash,
-      stages: resolved.stages,
-      sweepPoints: resolved.sweepPoints as Record<string, Scalar>[],
-      maxArraySize: 1001,
-    });
-    const rendered = renderPlan(plan, resolved, outputs, `${outputs.scratch.runsDir}/x/run`, resolved.cluster.scheduler);
-    // each job activates the environment of its stage
-    for (const r of rendered) {
-      const env = resolved.stages.find((s) => s.id === r.job.stageId)!.environment;
-      expect(r.script).toContain(`envs/${env}`);
-    }
-  });
+  )(
+    '%s plans against its stack before it is provisioned (every environment it uses declared)',
+    async (file) => {
+      const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
+      const stackName = resolved.cluster.name;
+      const outputs = await new DeclaredStackOutputs(REPO).read(stackName);
+      expect(() =>
+        checkEnvironmentMatches(stackName, outputs, resolved.environments, outputs.declared.file),
+      ).not.toThrow();
+      const { rendered } = planOf(file, outputs, `${outputs.scratch.runsDir}/x/run`);
+      // each job activates the environment of its stage
+      for (const r of rendered) {
+        const env = resolved.stages.find((s) => s.id === r.job.stageId)!.environment;
+        expect(r.script).toContain(`envs/${env}`);
+      }
+    },
+  );
 
   it('has the eight examples', () => {
     expect(
@@ -136,7 +141,13 @@ describe('examples/', () => {
   });
 
   it('profile, trial-batch, cugraph, sweep-lr and tune-pitzer start from the VGAE of a kdgat-pitzer run', () => {
-    for (const f of ['profile.yaml', 'trial-batch.yaml', 'cugraph.yaml', 'sweep-lr.yaml', 'tune-pitzer.yaml']) {
+    for (const f of [
+      'profile.yaml',
+      'trial-batch.yaml',
+      'cugraph.yaml',
+      'sweep-lr.yaml',
+      'tune-pitzer.yaml',
+    ]) {
       const { plan, resolved } = planOf(f);
       expect(plan.jobs).toHaveLength(1);
       expect(resolved.stages[0]!.inputs).toEqual([{ run: 'kdgat-hcrl-sa', stage: 'autoencoder' }]);

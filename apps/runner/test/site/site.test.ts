@@ -61,6 +61,19 @@ const trainArgs = (spec: string) => ['train', '--spec', spec, '--stack', site.st
 
 const statusOf = (localRunDir: string) => statusOfRun(site, localRunDir);
 
+/** `pulumi stack output --json` of the site's stack, run on the laptop. */
+async function stackOutputs(): Promise<unknown> {
+  const r = await site.laptop([
+    'bash',
+    '-c',
+    'cd "$1/infra" && bash ../scripts/with-toolchain.sh pulumi stack output --json --stack "$2"',
+    'sh',
+    REPO,
+    site.stack,
+  ]);
+  return JSON.parse(expectOk(r).out);
+}
+
 beforeAll(async () => {
   site = await startSite();
   // The laptop has no SLURM and no view of the site's files: the test cannot pass by accident.
@@ -76,17 +89,7 @@ afterAll(() => site?.stop());
 
 describe('the laptop reaches the site only over ssh', () => {
   it('infra:up provisioned the site over SSH, and the stack says how to reach it', async () => {
-    const r = expectOk(
-      await site.laptop([
-        'bash',
-        '-c',
-        'cd "$1/infra" && bash ../scripts/with-toolchain.sh pulumi stack output --json --stack "$2"',
-        'sh',
-        REPO,
-        site.stack,
-      ]),
-    );
-    const outputs = JSON.parse(r.out) as {
+    const outputs = (await stackOutputs()) as {
       connection: Record<string, unknown>;
       scratch: { runsDir: string };
     };
@@ -156,15 +159,7 @@ describe('the laptop reaches the site only over ssh', () => {
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
     // As OnDemand's Jupyter app: the notebook server runs in a job on a compute node and starts the
     // kernel from the kernelspec infra wrote; here jupyter_client does that inside an srun.
-    const stackOutput = await site.laptop([
-      'bash',
-      '-c',
-      'cd "$1/infra" && bash ../scripts/with-toolchain.sh pulumi stack output --json --stack "$2"',
-      'sh',
-      REPO,
-      site.stack,
-    ]);
-    const outputs = JSON.parse(expectOk(stackOutput).out) as {
+    const outputs = (await stackOutputs()) as {
       environments: { name: string; lockHash: string }[];
     };
     const lockHash = outputs.environments.find((e) => e.name === 'cpu-local')!.lockHash;
