@@ -4,13 +4,7 @@
 // Also the reproduction check of `--from-manifest` (the scripts re-rendered for the recorded dir).
 import { writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
-import {
-  isDeclaredOnly,
-  renderPlan,
-  writeRendered,
-  type RenderedJob,
-  type StackOutputs,
-} from '@kdgat/planning';
+import { isDeclaredOnly, renderPlan, writeRendered, type RenderedJob } from '@kdgat/planning';
 import {
   CODE_DIFF_FILE,
   MANIFEST_FILE,
@@ -26,7 +20,7 @@ import {
   uploadSnapshot,
   type Manifest,
 } from '@kdgat/run-record';
-import type { ResolvedExperiment } from '@kdgat/config';
+import { codeRootFor, type ResolvedExperiment } from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
 import { siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
 import type { Planned } from './cost.ts';
@@ -64,11 +58,6 @@ export async function newRun(
   return { record, rendered, ...(study ? { study } : {}) };
 }
 
-/** Where the code snapshots of a site are kept: beside its runs, on its scratch. */
-function codeRootOf(outputs: StackOutputs): string {
-  return `${outputs.scratch.root.replace(/\/+$/, '')}/code`;
-}
-
 /**
  * A site over SSH: the snapshot of python/ the jobs import, put on the site unless it is there
  * already. Refuses a dirty tree unless --allow-dirty. A local site runs the environment's pipeline.
@@ -80,8 +69,13 @@ export async function shipCode(
 ): Promise<{ recorded: NonNullable<Manifest['code']>; diff?: string } | undefined> {
   if (!site.files) return undefined;
   const snapshot = await codeSnapshot(opts.repoRoot, { allowDirty: opts.allowDirty === true });
-  const dir = snapshotDir(codeRootOf(site.outputs), snapshot);
-  const uploaded = await uploadSnapshot(opts.repoRoot, snapshot, site.files, codeRootOf(site.outputs));
+  const dir = snapshotDir(codeRootFor(site.outputs.scratch.root), snapshot);
+  const uploaded = await uploadSnapshot(
+    opts.repoRoot,
+    snapshot,
+    site.files,
+    codeRootFor(site.outputs.scratch.root),
+  );
   log(
     `code: python/ at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
       `tree ${snapshot.tree.slice(0, 12)} ${uploaded ? 'uploaded to' : 'already on the site at'} ${dir}`,

@@ -95,6 +95,43 @@ describe('a stack file read as the site it declares', () => {
     );
   });
 
+  it('refuses kernels without a kernels dir on a remote site, and two kernels of one name', () => {
+    const kernel = { displayName: 'KD-GAT' };
+    expect(() =>
+      siteFromStackConfig(
+        {
+          cluster: 'osc-pitzer',
+          clusterOverrides: {
+            connection: {
+              kind: 'ssh',
+              host: 'pitzer.osc.edu',
+              port: 22,
+              user: 'me',
+              hostKey: 'ssh-ed25519 AAAA',
+            },
+          },
+          environments: [{ preset: 'gnn-rapids', kernel }],
+        },
+        repo,
+      ),
+    ).toThrow(
+      /clusterOverrides\.paths\.kernelsDir = undefined: expected the site user's Jupyter kernels directory/,
+    );
+    expect(() =>
+      siteFromStackConfig(
+        {
+          cluster: 'local',
+          clusterOverrides: { paths: { kernelsDir: '/tmp/k' } },
+          environments: [
+            { preset: 'cpu-local', kernel: { ...kernel, name: 'KDGAT' } },
+            { preset: 'cpu-local', name: 'b', kernel: { ...kernel, name: 'kdgat' } },
+          ],
+        },
+        repo,
+      ),
+    ).toThrow(/environments\[1\]\.kernel\.name = "kdgat": expected a kernel name no other kernel/);
+  });
+
   it('refuses a stack file without a cluster, and a dataset name that cannot reach a script', () => {
     expect(() =>
       rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environments: [cpu-local]\n', 'kdgat-hpc'),

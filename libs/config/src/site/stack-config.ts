@@ -9,7 +9,7 @@ import { environmentPresets } from '../environment/presets.ts';
 import { environmentClusterProblems, environmentProblems } from '../environment/rules.ts';
 import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/schema.ts';
 import { parseYaml } from '../load/yaml.ts';
-import { KernelDeclarationSchema, type KernelDeclaration } from './kernel.ts';
+import { KernelDeclarationSchema, kernelNameOf, kernelsDirFor, type KernelDeclaration } from './kernel.ts';
 import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
 
 /** Error of this layer: names the stack config key, the value and what was expected. */
@@ -235,6 +235,24 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
         `environments[${i}].build.prefix`,
         build.prefix,
         'no fixed prefix on a stack of several environments (each gets <projectRoot>/envs/<name>)',
+      );
+  });
+  const kernels = environments.flatMap((e, i) =>
+    e.kernel ? [{ i, name: kernelNameOf(e.kernel, e.spec.name) }] : [],
+  );
+  if (kernels.length > 0 && kernelsDirFor(profile) === null)
+    throw new StackConfigError(
+      'clusterOverrides.paths.kernelsDir',
+      undefined,
+      "the site user's Jupyter kernels directory for the kernels the environments declare: an absolute <home>/.local/share/jupyter/kernels (`echo $HOME` on the login node)",
+    );
+  // Jupyter looks kernels up by lower-cased name: two that differ only in case are one.
+  kernels.forEach(({ i, name }, k) => {
+    if (kernels.slice(0, k).some((other) => other.name.toLowerCase() === name.toLowerCase()))
+      throw new StackConfigError(
+        `environments[${i}].kernel.name`,
+        name,
+        'a kernel name no other kernel of the stack has (Jupyter compares them lower-cased)',
       );
   });
   const datasets = raw.datasets ?? [];
