@@ -67,6 +67,7 @@ def _input(tmp: Path, tasks: list[dict]) -> dict:
                 "model": "vgae",
                 "scale": "small",
                 "dataset": "synth",
+                "environment": {"name": "gnn-cpu", "lockHash": "f00d" * 16},
                 "request": {"cpus": 2, "memGB": 4, "gpus": 1, "time": "0:30:00", "partition": "gpu"},
                 "thresholds": {"dataWaitHigh": 0.2},
                 "verdicts": [
@@ -94,6 +95,8 @@ def test_a_sweep_report_has_every_plot_the_best_point_and_escapes_text(tmp_path:
     html = (out / "report.html").read_text()
     assert "unit &lt;sweep&gt;" in html and "more &lt;workers&gt;" in html
     assert "best point</b>: #1" in html
+    # the stage says which environment and lock it ran with
+    assert "environment gnn-cpu (lock f00df00df00d)" in html
     assert "http" not in html  # nothing fetched from the network
     json.dumps(result)
 
