@@ -107,3 +107,24 @@ def test_point_metric_prefers_f1_then_best_val_acc_then_lowest_val_loss(tmp_path
     t["metrics"] = {"scores": {"f1": 0.9}}
     assert point_metric(t) == ("f1", 0.9, True)
     assert point_metric({"history": None, "metrics": None}) is None
+
+
+def test_the_report_shows_the_runs_rows_in_the_catalogue(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kdgat.catalogue import SCHEMA, write_row
+
+    catalogue = tmp_path / "catalogue"
+    blank = dict.fromkeys(SCHEMA.names)
+    when = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    for i, (run_id, f1) in enumerate((("r1", 0.91), ("r1", 0.87), ("r2", 0.99))):
+        row = {**blank, "experiment": "exp", "run_id": run_id, "stage_id": "ae", "point_index": i}
+        write_row(catalogue, {**row, "state": "COMPLETED", "f1": f1, "finished_at": when, "row_key": f"k{i}"})
+    data = {**_input(tmp_path, []), "catalogue": {"dir": str(catalogue), "experiment": "exp", "runId": "r1"}}
+    result = write_run_report(data, tmp_path / "report")
+    assert result["catalogue"] == {"dir": str(catalogue), "rows": 2}
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>In the catalogue</h2>" in html and f"<code>{catalogue}</code>" in html
+    assert "runner runs --where run_id=r1" in html
+    assert "<td>0.91</td>" in html and "<td>0.87</td>" in html and "0.99" not in html
+    assert "<td>2026-11-25 12:00:00</td>" in html

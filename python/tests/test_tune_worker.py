@@ -21,8 +21,9 @@ import pytest
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
+from kdgat.catalogue import read_rows
 from kdgat.config import PipelineConfig
-from kdgat.contract import ACK_FILE, CONTRACT, MODEL_FILE
+from kdgat.contract import ACK_FILE, CATALOGUE_DIR, CONTRACT, MODEL_FILE
 from kdgat.tune.study import StudyConfig, open_study, read_config, suggest
 from kdgat.tune.worker import (
     FAILURE,
@@ -266,6 +267,14 @@ def test_a_worker_fills_the_study_with_each_trials_last_epoch_metric(
     assert summary["status"] == "complete"
     assert summary["trials"] == {"complete": 3}
     assert summary["failed_lost"] == []
+    # Each trial is a row of the catalogue (no runner manifest here: beside the study's trials).
+    rows = read_rows(study_dir / CATALOGUE_DIR)
+    assert sorted((r["trial"], r["state"], r["recorded_by"]) for r in rows) == [
+        (t.number, "COMPLETED", "study") for t in trials
+    ]
+    for r in rows:
+        assert json.loads(r["point"]) == trials[r["trial"]].params
+        assert r["anomaly_auroc"] is not None and r["epochs"] == 3
 
 
 # --- the requeue handshake, across two lives of one array task ---------------------------------

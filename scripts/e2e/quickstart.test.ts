@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../..');
@@ -52,6 +52,14 @@ test('npm run quickstart provisions the local stack and trains the chain with th
   const lock = readFileSync(join(run_.runDir, run_.environment.lockFile));
   assert.ok(lock.length > 0);
   assert.equal(createHash('sha256').update(lock).digest('hex'), run_.environment.lockHash);
+  // Where its TensorBoard logs are (`runner tensorboard <run dir>`), and its stages in the catalogue of
+  // all runs (`runner runs --where run_id=<run>`): one row per stage, each COMPLETED.
+  const logDirLine = `tensorboard log dir: ${run_.runDir}\n`;
+  assert.ok(out.includes(logDirLine), `no "${logDirLine.trim()}" line in:\n${out.slice(-3000)}`);
+  const runId = basename(run_.runDir);
+  assert.match(out, new RegExp(`catalogue \\S+/catalogue: 3 row\\(s\\) matching run_id=${runId}`));
+  for (const stage of ['preprocess', 'autoencoder', 'curriculum'])
+    assert.match(out, new RegExp(`quickstart\\s+${runId}\\s+${stage}\\s+COMPLETED\\s`), `no row of ${stage}`);
 });
 
 // The same spec on the local SLURM is the examples suite's job (scripts/e2e-examples runs

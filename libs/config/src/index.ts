@@ -9,7 +9,13 @@ export * from './cluster/presets.ts';
 export * from './environment/schema.ts';
 export * from './environment/presets.ts';
 export * from './environment/render.ts';
-export { lockPackages, diffLocks, formatLockDiff, type LockDiff, type LockPackages } from './environment/lock.ts';
+export {
+  lockPackages,
+  diffLocks,
+  formatLockDiff,
+  type LockDiff,
+  type LockPackages,
+} from './environment/lock.ts';
 export {
   hasCugraphOps,
   rapidsLine,
@@ -33,11 +39,23 @@ export {
   type GpuLayerName,
   type PipelineSources,
 } from './environment/gpu-layers.ts';
-export { pipelinePins, projectDependencies, normaliseName, LockfileError, type Pin } from './environment/uv-lock.ts';
+export {
+  pipelinePins,
+  projectDependencies,
+  normaliseName,
+  LockfileError,
+  type Pin,
+} from './environment/uv-lock.ts';
 export { evaluateMarker, linuxX86_64, type MarkerEnvironment } from './environment/markers.ts';
-export { parseMatchSpec, formatMatchSpec, normaliseMatchSpec, type MatchSpec } from './environment/matchspec.ts';
+export {
+  parseMatchSpec,
+  formatMatchSpec,
+  normaliseMatchSpec,
+  type MatchSpec,
+} from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
 export {
+  CATALOGUE_DIR,
   RUN_CONTRACT,
   RUN_CONTRACT_FILE,
   RunContractSchema,
@@ -67,10 +85,22 @@ export {
   type PrunerSpec,
 } from './experiment/tune.ts';
 export { overrideKeys, overrideDefault, type OverrideProblem } from './experiment/overrides.ts';
-export { STUDY_SCHEMA, STUDY_SCHEMA_FILE, validateStudyConfig, type StudyConfig } from './experiment/study.ts';
+export {
+  STUDY_SCHEMA,
+  STUDY_SCHEMA_FILE,
+  validateStudyConfig,
+  type StudyConfig,
+} from './experiment/study.ts';
 export { stageInputProblems, type CacheIdentity, type EarlierOutput } from './experiment/inputs.ts';
 export * from './time.ts';
-export { SCRIPT_VALUES, REQUEUE_SIGNALS, matchesRule, ruleString, type ValueRule, type ScriptValueKind } from './script-values.ts';
+export {
+  SCRIPT_VALUES,
+  REQUEUE_SIGNALS,
+  matchesRule,
+  ruleString,
+  type ValueRule,
+  type ScriptValueKind,
+} from './script-values.ts';
 export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';
 export {
   loadExperimentSpec,
@@ -122,6 +152,9 @@ export {
 } from './site/kernel.ts';
 
 /** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */
-export function validateOverrides(overrides: Record<string, unknown>, schema: object = loadPipelineSchema()): OverrideProblem[] {
+export function validateOverrides(
+  overrides: Record<string, unknown>,
+  schema: object = loadPipelineSchema(),
+): OverrideProblem[] {
   return validateAgainst(overrides, schema);
 }

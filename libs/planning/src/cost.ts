@@ -49,6 +49,12 @@ export interface CostRecord {
   worst: CostEstimate['worst'];
   expected: CostEstimate['expected'];
   expectedFromHistory: string[];
+  /**
+   * Per stage id, in the billing unit (null without rates): its tasks and what they cost together,
+   * worst case and expected (the worst case where the stage has no history). The catalogue's rows
+   * carry one task's share.
+   */
+  stages?: Record<string, { tasks: number; worstUnits: number | null; expectedUnits: number | null }>;
   budget?: number;
   balance?: Balance;
 }
@@ -230,6 +236,12 @@ export function costRecord(c: PlanCosting, resolved: ResolvedExperiment): CostRe
     worst: c.estimate.worst,
     expected: c.estimate.expected,
     expectedFromHistory: c.estimate.expectedFromHistory,
+    stages: Object.fromEntries(
+      c.estimate.stages.map((s) => [
+        s.id,
+        { tasks: s.tasks, worstUnits: s.worst.units, expectedUnits: (s.expected ?? s.worst).units },
+      ]),
+    ),
     ...(budget ? { budget: budget.maxBillingUnits } : {}),
     balance: c.balance,
   };

@@ -1,5 +1,6 @@
 // @kdgat/run-record: what a run leaves and how it is read — the manifest and its one writer
-// (RunRecord), the guards before a submit, inputs from earlier runs, following a run, the report.
+// (RunRecord), the guards before a submit, inputs from earlier runs, following a run, the report,
+// the catalogue of all runs and the run's tracking (TensorBoard dirs, tracking-sync).
 export {
   MANIFEST_FILE,
   MANIFEST_VERSION,
@@ -96,3 +97,20 @@ export {
 } from './recovery/decide.ts';
 export { epochEndsOf, recordOf, taskFacts } from './recovery/facts.ts';
 export { recoverRun, resubmissionRequest, type RecoveryOutcome } from './recovery/apply.ts';
+export {
+  catalogueOfRun,
+  catalogueOfRunsRoot,
+  pullCatalogue,
+  runsTable,
+  type RunsAnswer,
+  type RunsQuery,
+} from './catalogue.ts';
+export {
+  SYNC_TIMEOUT_S,
+  TENSORBOARD_DIR,
+  syncEnvironment,
+  syncTracking,
+  tensorboardDirs,
+  trackingSyncArgv,
+  trackingSyncScript,
+} from './tracking.ts';

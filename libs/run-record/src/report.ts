@@ -2,7 +2,7 @@
 // GPU samples, metrics.json), judges it (@kdgat/usage verdicts and sizes) and has the pipeline's
 // environment draw it (`python -m kdgat.report`): <run dir>/report/report.html and PNGs beside it.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import type { Partition, Resources, Scalar } from '@kdgat/config';
 import {
   rightSize,
@@ -14,6 +14,7 @@ import {
   type RunTask,
 } from '@kdgat/usage';
 import { runCommand } from '@kdgat/schedulers';
+import { catalogueOfRun } from './catalogue.ts';
 import { environmentOfStage, type Manifest } from './manifest.ts';
 import { pythonOf, runTuneReport } from '@kdgat/planning';
 
@@ -109,11 +110,16 @@ export interface ReportResult {
   html: string;
   plots: string[];
   best: Record<string, { index: number; point: Record<string, Scalar>; metric: string; value: number }>;
+  /** The catalogue folder and how many of its rows are this run's (the report's "in the catalogue" table). */
+  catalogue: { dir: string; rows: number };
   verdicts: Finding[];
   seconds: number;
 }
 
-export async function writeReport(manifest: Manifest, log: (line: string) => void = () => {}): Promise<ReportResult> {
+export async function writeReport(
+  manifest: Manifest,
+  log: (line: string) => void = () => {},
+): Promise<ReportResult> {
   const t0 = performance.now();
   const out = join(manifest.runDir, REPORT_DIR);
   mkdirSync(out, { recursive: true });
@@ -129,7 +135,11 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
       environment: { name: manifest.environment.name, lockHash: manifest.environment.lockHash },
       stack: manifest.stack.name,
       scheduler: manifest.scheduler,
-      jobs: manifest.jobs.map((j) => ({ key: j.key, jobId: j.jobId ?? null, state: j.lastSeen?.state ?? null })),
+      jobs: manifest.jobs.map((j) => ({
+        key: j.key,
+        jobId: j.jobId ?? null,
+        state: j.lastSeen?.state ?? null,
+      })),
       cost: manifest.cost ?? null,
       rightSized: manifest.rightSized ?? null,
     },
@@ -152,8 +162,7 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
       sizing: s.sizing,
       tasks: s.tasks.map((t) => {
         const job = manifest.jobs.find((j) => j.key === t.jobKey);
-        const point =
-          t.index !== null ? (manifest.arrayIndex[t.jobKey]?.[String(t.index)] ?? null) : null;
+        const point = t.index !== null ? (manifest.arrayIndex[t.jobKey]?.[String(t.index)] ?? null) : null;
         const history = join(t.dir, 'history.csv');
         const samples = join(t.dir, 'gpu_samples.csv');
         return {
@@ -169,11 +178,20 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
       }),
     })),
     study: null as null | { name: string; reportDir: string; reportHref: string; plots: string[] },
+    // The run's rows in the catalogue of all runs (the pipeline reads the folder; none: no table).
+    catalogue: {
+      dir: catalogueOfRun(manifest.runDir),
+      experiment: manifest.experiment,
+      runId: basename(manifest.runDir),
+    },
   };
   if (manifest.tune) {
     const reportDir = join(manifest.tune.studyDir, 'report');
     try {
-      const r = await runTuneReport(manifest.stack.outputs, manifest.tune.studyDir, { json: true, plots: true });
+      const r = await runTuneReport(manifest.stack.outputs, manifest.tune.studyDir, {
+        json: true,
+        plots: true,
+      });
       input.study = {
         name: manifest.tune.study,
         reportDir,
@@ -198,5 +216,9 @@ export async function writeReport(manifest: Manifest, log: (line: string) => voi
   if (r.code !== 0)
     throw new Error(`python -m kdgat.report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
   const drawn = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Omit<ReportResult, 'verdicts' | 'seconds'>;
-  return { ...drawn, verdicts: summaries.flatMap((s) => s.verdicts), seconds: (performance.now() - t0) / 1000 };
+  return {
+    ...drawn,
+    verdicts: summaries.flatMap((s) => s.verdicts),
+    seconds: (performance.now() - t0) / 1000,
+  };
 }

@@ -25,7 +25,21 @@ usage:
                                                              follows it (train --wait does this too)
   kdgat-runner logs   RUN_DIR [--job KEY] [--index N] [--lines N]
   kdgat-runner cancel RUN_DIR                                cancel every job of the run
-  kdgat-runner report RUN_DIR                                report.html + PNGs: curves, usage, verdict
+  kdgat-runner report RUN_DIR                                report.html + PNGs: curves, usage, verdict,
+                                                             the run's rows in the catalogue
+  kdgat-runner runs   [--stack NAME] [--where EXPR] [--sort COL[:desc],…] [--columns C,…|all] [--json]
+                                                             the table of all runs (the catalogue: one
+                                                             row per finished stage, array task and
+                                                             study trial), e.g. --where 'dataset=hcrl_sa,
+                                                             f1>0.9' --sort f1:desc (a leaderboard)
+  kdgat-runner tensorboard RUN_DIR|--study NAME [--stack NAME] [--serve [--port N]]
+                                                             the TensorBoard log dir (on a site: its
+                                                             path there, for OnDemand's TensorBoard app,
+                                                             and the local copy's); --serve starts
+                                                             TensorBoard here on 127.0.0.1
+  kdgat-runner sync   RUN_DIR [--stack NAME] [--stage ID]    upload what the jobs tracked offline (W&B):
+                                                             python -m kdgat tracking-sync on the
+                                                             site's login node (a local stack: here)
   kdgat-runner shell  [--stack NAME] [--spec FILE.yaml [--stage ID]] [--partition P] [--cpus N]
                       [--mem-gb N] [--gpus N] [--time HH:MM:SS]
                                                              an interactive shell in an allocation on the
@@ -61,10 +75,15 @@ options:
   --cpus N, --mem-gb N, --gpus N, --time HH:MM:SS
                          shell: cpus per task, memory per node, GPUs per node, time limit instead of
                          the stage's; each must fit a node of the partition
+  --where EXPR           runs: conditions joined by ',' (AND): COLUMN OP VALUE with OP = != > >= < <=
+                         or ~ (a glob on text), VALUE null for an absent one; e.g. state=COMPLETED,f1>0.9
+  --sort COL[:desc],…    runs: the order (nulls last; default finished_at); --columns C,…|all: the columns
+  --serve, --port N      tensorboard: start TensorBoard here (127.0.0.1, port 6006 unless --port)
 
 A stack whose connection is ssh is reached over one SSH master per command: scripts, the code
-snapshot and the manifest are written on the site; status, logs and report bring back a local copy
-of the run (.hpc/sites/STACK/runs/…) and say how fresh it is.
+snapshot and the manifest are written on the site; status, logs, report and tensorboard bring back a
+local copy of the run (.hpc/sites/STACK/runs/…) and say how fresh it is; runs brings back the
+catalogue (.hpc/sites/STACK/runs/catalogue).
   -h, --help             this text
 
 exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid spec ·
@@ -96,6 +115,11 @@ export const OPTIONS = {
   'mem-gb': { type: 'string' },
   gpus: { type: 'string' },
   time: { type: 'string' },
+  where: { type: 'string' },
+  sort: { type: 'string' },
+  columns: { type: 'string' },
+  serve: { type: 'boolean' },
+  port: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

@@ -38,6 +38,11 @@ describe('kdgat-runner CLI', () => {
       'logs',
       'cancel',
       'shell',
+      'runs',
+      'tensorboard',
+      'sync',
+      '--where',
+      '--serve',
       '--from-manifest',
       '--from-study',
       '--stack-outputs',
@@ -49,7 +54,7 @@ describe('kdgat-runner CLI', () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(
-        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report, cancel or shell/,
+        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync/,
       ),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);

@@ -21,8 +21,11 @@ import { logsCommand } from '../commands/logs.ts';
 import { planCommand } from '../commands/plan.ts';
 import { reportCommand } from '../commands/report.ts';
 import { resumeCommand } from '../commands/resume.ts';
+import { runsCommand } from '../commands/runs.ts';
 import { shellCommand } from '../commands/shell.ts';
 import { statusCommand } from '../commands/status.ts';
+import { syncCommand } from '../commands/sync.ts';
+import { tensorboardCommand } from '../commands/tensorboard.ts';
 import { trainCommand } from '../commands/train.ts';
 import { tuneReportCommand } from '../commands/tune-report.ts';
 import { tuneCommand } from '../commands/tune.ts';
@@ -43,6 +46,9 @@ const COMMANDS: Record<string, Command> = {
   cancel: cancelCommand,
   report: reportCommand,
   shell: shellCommand,
+  runs: runsCommand,
+  tensorboard: tensorboardCommand,
+  sync: syncCommand,
 };
 
 /** Refusals: nothing was queued, and the message says why and what to do (exit 3). */
@@ -109,7 +115,7 @@ export async function main(
     const run = COMMANDS[command];
     if (!run)
       throw new UsageError(
-        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report, cancel or shell`,
+        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync`,
       );
     return await run(ctx);
   } catch (e) {

@@ -59,6 +59,11 @@ export interface Flags {
   'mem-gb'?: string;
   gpus?: string;
   time?: string;
+  where?: string;
+  sort?: string;
+  columns?: string;
+  serve?: boolean;
+  port?: string;
   help?: boolean;
 }
 

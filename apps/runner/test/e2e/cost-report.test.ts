@@ -3,7 +3,7 @@
 // plan over its budget is refused with the figures, the balance comes from a site command on PATH,
 // and `report` draws a run and a 12-point sweep into a page Chromium opens without errors.
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { clusterPresets } from '@kdgat/config';
 import { parseJobRecords, tasksOfRun } from '@kdgat/usage';
@@ -167,24 +167,56 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     expect(r.out).toContain('balance: 1234.5 SU (from `OSCusage -P PAS1266`)');
   });
 
-  it('reports a 12-point sweep: the metric per point and the best point', async () => {
-    const file = site.spec(
+  it('reports a 12-point sweep: the metric per point and the best point; the catalogue has one row per task', async () => {
+    // Its jobs run in this checkout's python/.venv: the stand-in's rows are the real catalogue's (pyarrow).
+    const sweepSite = makeSite({ pipelineVenv: true });
+    sweepSite.env['PATH'] = site.env['PATH'];
+    const env = { ...sweepSite.env, KDGAT_PYTHON: PIPELINE_PYTHON, PYTHONPATH: '' };
+    const file = sweepSite.spec(
       'sweep12',
-      spec('e2e-sweep12', ['sweep:', '  grid:', '    training.lr: [0.1, 0.05, 0.01, 0.005]', '    training.batch_size: [16, 32, 64]']).replace(
-        'resources: { cpus: 2,',
-        'resources: { cpus: 1,',
-      ),
+      spec('e2e-sweep12', ['sweep:', '  grid:', '    training.lr: [0.1, 0.05, 0.01, 0.005]', '    training.batch_size: [16, 32, 64]'])
+        // One core, no GPU, every task at once: they finish together as far as the node's cores allow.
+        .replace('cpus: 2, memGB: 4, gpus: { count: 1 }', 'cpus: 1, memGB: 1, gpus: { count: 0 }')
+        .replace('arrayConcurrency: 2', 'arrayConcurrency: 12'),
     );
-    const r = await site.cli(['train', ...site.specArgs(file), '--wait']);
+    const r = await sweepSite.cli(['train', ...sweepSite.specArgs(file), '--wait']);
     expect(r.code, `${r.out}\n${r.err}`).toBe(0);
     const runDir = runDirOf(r.out);
     const t0 = performance.now();
-    const report = await site.cli(['report', runDir], { env: reportEnv });
+    const report = await sweepSite.cli(['report', runDir], { env });
     const seconds = (performance.now() - t0) / 1000;
     expect(report.code, `${report.out}\n${report.err}`).toBe(0);
     console.log(`[figures] report on a 12-point sweep: ${seconds.toFixed(1)} s (${report.out.split('\n')[0]})`);
     // The stand-in's F1 is 0.9 - lr: the best point is the smallest lr.
     expect(report.out).toMatch(/best point of ae: #\d+ \(training\.lr=0\.005, training\.batch_size=\d+\): f1 = 0\.895/);
+    expect(report.out).toContain(`in the catalogue: 12 row(s) of this run in ${join(sweepSite.runsDir, 'catalogue')}`);
+
+    // The catalogue: exactly one row per array task, however many finished at once.
+    const m = readManifest(runDir);
+    const where = `run_id=${basename(runDir)}`;
+    const runs = await sweepSite.cli(['runs', '--stack-outputs', sweepSite.stackFile, '--json', '--where', where], { env });
+    expect(runs.code, runs.err).toBe(0);
+    const rows = JSON.parse(runs.out) as Record<string, unknown>[];
+    expect(rows).toHaveLength(12);
+    expect(rows.map((x) => Number(x['point_index'])).sort((a, b) => a - b)).toEqual([...Array(12).keys()]);
+    expect(new Set(rows.map((x) => x['row_key'])).size).toBe(12);
+    const arrayJob = m.jobs[0]!.jobId;
+    for (const row of rows) {
+      const point = JSON.parse(String(row['point'])) as Record<string, number>;
+      expect(row).toMatchObject({ experiment: 'e2e-sweep12', stage_id: 'ae', state: 'COMPLETED', recorded_by: 'pipeline' });
+      expect(row).toMatchObject({ spec_hash: m.spec.hash, environment: 'cpu-local', cost_unit: 'SU' });
+      expect(row['f1']).toBeCloseTo(0.9 - point['training.lr']!, 6);
+      const index = String(row['point_index']);
+      expect(row['slurm_job_id']).toBe(`${arrayJob}_${index}`);
+      expect(row['stage_dir']).toBe(join(runDir, 'outputs', `point_${index}`, 'synth', 'vgae_small_autoencoder'));
+    }
+    expect(readdirSync(join(sweepSite.runsDir, 'catalogue')).filter((f) => !f.endsWith('.parquet'))).toEqual([]);
+    // How many tasks ran at once (their job records' start and end), for the note.
+    const spans = tasksOfRun(m).flatMap((t) =>
+      parseJobRecords(readFileSync(join(t.dir, 'job_record.jsonl'), 'utf8')).map((x) => [x.start ?? 0, x.end] as const),
+    );
+    const most = Math.max(...spans.map(([s]) => spans.filter(([a, b]) => a <= s && s < b).length));
+    console.log(`[figures] 12-point sweep: 12 catalogue rows; at most ${most} task(s) ran at once on this node`);
     const dir = join(runDir, 'report');
     expect(statSync(join(dir, 'ae-sweep.png')).size).toBeGreaterThan(1000);
     const html = readFileSync(join(dir, 'report.html'), 'utf8');

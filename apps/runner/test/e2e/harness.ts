@@ -85,7 +85,15 @@ function sharedVenv(): string {
   return venv;
 }
 
-export function makeSite(): Site {
+/** This checkout's Python environment (python/.venv): the stand-in runs in it where a test needs the real catalogue (pyarrow). */
+export const PIPELINE_VENV = join(REPO, 'python', '.venv');
+
+/**
+ * A throwaway site. Its jobs' environment is a bare venv, or with `pipelineVenv` this checkout's
+ * python/.venv, so that the stand-in's stages and the epilog write the catalogue's rows with the real
+ * pipeline's code (which needs pyarrow).
+ */
+export function makeSite(opts: { pipelineVenv?: boolean } = {}): Site {
   const root = mkdtempSync(join(tmpdir(), 'runner-site-'));
   const runsDir = join(root, 'runs');
   const siteDir = join(root, 'site-scripts');
@@ -96,7 +104,7 @@ export function makeSite(): Site {
   const epilog = join(siteDir, 'job_epilog.sh');
   writeFileSync(stageData, renderStageData(), { mode: 0o755 });
   writeFileSync(epilog, renderEpilog({ name: 'local', clusterName: 'local' }), { mode: 0o755 });
-  const prefix = sharedVenv();
+  const prefix = opts.pipelineVenv ? PIPELINE_VENV : sharedVenv();
   const outputs: StackOutputs = {
     profile: 'local',
     environments: [

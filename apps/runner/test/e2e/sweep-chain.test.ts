@@ -1,12 +1,13 @@
 // Chunked sweeps that chain: on a private SLURM with MaxArraySize=3, a 7-point sweep of two stages
 // becomes 3 chunks each; chunk k of the second stage waits task by task (aftercorr) on chunk k of
 // the first and finds its outputs under the same `outputs/point_<i>`. One point fails in the first
-// stage: only that point's second-stage task is cancelled, the other six run.
+// stage: only that point's second-stage task is cancelled, the other six run. The catalogue holds a
+// row for each task that ran, the failed one written by its epilog.
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readManifest } from '@kdgat/run-record';
-import { makeSite, runDirOf, type Site } from './harness.ts';
+import { PIPELINE_VENV, makeSite, runDirOf, type Site } from './harness.ts';
 import { startOwnSlurm, type OwnSlurm } from './own-slurm.ts';
 import { specYaml } from './specs.ts';
 
@@ -17,7 +18,7 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
   let site: Site;
   beforeAll(async () => {
     slurm = await startOwnSlurm({ maxArraySize: 3 });
-    site = makeSite();
+    site = makeSite({ pipelineVenv: true }); // the real catalogue (pyarrow) writes the rows
     Object.assign(site.env, {
       SLURM_CONF: slurm.conf,
       KDGAT_STANDIN_EPOCH_SECONDS: '0.1',
@@ -89,5 +90,30 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
       ['b.chunk2', 0],
     ] as const)
       expect(stateOf(key, index), `${key}_${index}`).toBe('COMPLETED');
+
+    // The catalogue: a row per task that ran (b of point 4 never did): the failed one written by the
+    // job's epilog (the stand-in exits without one, as a killed pipeline would), the others by the stage.
+    const runs = await site.cli(
+      [
+        'runs',
+        '--stack-outputs',
+        site.stackFile,
+        '--json',
+        '--where',
+        `run_id=${basename(runDir)}`,
+        '--sort',
+        'stage_id,point_index',
+      ],
+      { env: { ...site.env, KDGAT_PYTHON: join(PIPELINE_VENV, 'bin', 'python'), PYTHONPATH: '' } },
+    );
+    expect(runs.code, runs.err).toBe(0);
+    const rows = (
+      JSON.parse(runs.out) as { stage_id: string; point_index: number; state: string; recorded_by: string }[]
+    ).map((r) => `${r.stage_id}${r.point_index} ${r.state} ${r.recorded_by}`);
+    const points = [0, 1, 2, 3, 4, 5, 6];
+    expect(rows).toEqual([
+      ...points.map((p) => (p === FAILING_SEED ? `a${p} FAILED epilog` : `a${p} COMPLETED pipeline`)),
+      ...points.filter((p) => p !== FAILING_SEED).map((p) => `b${p} COMPLETED pipeline`),
+    ]);
   });
 });

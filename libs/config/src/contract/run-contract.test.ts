@@ -3,7 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { loadExperimentSpec } from '../load/load.ts';
 import { Stage } from '../experiment/primitives.ts';
 import { LOCAL_SPEC } from '../test-support/specs.ts';
-import { RUN_CONTRACT_FILE, STAGE_METRICS, parseRunContract, runDirPath } from './run-contract.ts';
+import {
+  CATALOGUE_DIR,
+  RUN_CONTRACT_FILE,
+  STAGE_METRICS,
+  parseRunContract,
+  runDirPath,
+} from './run-contract.ts';
 
 // The TypeScript side uses the run contract (python/src/kdgat/contract/run_contract.json), read here
 // as plain JSON so a loader that drifts from the file fails too.
@@ -12,6 +18,7 @@ const file = JSON.parse(text) as {
   requeue: { defaultSignal: string };
   runDir: { layout: string };
   stages: { name: string; epochMetrics: string[] }[];
+  catalogue: { dir: string; columns: { name: string }[] };
 };
 const experimentSchema = JSON.parse(
   readFileSync(new URL('../../schema/experiment.schema.json', import.meta.url), 'utf8'),
@@ -40,6 +47,12 @@ describe('run contract', () => {
       .replace('<scale>', run.scale)
       .replace('<stage>', run.stage);
     expect(runDirPath(run)).toBe(want);
+  });
+
+  it("the catalogue's folder is the file's, and its columns are unique names", () => {
+    expect(CATALOGUE_DIR).toBe(file.catalogue.dir);
+    const names = file.catalogue.columns.map((c) => c.name);
+    expect(new Set(names).size).toBe(names.length);
   });
 
   it("a spec without a requeue signal gets the file's default", () => {

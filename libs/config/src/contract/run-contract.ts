@@ -61,6 +61,26 @@ export const RunContractSchema = z
           .strict(),
       )
       .min(1),
+    /** The table of all runs: one Parquet file per row in `<runs root>/<dir>/` (the pipeline writes and reads it). */
+    catalogue: z
+      .object({
+        $comment: z.string().optional(),
+        dir: FileName,
+        schema: z.string().min(1),
+        columns: z
+          .array(
+            z
+              .object({
+                name: Ident,
+                type: z.enum(['string', 'int64', 'float64', 'bool', 'timestamp']),
+                kind: z.enum(['identity', 'outcome', 'score', 'cost', 'provenance']),
+                doc: z.string().min(1),
+              })
+              .strict(),
+          )
+          .min(1),
+      })
+      .strict(),
   })
   .strict();
 
@@ -88,6 +108,9 @@ export const STAGES: readonly [string, ...string[]] = (() => {
 export const STAGE_METRICS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
   RUN_CONTRACT.stages.filter((s) => s.epochMetrics.length > 0).map((s) => [s.name, s.epochMetrics]),
 );
+
+/** The catalogue's folder under a runs root (`<runs root>/catalogue`): one Parquet file per finished stage. */
+export const CATALOGUE_DIR: string = RUN_CONTRACT.catalogue.dir;
 
 /** The run dir's own name, `<model>_<scale>_<stage>`. */
 export function runDirName(run: { model: string; scale: string; stage: string }): string {

@@ -1,6 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { makeSandbox, runBash, type Sandbox } from '../test-support/sandbox.ts';
+import { makeSandbox, recordedCalls, runBash, type Sandbox } from '../test-support/sandbox.ts';
 import { renderEpilog } from './render-epilog.ts';
 
 const profile = { name: 'osc-pitzer', clusterName: 'pitzer', postJobHint: 'gpu-seff -M {cluster} {jobid}' };
@@ -152,6 +152,69 @@ describe('job_epilog.sh', () => {
     sb.write('bin/nvidia-smi', "#!/bin/bash\necho 'Tesla V100-PCIE-16GB | 0MiB / 16384MiB'\n", 0o755);
     const r = runBash(epilog, [`${sb.dir}/run`, '0'], { cwd: sb.dir, env: sb.env() });
     expect(r.stdout).toContain('--- nvidia-smi at job end ---\nTesla V100-PCIE-16GB | 0MiB / 16384MiB');
+  });
+
+  it("adds the stage's row to the catalogue with the job's final state, unless the pipeline did (not for a requeue)", () => {
+    const py = makeSandbox({ stubs: ['python'] });
+    try {
+      const script = py.write('job_epilog.sh', renderEpilog(profile));
+      const start = Math.floor(Date.now() / 1000) - 42;
+      const r = runBash(script, [`${py.dir}/run`, '143', String(start), 'TERMINATED'], {
+        cwd: py.dir,
+        env: py.env({ STUB_CATALOGUE_ANSWER: `${py.dir}/runs/catalogue/ae-run-0123.parquet` }),
+      });
+      expect(r.status).toBe(0);
+      expect(r.stdout).toContain(`catalogue:        ${py.dir}/runs/catalogue/ae-run-0123.parquet`);
+      const calls = recordedCalls(py.log, 'python-catalogue');
+      expect(calls).toHaveLength(1);
+      const argv = calls[0]!;
+      expect(argv.slice(0, 7)).toEqual([
+        '-m',
+        'kdgat',
+        'catalogue-append',
+        '--stage-dir',
+        `${py.dir}/run`,
+        '--state',
+        'TERMINATED',
+      ]);
+      expect(argv[7]).toBe('--elapsed');
+      expect(Number(argv[8])).toBeGreaterThanOrEqual(42);
+      expect(argv[9]).toBe('--unless-recorded');
+      // A requeued job ends no stage: no row.
+      runBash(script, [`${py.dir}/run`, '75', String(start), 'REQUEUED'], { cwd: py.dir, env: py.env() });
+      expect(recordedCalls(py.log, 'python-catalogue')).toHaveLength(1);
+      // A catalogue that cannot be written is said, and the epilog still exits 0.
+      const failed = runBash(script, [`${py.dir}/run`, '1', String(start), 'FAILED'], {
+        cwd: py.dir,
+        env: py.env({ STUB_CATALOGUE_STATUS: '1', STUB_CATALOGUE_ANSWER: 'disk full' }),
+      });
+      expect(failed.status).toBe(0);
+      expect(failed.stdout).toContain('catalogue:        no row written: catalogue: disk full');
+    } finally {
+      py.cleanup();
+    }
+  });
+
+  it('says the row is not written when the job has no python (the environment was not activated)', () => {
+    // Only bash and the tools the epilog needs, none of them a python.
+    for (const tool of [
+      'bash',
+      'awk',
+      'sort',
+      'date',
+      'grep',
+      'sed',
+      'head',
+      'getconf',
+      'mkdir',
+      'hostname',
+      'timeout',
+    ])
+      if (existsSync(`/usr/bin/${tool}`)) symlinkSync(`/usr/bin/${tool}`, `${sb.bin}/${tool}`);
+      else if (existsSync(`/bin/${tool}`)) symlinkSync(`/bin/${tool}`, `${sb.bin}/${tool}`);
+    const r = runBash(epilog, [`${sb.dir}/run`, '1'], { cwd: sb.dir, env: sb.env({ PATH: sb.bin }) });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('catalogue:        no row written: no python on PATH');
   });
 
   it('prints a hostile post-job hint as text and never runs it', () => {

@@ -10,7 +10,9 @@
 # RUN_DIR/job_record.jsonl: requested vs used CPUs and memory, GPU memory and utilisation, elapsed vs
 # time limit, data-wait, exit state. The job script passes what it asked for and what it used in
 # KDGAT_RECORD_REQUEST / KDGAT_RECORD_STAGE ("key=value" words), KDGAT_CHILD_CPU_TICKS and
-# KDGAT_SIGNALLED. Needs only bash, awk and sort. Reports what it can and always exits 0.
+# KDGAT_SIGNALLED. Needs only bash, awk and sort; the row of the catalogue of all runs (a stage that
+# ended without its pipeline writing one) is `python -m kdgat catalogue-append`, with the job's python
+# when the environment was activated. Reports what it can and always exits 0.
 set -uo pipefail
 
 # Inputs (assigned before this text): kdgat_cluster (the cluster's name), kdgat_post_job_hint (the
@@ -167,6 +169,25 @@ kdgat_epilog() {
     printf 'record:           %s\n' "$run_dir/job_record.jsonl"
   else
     echo "record:           could not write $run_dir/job_record.jsonl"
+  fi
+
+  # --- the catalogue of all runs: the stage's row with the job's final state. The pipeline writes its
+  # own when the stage returns or raises; this one covers a stage killed, cancelled or out of time
+  # (--unless-recorded: nothing when the row is there in this state). A requeued job ends no stage.
+  if [[ $state != REQUEUED ]]; then
+    if command -v python >/dev/null 2>&1; then
+      bound=()
+      if command -v timeout >/dev/null 2>&1; then bound=(timeout 300); fi
+      if answer=$("${bound[@]}" python -m kdgat catalogue-append --stage-dir "$run_dir" --state "$state" \
+        ${secs:+--elapsed "$secs"} --unless-recorded 2>&1); then
+        answer=${answer##*$'\n'}
+        printf 'catalogue:        %s\n' "${answer#catalogue: }"
+      else
+        printf 'catalogue:        no row written: %s\n' "${answer##*$'\n'}"
+      fi
+    else
+      echo 'catalogue:        no row written: no python on PATH (the environment was not activated)'
+    fi
   fi
 
   if [[ -n $kdgat_post_job_hint ]]; then

@@ -18,8 +18,15 @@ import { join } from 'node:path';
 
 const STUBS: Record<string, string> = {
   // python -m kdgat STAGE --model M --scale S --dataset D --run-root R ...; mode from STUB_PYTHON_MODE.
+  // python -m kdgat catalogue-append ... (the epilog): recorded as python-catalogue.*.argv.
   python: String.raw`#!/bin/bash
 n=$(date +%s%N)
+# The epilog's catalogue row (python -m kdgat catalogue-append ...): recorded apart from the pipeline's calls.
+if [[ $3 == catalogue-append ]]; then
+  printf '%s\0' "$@" >"$STUB_LOG/python-catalogue.$n.argv"
+  echo "catalogue: @{STUB_CATALOGUE_ANSWER:-stub row}"
+  exit @{STUB_CATALOGUE_STATUS:-0}
+fi
 printf '%s\0' "$@" >"$STUB_LOG/python.$n.argv"
 printf '%s' "$KD_GAT_CACHE_ROOT" >"$STUB_LOG/python.$n.cache_root"
 stage=$3 model='' scale='' dataset='' root=''

@@ -1,5 +1,7 @@
 """``python -m kdgat <stage> --model … --scale … --dataset … [-O key value]…`` and the helpers
-``schema`` (the config's JSON Schema), ``synth`` (a synthetic data set) and ``--param-counts``."""
+``schema`` (the config's JSON Schema), ``synth`` (a synthetic data set), ``--param-counts`` and the
+catalogue's ``runs``, ``catalogue-append``, ``catalogue-compact`` (:mod:`kdgat.catalogue.cli`; ``python -m
+kdgat`` answers those before importing the pipeline)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,13 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-from kdgat.config import ConfigError, build_config, json_schema
+from kdgat import paths
+from kdgat.catalogue import cli as catalogue_cli
+from kdgat.config import ConfigError, PipelineConfig, build_config, json_schema
 from kdgat.data import DataError, write_synthetic_dataset
 from kdgat.stages import STAGES, StageInputError, run_stage
 from kdgat.training import requeue
@@ -59,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-plots", action="store_true")
     pc = sub.add_parser("param-counts", help="parameter counts of the presets vs the published ones")
     pc.add_argument("--vocab-size", type=int, default=50)
+    ts = sub.add_parser(
+        "tracking-sync", help="upload the offline W&B runs below a run directory (wandb sync)"
+    )
+    ts.add_argument("--run-dir", required=True, type=Path, help="a run directory (or any folder above runs)")
+    ts.add_argument("--dry-run", action="store_true", help="list what would be uploaded, upload nothing")
+    catalogue_cli.add_commands(sub)
     return p
 
 
@@ -111,15 +123,14 @@ def main(argv: list[str] | None = None) -> int:
             return Worker(args.study_dir, None if args.run_root is None else Path(args.run_root)).run()
         if args.command == "tune-report":
             return _tune_report(args)
+        if args.command == "tracking-sync":
+            from kdgat.tracking.sync import wandb_sync
+
+            return wandb_sync(args.run_dir, dry_run=args.dry_run)
+        if args.command in catalogue_cli.COMMANDS:
+            return catalogue_cli.run(args)
         cfg = build_config(args.scale, dict(args.overrides))
-        result = run_stage(
-            args.command,
-            cfg,
-            dataset=args.dataset,
-            model=args.model,
-            scale=args.scale,
-            run_root=args.run_root,
-        )
+        result = _run_stage_catalogued(args, cfg)
         print(
             json.dumps(
                 {
@@ -138,6 +149,40 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError, StageInputError, ValueError) as e:  # StudyError is a ValueError
         print(f"kdgat: error: {e}", file=sys.stderr)
         return USER_ERROR
+
+
+def _run_stage_catalogued(args: argparse.Namespace, cfg: PipelineConfig) -> dict[str, Any]:
+    """Runs the stage and adds its row to the catalogue (:mod:`kdgat.catalogue`): COMPLETED, or FAILED
+    when it raised; none on the requeue signal (the requeued job's run writes it). Rank 0 only."""
+    from kdgat.catalogue import try_record_stage
+    from kdgat.stages.common import is_rank_zero
+
+    def record(state: str) -> None:
+        if not is_rank_zero():
+            return
+        try:
+            stage_dir = paths.run_dir(args.run_root, args.dataset, args.model, args.scale, args.command)
+        except ValueError:
+            return  # a name that is no directory name: the stage refused it already
+        try_record_stage(stage_dir, state, elapsed_s=time.monotonic() - t0)
+
+    t0 = time.monotonic()
+    try:
+        result = run_stage(
+            args.command,
+            cfg,
+            dataset=args.dataset,
+            model=args.model,
+            scale=args.scale,
+            run_root=args.run_root,
+        )
+    except requeue.RequeueRequested:
+        raise
+    except Exception:
+        record("FAILED")
+        raise
+    record("COMPLETED")
+    return result
 
 
 def _tune_report(args: argparse.Namespace) -> int:

@@ -115,6 +115,47 @@ class KDConfig(_Frozen):
     alpha: float = Field(0.7, ge=0, le=1)
 
 
+class MlflowTracking(_Frozen):
+    uri: str | None = Field(
+        None,
+        description="MLflow tracking URI: http(s)://host:port of an `mlflow server` (safe from any node), "
+        "or sqlite:///<path> on local disk; null: $MLFLOW_TRACKING_URI, and without it no MLflow. "
+        "A sqlite:/// file on NFS, Lustre or GPFS is refused (SQLite's locking is not safe there)",
+    )
+    experiment: str | None = Field(
+        None,
+        description="MLflow experiment name; null: $MLFLOW_EXPERIMENT_NAME, else the run's experiment "
+        "(its manifest.json), else kdgat",
+    )
+
+
+class WandbTracking(_Frozen):
+    enabled: bool = Field(
+        False,
+        description="log to Weights & Biases too (also switched on by $KD_GAT_WANDB=1); files in "
+        "<run dir>/wandb, uploaded later by `python -m kdgat tracking-sync --run-dir DIR`",
+    )
+    project: str | None = Field(None, description="W&B project; null: $WANDB_PROJECT, else kdgat")
+    mode: Literal["offline", "online"] = Field(
+        "offline",
+        description="offline: files only, synced later (compute nodes have no network); online is "
+        "used as offline inside a SLURM job",
+    )
+
+
+class TrackingConfig(_Frozen):
+    tensorboard: bool = Field(
+        True,
+        description="TensorBoard event files in <run dir>/tensorboard (every training stage; false "
+        "only to measure the pipeline without them)",
+    )
+    log_every_n_steps: int = Field(
+        10, ge=1, description="per-step scalars (loss, learning rate) every N optimizer steps"
+    )
+    mlflow: MlflowTracking = MlflowTracking()
+    wandb: WandbTracking = WandbTracking()
+
+
 class PipelineConfig(_Frozen):
     training: TrainingConfig = TrainingConfig()
     data: DataConfig = DataConfig()
@@ -122,6 +163,7 @@ class PipelineConfig(_Frozen):
     vgae: VGAEArchitecture = VGAEArchitecture()
     kd: KDConfig = KDConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    tracking: TrackingConfig = TrackingConfig()
 
 
 #: Presets of the published KD-GAT code: large = teacher, small = student (6.32% of the teacher).
@@ -174,8 +216,11 @@ def apply_overrides(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str
             near = difflib.get_close_matches(key, keys, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise ConfigError(f"unknown config key {key!r}{hint}")
-        section, _, name = key.rpartition(".")
-        out.setdefault(section, {})[name] = _coerce(raw) if isinstance(raw, str) else raw
+        *sections, name = key.split(".")
+        node = out
+        for section in sections:  # tracking.mlflow.uri: two sections deep
+            node = node.setdefault(section, {})
+        node[name] = _coerce(raw) if isinstance(raw, str) else raw
     return out
 
 

@@ -7,13 +7,15 @@ same file (``RUN_CONTRACT`` of ``@kdgat/config``); nothing here is declared a se
 - the OOM back-off across jobs: the variable a resubmission sets to the batch size to start from,
   and the log line the back-off prints when it gives up (:mod:`kdgat.training.oom`);
 - the run-dir layout ``<run-root>/<dataset>/<model>_<scale>_<stage>/`` and the files in it;
-- the stages, in order, with the metrics each logs once per validation epoch.
+- the stages, in order, with the metrics each logs once per validation epoch;
+- the catalogue of all runs: its folder under the runs root and its columns (:mod:`kdgat.catalogue`).
 """
 
 from __future__ import annotations
 
 import json
 from importlib import resources
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -63,12 +65,28 @@ class StageFacts(_Model):
     epoch_metrics: tuple[str, ...]
 
 
+class CatalogueColumn(_Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    type: Literal["string", "int64", "float64", "bool", "timestamp"]
+    #: identity, outcome, score (read from metrics.json), cost or provenance.
+    kind: Literal["identity", "outcome", "score", "cost", "provenance"]
+    doc: str = Field(min_length=1)
+
+
+class Catalogue(_Model):
+    comment: str = Field(default="", alias="$comment")
+    dir: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    schema_name: str = Field(alias="schema", min_length=1)
+    columns: tuple[CatalogueColumn, ...] = Field(min_length=1)
+
+
 class RunContract(_Model):
     comment: str = Field(default="", alias="$comment")
     requeue: Requeue
     oom: Oom
     run_dir: RunDir
     stages: tuple[StageFacts, ...] = Field(min_length=1)
+    catalogue: Catalogue
 
 
 def load() -> RunContract:
@@ -105,6 +123,11 @@ STAGES: tuple[str, ...] = tuple(s.name for s in CONTRACT.stages)
 EPOCH_METRICS: dict[str, tuple[str, ...]] = {s.name: s.epoch_metrics for s in CONTRACT.stages}
 
 
+#: The catalogue's folder under the runs root, and its columns in order (:mod:`kdgat.catalogue`).
+CATALOGUE_DIR = CONTRACT.catalogue.dir
+CATALOGUE_COLUMNS: tuple[CatalogueColumn, ...] = CONTRACT.catalogue.columns
+
+
 def run_dir_name(model: str, scale: str, stage: str) -> str:
     """The run dir's own name, ``<model>_<scale>_<stage>`` (the layout's last component)."""
     parts = {"model": model, "scale": scale, "stage": stage}
@@ -113,6 +136,8 @@ def run_dir_name(model: str, scale: str, stage: str) -> str:
 
 __all__ = [
     "ACK_FILE",
+    "CATALOGUE_COLUMNS",
+    "CATALOGUE_DIR",
     "CHECKPOINT_FILE",
     "CONTRACT",
     "DEFAULT_REQUEUE_SIGNAL",
@@ -126,6 +151,7 @@ __all__ = [
     "REQUEUE_EXIT_STATUS",
     "REQUEUE_SIGNAL_ENV",
     "STAGES",
+    "CatalogueColumn",
     "RunContract",
     "run_dir_name",
 ]

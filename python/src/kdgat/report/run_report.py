@@ -250,6 +250,61 @@ th{background:#f4f4f4}img{max-width:100%;display:block;margin:.5rem 0}.ok{color:
 """
 
 
+#: The catalogue's columns the report shows for the run's rows (the leaderboard has them all).
+CATALOGUE_COLUMNS = (
+    "stage_id",
+    "point_index",
+    "trial",
+    "state",
+    "f1",
+    "accuracy",
+    "auroc",
+    "anomaly_auroc",
+    "val_loss",
+    "elapsed_s",
+    "cost_expected",
+    "finished_at",
+)
+
+
+def _catalogue(ref: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:
+    """The run's rows of the catalogue of all runs (:mod:`kdgat.catalogue`), and where it is."""
+    if not ref:
+        return [], {"dir": None, "rows": 0}
+    from kdgat.catalogue import read_rows
+    from kdgat.catalogue.query import format_cell
+
+    folder = Path(ref["dir"])
+    head = "<h2>In the catalogue</h2>"
+    try:
+        rows = [
+            r
+            for r in read_rows(folder)
+            if r["experiment"] == ref.get("experiment") and r["run_id"] == ref.get("runId")
+        ]
+    except Exception as e:  # a damaged file must not cost the report
+        why = f"{type(e).__name__}: {e}"
+        return [head, f"<p class='muted'>the catalogue {_e(folder)} could not be read: {_e(why)}</p>"], {
+            "dir": str(folder),
+            "rows": 0,
+        }
+    rows.sort(key=lambda r: (r["stage_id"] or "", r["point_index"] or 0, r["trial"] or 0))
+    out = [
+        head,
+        f"<p>{len(rows)} row(s) of this run in the catalogue of all runs, <code>{_e(folder)}</code> "
+        "(one Parquet file per finished stage; pandas, pyarrow and DuckDB read the folder as one table; "
+        f"every run: <code>runner runs --where run_id={_e(ref.get('runId'))}</code>).</p>",
+    ]
+    if rows:
+        out.append("<table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in CATALOGUE_COLUMNS) + "</tr>")
+        for r in rows:
+            out.append(
+                "<tr>" + "".join(f"<td>{_e(format_cell(c, r[c]))}</td>" for c in CATALOGUE_COLUMNS) + "</tr>"
+            )
+        out.append("</table>")
+    return out, {"dir": str(folder), "rows": len(rows)}
+
+
 def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
     """Writes report.html and the PNGs into ``out``; returns {"html": path, "plots": [paths], "best": …}."""
     t0 = time.perf_counter()
@@ -292,6 +347,8 @@ def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
         )
     body += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows]
     body.append("</table>")
+    catalogue_html, catalogue = _catalogue(data.get("catalogue"))
+    body += catalogue_html
 
     verdicts = [f for s in data["stages"] for f in s.get("verdicts", [])]
     body.append("<h2>Verdict</h2>")
@@ -405,7 +462,7 @@ def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
         + "</body></html>\n"
     )
     (out / REPORT_FILE).write_text(page)
-    return {"html": str(out / REPORT_FILE), "plots": plots, "best": bests}
+    return {"html": str(out / REPORT_FILE), "plots": plots, "best": bests, "catalogue": catalogue}
 
 
 def main_run_report(input_path: Path, out: Path) -> int:

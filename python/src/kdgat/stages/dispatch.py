@@ -20,6 +20,7 @@ import lightning as L
 from kdgat.config import PipelineConfig
 from kdgat.stages import autoencoder, curriculum, distillation, evaluation, preprocess
 from kdgat.stages.context import StageContext
+from kdgat.tracking.session import stage_tracking
 
 #: One entry per stage of the run contract (``kdgat.contract.STAGES``).
 RUNNERS: dict[str, Callable[[StageContext], dict[str, Any]]] = {
@@ -39,4 +40,7 @@ def run_stage(
     ctx = StageContext(stage=stage, cfg=cfg, dataset=dataset, model=model, scale=scale, run_root=run_root)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.training.seed, workers=True, verbose=False)
-    return RUNNERS[stage](ctx)
+    # TensorBoard always, MLflow and W&B when asked (kdgat.tracking): opened by the stage's first
+    # fit, ended here with the stage, its metrics.json logged.
+    with stage_tracking(cfg, ctx.run_dir, ctx.identity()):
+        return RUNNERS[stage](ctx)

@@ -27,6 +27,7 @@ from torch_geometric.data import Batch, Data
 
 from kdgat.config import PipelineConfig
 from kdgat.models import forward_check
+from kdgat.tracking.session import fit_tracking
 from kdgat.training.batch_size import BatchSizeChoice, heuristic_batch_size, trial_batch_size
 from kdgat.training.callbacks import (
     DataWaitCallback,
@@ -168,7 +169,10 @@ def fit(
     snapshot = run_dir / "memory_snapshot.pickle" if cfg.training.memory_snapshot else None
     backoff = OomBackoff(start_batch_size(batch.batch_size), cfg.training.max_oom_retries)
     attempts: list[dict[str, Any]] = []
-    with memory_snapshot(snapshot) if snapshot else nullcontext():
+    with (
+        memory_snapshot(snapshot) if snapshot else nullcontext(),
+        fit_tracking(cfg, run_dir) as tracking,
+    ):
         for attempt in backoff.attempts():
             batch_size = backoff.batch_size
             memory, wait, requeue = MemoryMonitorCallback(), DataWaitCallback(), RequeueCallback(run_dir)
@@ -188,6 +192,9 @@ def fit(
             if cfg.training.profile:
                 callbacks.append(ProfilerCallback(run_dir, cfg.training.profile_steps))
             callbacks.extend(_EXTRA_CALLBACKS.get())
+            if tracking is not None:
+                # Last: it reads what the history row and the validation metrics of the epoch say.
+                callbacks.append(tracking.callback(batch_size))
             trainer = make_trainer(cfg, run_dir, callbacks, precision=precision)
             val_loader = make_loader(val, cfg, batch_size, shuffle=False) if val is not None else None
             ckpt_path = resume_checkpoint(run_dir)

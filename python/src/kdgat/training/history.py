@@ -53,6 +53,8 @@ class EpochHistoryCallback(L.Callback):
         self.peak_tree_mb = 0.0
         self._last_sample = 0.0
         self._wait_seen = (0.0, 0.0, 0)  # wait, loop time, graphs at the previous epoch end
+        #: The last row written (the tracking callback logs its throughput and data wait).
+        self.last_row: dict[str, Any] = {}
 
     def _sample(self) -> None:
         now = time.monotonic()
@@ -97,6 +99,7 @@ class EpochHistoryCallback(L.Callback):
             "rss_tree_mb": round(self.peak_tree_mb, 1),
             "gpu_mem_mb": None if gpu is None else round(gpu, 1),
         }
+        self.last_row = row
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", newline="") as f:

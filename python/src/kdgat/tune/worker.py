@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import optuna
@@ -34,9 +35,11 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from kdgat import paths
+from kdgat.catalogue import try_record_stage
 from kdgat.config import build_config
 from kdgat.contract import METRICS_FILE
 from kdgat.stages import run_stage
+from kdgat.tracking.session import TrialRuns, in_trial
 from kdgat.training import requeue
 from kdgat.training.fit import extra_callbacks
 from kdgat.training.requeue import RequeueRequested
@@ -302,6 +305,14 @@ class Worker:
         log.info("trial %d: %s", trial.number, json.dumps(params, sort_keys=True))
         lost = threading.Event()
         pruning = PruningCallback(trial, self.cfg.objective.metric, lost)
+        # The trial's tracked runs are children of the study's; ended below with the trial's state.
+        runs = TrialRuns(
+            study=self.cfg.study,
+            study_dir=self.study_dir,
+            number=trial.number,
+            params=params,
+            runner_run_dir=Path(self.cfg.run_dir) if self.cfg.run_dir else None,
+        )
         t0 = time.perf_counter()
         try:
             cfg = build_config(self.cfg.scale, {**self.cfg.overrides, **params})
@@ -309,6 +320,7 @@ class Worker:
             with (
                 Heartbeat(self.study, trial._trial_id, self.cfg.heartbeat_seconds, lost),
                 extra_callbacks(pruning),
+                in_trial(runs),
             ):
                 run_stage(
                     self.cfg.stage,
@@ -319,27 +331,37 @@ class Worker:
                     run_root=str(trial_root),
                 )
         except RequeueRequested:
+            runs.finish("INTERRUPTED")
             return self._requeue(trial)
         except Exception as e:  # the trial failed; the study goes on
+            runs.finish("LOST" if lost.is_set() else "FAIL")
             if lost.is_set():
                 self.summary.count("lost")
                 return None
             log.exception("trial %d failed", trial.number)
             self._finish(trial, TrialState.FAIL, failure=f"{type(e).__name__}: {e}")
             self.summary.count("fail")
+            self._catalogue(trial, trial_root, params, "FAILED", time.perf_counter() - t0)
             return None
         seconds = time.perf_counter() - t0
         if lost.is_set():
+            runs.finish("LOST")
             self.summary.count("lost")
         elif pruning.pruned_at is not None:
+            runs.finish("PRUNED", value=pruning.last_value, pruned_at=pruning.pruned_at)
             self._finish(trial, TrialState.PRUNED)
             self.summary.count("pruned")
+            self._catalogue(trial, trial_root, params, "PRUNED", seconds)
         elif pruning.last_value is None:
+            runs.finish("FAIL")
             self._finish(trial, TrialState.FAIL, failure=f"no {self.cfg.objective.metric} was reported")
             self.summary.count("fail")
+            self._catalogue(trial, trial_root, params, "FAILED", seconds)
         else:
+            runs.finish("COMPLETE", value=pruning.last_value)
             self._finish(trial, TrialState.COMPLETE, value=pruning.last_value)
             self.summary.count("complete")
+            self._catalogue(trial, trial_root, params, "COMPLETED", seconds)
             log.info(
                 "trial %d complete in %.1f s: %s = %.5g",
                 trial.number,
@@ -350,6 +372,18 @@ class Worker:
         if self.signal_seen.is_set():
             return self._requeue(None)
         return None
+
+    def _catalogue(
+        self, trial: optuna.Trial, trial_root: Path, params: dict[str, Any], state: str, seconds: float
+    ) -> None:
+        """The trial's row in the catalogue (:mod:`kdgat.catalogue`): a lost or interrupted trial has
+        none; its retry, in the same run root, writes it."""
+        stage_dir = paths.run_dir(
+            trial_root, self.cfg.dataset, self.cfg.model, self.cfg.scale, self.cfg.stage
+        )
+        try_record_stage(
+            stage_dir, state, elapsed_s=seconds, trial=trial.number, point=params, recorded_by="study"
+        )
 
     def _finish(
         self,

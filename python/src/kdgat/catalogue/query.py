@@ -1,0 +1,226 @@
+"""The leaderboard's questions: ``--where`` (a small filter language, parsed here, never evaluated as
+code), ``--sort`` and ``--columns``, and the table text.
+
+``--where``: conditions joined by ``,`` (AND); several ``--where`` options are ANDed too::
+
+    dataset=hcrl_sa            equal (a number column compares as a number: f1=0.9)
+    state!=COMPLETED           not equal
+    f1>0.9   f1>=0.9   elapsed_s<600   finished_at>=2026-11-01
+    experiment~sweep-*         a glob on a text column (* any text, ? one character)
+    f1=null   f1!=null         absent / present
+
+A null value matches no comparison but ``=null``. A value cannot hold a comma.
+``--sort f1:desc,elapsed_s``: keys in order, ascending unless ``:desc``; nulls last either way
+(``runs`` without ``--sort``: by ``finished_at``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kdgat.catalogue.schema import COLUMNS, TYPES
+
+#: What ``runs`` shows without ``--columns`` (columns that are null in every row shown are left out).
+DEFAULT_COLUMNS: tuple[str, ...] = (
+    "experiment",
+    "run_id",
+    "stage_id",
+    "point_index",
+    "trial",
+    "point",
+    "state",
+    "f1",
+    "accuracy",
+    "auroc",
+    "anomaly_auroc",
+    "val_loss",
+    "elapsed_s",
+    "cost_expected",
+    "cost_unit",
+    "git_commit",
+    "finished_at",
+)
+
+_CONDITION = re.compile(r"^\s*([a-z][a-z0-9_]*)\s*(>=|<=|!=|=|>|<|~)\s*(.*?)\s*$")
+_NUMERIC = {"int64", "float64"}
+
+
+class QueryError(ValueError):
+    """A --where, --sort or --columns the catalogue cannot answer; the message says what to write."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    column: str
+    op: str
+    value: Any  # None for null
+
+    def __call__(self, row: dict[str, Any]) -> bool:
+        v = row.get(self.column)
+        if isinstance(v, float) and math.isnan(v):
+            v = None
+        if self.value is None:
+            return (v is None) == (self.op == "=")
+        if v is None:
+            return False
+        if self.op == "~":
+            return fnmatch.fnmatchcase(str(v), str(self.value))
+        ops: dict[str, Callable[[Any, Any], bool]] = {
+            "=": lambda a, b: a == b,
+            "!=": lambda a, b: a != b,
+            ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b,
+            "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b,
+        }
+        return ops[self.op](v, self.value)
+
+
+def _column(name: str, what: str) -> str:
+    if name not in TYPES:
+        raise QueryError(f"{what}: no column {name!r}; the columns are {', '.join(COLUMNS)}")
+    return name
+
+
+def _value(column: str, op: str, text: str) -> Any:
+    kind = TYPES[column]
+    if text == "null":
+        if op not in ("=", "!="):
+            raise QueryError(f"--where {column}{op}null: null goes with = or != only")
+        return None
+    if op == "~":
+        if kind != "string":
+            raise QueryError(f"--where {column}~{text}: ~ (a glob) is for text columns; {column} is {kind}")
+        return text
+    if kind in _NUMERIC:
+        try:
+            return float(text)
+        except ValueError:
+            raise QueryError(f"--where {column}{op}{text}: {column} is a number, {text!r} is not") from None
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise QueryError(f"--where {column}{op}{text}: {column} is true or false")
+        if op not in ("=", "!="):
+            raise QueryError(f"--where {column}{op}{text}: a true/false column takes = or != only")
+        return text.lower() == "true"
+    if kind == "timestamp":
+        try:
+            t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise QueryError(
+                f"--where {column}{op}{text}: expected a date or time like 2026-11-01 or 2026-11-01T12:00"
+            ) from None
+        return t if t.tzinfo else t.replace(tzinfo=UTC)
+    return text
+
+
+def parse_where(expressions: Iterable[str]) -> list[Condition]:
+    """``["dataset=hcrl_sa,f1>0.9", "state=COMPLETED"]`` -> three conditions (all must hold)."""
+    out: list[Condition] = []
+    for expr in expressions:
+        for part in expr.split(","):
+            if not part.strip():
+                continue
+            m = _CONDITION.match(part)
+            if not m:
+                raise QueryError(
+                    f"--where {part.strip()!r}: expected COLUMN OP VALUE with OP one of = != > >= < <= ~ "
+                    "(e.g. dataset=hcrl_sa, f1>0.9, experiment~sweep-*)"
+                )
+            column = _column(m.group(1), "--where")
+            if m.group(3) == "":
+                raise QueryError(
+                    f"--where {part.strip()!r}: no value (write {column}=null for an absent one)"
+                )
+            out.append(Condition(column, m.group(2), _value(column, m.group(2), m.group(3))))
+    return out
+
+
+def parse_sort(text: str | None) -> list[tuple[str, bool]]:
+    """``"f1:desc,elapsed_s"`` -> [("f1", True), ("elapsed_s", False)] (column, descending)."""
+    keys: list[tuple[str, bool]] = []
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, _, order = part.strip().partition(":")
+        if order not in ("", "asc", "desc"):
+            raise QueryError(f"--sort {part.strip()}: the order is asc or desc")
+        keys.append((_column(name, "--sort"), order == "desc"))
+    return keys
+
+
+def parse_columns(text: str | None) -> list[str] | None:
+    """``"experiment,f1"`` -> the columns to show; ``all`` -> every column; None -> the default."""
+    if text is None or not text.strip():
+        return None
+    if text.strip() == "all":
+        return list(COLUMNS)
+    return [_column(c.strip(), "--columns") for c in text.split(",") if c.strip()]
+
+
+def select(
+    rows: Sequence[dict[str, Any]], where: Sequence[Condition], sort: Sequence[tuple[str, bool]]
+) -> list[dict[str, Any]]:
+    """The rows every condition holds for, sorted by the keys (stable; nulls last)."""
+    out = [r for r in rows if all(c(r) for c in where)]
+    for column, desc in reversed(sort):
+        present = [r for r in out if not _is_null(r.get(column))]
+        absent = [r for r in out if _is_null(r.get(column))]
+        out = sorted(present, key=_by(column), reverse=desc) + absent
+    return out
+
+
+def _by(column: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda row: row[column]
+
+
+def _is_null(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def shown_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None) -> list[str]:
+    if columns is not None:
+        return list(columns)
+    return [c for c in DEFAULT_COLUMNS if any(not _is_null(r.get(c)) for r in rows)] or [
+        "experiment",
+        "state",
+    ]
+
+
+_SHORT = {"git_commit": 10, "spec_hash": 10, "environment_lock_hash": 10, "row_key": 16}
+
+
+def format_cell(column: str, v: Any) -> str:
+    """One value as the table prints it: - for null, times to the second, hashes shortened."""
+    if _is_null(v):
+        return "-"
+    if isinstance(v, datetime):
+        return v.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.1f}" if column == "elapsed_s" else f"{v:.4g}"
+    text = str(v)
+    if column in _SHORT:
+        return text[: _SHORT[column]]
+    return text
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A fixed-width text table, numbers right-aligned."""
+    cells = [[format_cell(c, r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    right = [TYPES[c] in _NUMERIC for c in columns]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
+        ).rstrip()
+
+    return "\n".join([line(columns), *(line(r) for r in cells)])
