@@ -3,7 +3,7 @@
 // and a --wait whose SSH master is killed halfway — with the pipeline's code arriving only as the
 // run's snapshot. Needs root (namespaces) and the bootstrap; run by scripts/test.sh.
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JUPYTER_DRIVER, shq } from '@kdgat/slurm-templates';
 import {
@@ -20,6 +20,8 @@ import {
 } from './site.ts';
 
 let site: SshSite;
+/** The MLflow server of the requeue test, on the login node. */
+const MLFLOW_PORT = 5055;
 /** The chain's run (the first test's), for the tests that come back to it. */
 let chainRun: { site: string; local: string } | undefined;
 
@@ -154,6 +156,28 @@ describe('the laptop reaches the site only over ssh', () => {
     const report = expectOk(await site.runner(['report', dirs.local]));
     expect(report.out).toMatch(/report: .*report\.html/);
     expect(existsSync(join(dirs.local, 'report', 'report.html'))).toBe(true);
+
+    // The catalogue on the site, brought back and read on the laptop: one row per stage of the run.
+    const runs = expectOk(
+      await site.runner([
+        'runs',
+        '--stack',
+        site.stack,
+        '--where',
+        `run_id=${basename(dirs.site)}`,
+        '--json',
+      ]),
+    );
+    const rows = JSON.parse(runs.out) as { stage_id: string; state: string; environment: string }[];
+    expect(rows.map((r) => [r.stage_id, r.state, r.environment]).sort()).toEqual([
+      ['autoencoder', 'COMPLETED', 'cpu-local'],
+      ['curriculum', 'COMPLETED', 'cpu-local'],
+      ['preprocess', 'COMPLETED', 'cpu-local'],
+    ]);
+    // TensorBoard: the log dir on the site (for OnDemand's TensorBoard app) and the event files here.
+    const tb = expectOk(await site.runner(['tensorboard', dirs.local]));
+    expect(tb.out).toContain(`tensorboard log dir on the site: ${dirs.site}`);
+    expect(tb.out).toMatch(/2 stage run\(s\) with event files/);
   });
 
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
@@ -213,6 +237,39 @@ describe('the laptop reaches the site only over ssh', () => {
 
   it('a requeue on the site is followed by a --wait whose SSH master is killed halfway; status sees the end', async () => {
     const name = 'site-requeue';
+    // A real MLflow server on the login node, reached by the job on its compute node by name: the
+    // requeued job must continue the same MLflow run (tracking.mlflow.*).
+    const mlflowDir = '/tmp/kdgat-site-mlflow';
+    const venvPython = join(REPO, 'python', '.venv', 'bin', 'python');
+    const server = [
+      'timeout',
+      '900',
+      venvPython,
+      '-m',
+      'mlflow',
+      'server',
+      '--backend-store-uri',
+      `sqlite:///${mlflowDir}/mlflow.db`,
+      '--artifacts-destination',
+      `${mlflowDir}/artifacts`,
+      '--host',
+      'kdgat-login',
+      '--port',
+      String(MLFLOW_PORT),
+      '--workers',
+      '1',
+    ];
+    expectOk(
+      await site.ssh(
+        `mkdir -p ${shq(mlflowDir)} && (nohup ${server.map(shq).join(' ')} >${shq(`${mlflowDir}/server.log`)} 2>&1 </dev/null & echo $! >${shq(`${mlflowDir}/server.pid`)})`,
+      ),
+    );
+    await waitFor('the MLflow server on the login node', async () => {
+      const r = await site.ssh(
+        `${shq(venvPython)} -c ${shq(`import urllib.request; urllib.request.urlopen("http://kdgat-login:${MLFLOW_PORT}/health", timeout=5)`)}`,
+      );
+      return r.code === 0 || undefined;
+    });
     const spec = writeSpec(
       name,
       [
@@ -226,7 +283,12 @@ describe('the laptop reaches the site only over ssh', () => {
         '    model: vgae',
         '    scale: small',
         '    dataset: synth',
-        '    overrides: { training.max_epochs: 100, data.num_workers: 0, training.patience: 0 }',
+        '    overrides:',
+        '      training.max_epochs: 100',
+        '      data.num_workers: 0',
+        '      training.patience: 0',
+        `      tracking.mlflow.uri: http://kdgat-login:${MLFLOW_PORT}`,
+        `      tracking.mlflow.experiment: ${name}`,
         '    resources: { cpus: 1, memGB: 3, gpus: { count: 0 }, time: "0:20:00" }',
         '',
       ].join('\n'),
@@ -273,6 +335,30 @@ describe('the laptop reaches the site only over ssh', () => {
     const dirs = runDirsOf(r.out);
     const status = expectOk(await site.runner(['status', dirs.local]));
     expect(status.out).toMatch(/PREEMPTED_REQUEUED: .*requeued 1 time\(s\)/);
+    // MLflow: one run across the requeue, its epochs continuous, no step logged twice.
+    const query = [
+      'import json',
+      'from mlflow import MlflowClient',
+      `c = MlflowClient("http://kdgat-login:${MLFLOW_PORT}")`,
+      `e = c.get_experiment_by_name("${name}")`,
+      'runs = c.search_runs([e.experiment_id])',
+      'h = [m.step for m in c.get_metric_history(runs[0].info.run_id, "epoch/val_loss")]',
+      'print(json.dumps({"runs": len(runs), "status": runs[0].info.status, "steps": h}))',
+    ].join('\n');
+    const seen = expectOk(
+      await site.ssh(
+        `${shq(venvPython)} -c ${shq(query)} && kill "$(cat ${shq(`${mlflowDir}/server.pid`)})"`,
+      ),
+    );
+    const mlflow = JSON.parse(seen.out.trim().split('\n').pop()!) as {
+      runs: number;
+      status: string;
+      steps: number[];
+    };
+    expect(mlflow.runs).toBe(1);
+    expect(mlflow.status).toBe('FINISHED');
+    expect(mlflow.steps.length).toBeGreaterThan(1);
+    expect(mlflow.steps).toEqual(mlflow.steps.map((_, i) => i));
     const jobs = await statusOf(dirs.local);
     expect(jobs[0]!.tasks[0]!.state).toBe('COMPLETED');
     const log = readdirSync(join(dirs.local, 'logs'))
