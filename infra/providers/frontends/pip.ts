@@ -42,6 +42,21 @@ export const pip: Frontend = {
       what,
     });
     if (env.inheritEnvironments.length > 0) {
+      // A venv of Python 3.11 gets ensurepip's own setuptools, which would hide the inherited one
+      // (the lock's pin) and send pip to an index for it. Removed before the layers are added, so
+      // only this venv's copy can be seen (pip never uninstalls outside the environment anyway).
+      await t.run(
+        [
+          `${env.prefix}/bin/python`,
+          '-m',
+          'pip',
+          'uninstall',
+          '--yes',
+          '--disable-pip-version-check',
+          'setuptools',
+        ],
+        { timeoutSeconds: env.timeoutSeconds, what },
+      );
       const inherited: string[] = [];
       for (const prefix of env.inheritEnvironments) inherited.push(await purelib(t, env, prefix));
       // addsitedir (not a bare path line) so the inherited environment's own .pth files run too,
