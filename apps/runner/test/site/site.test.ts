@@ -258,6 +258,9 @@ describe('the laptop reaches the site only over ssh', () => {
       String(MLFLOW_PORT),
       '--workers',
       '1',
+      // MLflow answers only the Host headers it allows (DNS rebinding): the name the jobs use.
+      '--allowed-hosts',
+      `kdgat-login:${MLFLOW_PORT},kdgat-login`,
     ];
     expectOk(
       await site.ssh(
