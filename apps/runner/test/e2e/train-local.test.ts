@@ -55,7 +55,7 @@ describe('train with the local scheduler', () => {
   it('refuses a stack provisioned from another environment spec', async () => {
     const spec = site.spec('local-env', specYaml({ name: 'e2e-env', stages: [{ id: 'x', stage: 'curriculum' }] }));
     const outputs = JSON.parse(readFileSync(site.stackFile, 'utf8'));
-    outputs.environment.specHash = '0'.repeat(64);
+    outputs.environments[0].specHash = '0'.repeat(64);
     const other = join(site.root, 'other-stack.json');
     await import('node:fs').then((fs) => fs.writeFileSync(other, JSON.stringify(outputs)));
     const r = await site.cli(['train', '--spec', spec, '--stack', 'local', '--stack-outputs', other]);
@@ -70,8 +70,8 @@ describe('train with the local scheduler', () => {
     );
     const withLock = (name: string, lock: string) => {
       const outputs = JSON.parse(readFileSync(site.stackFile, 'utf8'));
-      outputs.environment.lock = lock;
-      outputs.environment.lockHash = sha256(lock);
+      outputs.environments[0].lock = lock;
+      outputs.environments[0].lockHash = sha256(lock);
       const file = join(site.root, name);
       writeFileSync(file, JSON.stringify(outputs));
       return file;

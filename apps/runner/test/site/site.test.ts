@@ -178,6 +178,10 @@ describe('the laptop reaches the site only over ssh', () => {
     const tb = expectOk(await site.runner(['tensorboard', dirs.local]));
     expect(tb.out).toContain(`tensorboard log dir on the site: ${dirs.site}`);
     expect(tb.out).toMatch(/2 stage run\(s\) with event files/);
+    // sync runs on the login node (where a site has a network), in the run's environment.
+    const sync = expectOk(await site.runner(['sync', dirs.local, '--stack', site.stack]));
+    expect(sync.out).toContain(`tracking-sync of ${dirs.site} on ${site.user}@${site.host}:${site.port}`);
+    expect(sync.out).toContain(`kdgat: no offline W&B runs below ${dirs.site}`);
   });
 
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
@@ -239,7 +243,8 @@ describe('the laptop reaches the site only over ssh', () => {
     const name = 'site-requeue';
     // A real MLflow server on the login node, reached by the job on its compute node by name: the
     // requeued job must continue the same MLflow run (tracking.mlflow.*).
-    const mlflowDir = '/tmp/kdgat-site-mlflow';
+    // Its store is this site's own (a store left by another run would hold that run's runs too).
+    const mlflowDir = `/tmp/kdgat-site-mlflow-${basename(site.dir)}`;
     const venvPython = join(REPO, 'python', '.venv', 'bin', 'python');
     const server = [
       'timeout',
@@ -350,7 +355,7 @@ describe('the laptop reaches the site only over ssh', () => {
     ].join('\n');
     const seen = expectOk(
       await site.ssh(
-        `${shq(venvPython)} -c ${shq(query)} && kill "$(cat ${shq(`${mlflowDir}/server.pid`)})"`,
+        `${shq(venvPython)} -c ${shq(query)} && kill "$(cat ${shq(`${mlflowDir}/server.pid`)})" && rm -rf ${shq(mlflowDir)}`,
       ),
     );
     const mlflow = JSON.parse(seen.out.trim().split('\n').pop()!) as {
