@@ -4,12 +4,13 @@
 // where there is a network: the site's login node, in the stage's environment.
 import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { RUN_CONTRACT } from '@kdgat/config';
 import { sessionFor, type RunResult } from '@kdgat/transport';
 import { environmentOfStage, type Manifest } from './manifest.ts';
 import { connectionOf } from './site/site-copy.ts';
 
-/** The folder of TensorBoard event files in a stage's run dir. */
-export const TENSORBOARD_DIR = 'tensorboard';
+/** The folder of TensorBoard event files in a stage's run dir (the run contract's). */
+export const TENSORBOARD_DIR = RUN_CONTRACT.runDir.files.tensorboard;
 
 /** How deep below a log dir a stage's `tensorboard/` can be (`outputs/point_<i>/<dataset>/<stage>/tensorboard`). */
 const MAX_DEPTH = 6;

@@ -47,6 +47,8 @@ export const RunContractSchema = z
             model: FileName,
             history: FileName,
             profilerTraces: FileName,
+            /** The folder of TensorBoard event files every training stage writes. */
+            tensorboard: FileName,
           })
           .strict(),
       })

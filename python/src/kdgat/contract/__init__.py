@@ -51,6 +51,7 @@ class RunDirFiles(_Model):
     model: str
     history: str
     profiler_traces: str
+    tensorboard: str
 
 
 class RunDir(_Model):
@@ -116,6 +117,7 @@ CHECKPOINT_FILE = CONTRACT.run_dir.files.checkpoint
 MODEL_FILE = CONTRACT.run_dir.files.model
 HISTORY_FILE = CONTRACT.run_dir.files.history
 PROFILER_DIR = CONTRACT.run_dir.files.profiler_traces
+TENSORBOARD_DIR = CONTRACT.run_dir.files.tensorboard
 
 #: The pipeline's stages, in order.
 STAGES: tuple[str, ...] = tuple(s.name for s in CONTRACT.stages)

@@ -28,7 +28,7 @@ import psutil
 import torch
 
 from kdgat.config import PipelineConfig
-from kdgat.contract import HISTORY_FILE, METRICS_FILE
+from kdgat.contract import HISTORY_FILE, METRICS_FILE, TENSORBOARD_DIR
 from kdgat.tracking import context, identity
 from kdgat.tracking.backends import Backend, Scalars, config_json
 from kdgat.tracking.settings import TrackingSettings, resolve
@@ -37,7 +37,6 @@ log = logging.getLogger("kdgat.tracking")
 
 #: The run's files logged at the stage's end (where present).
 END_FILES = (METRICS_FILE, HISTORY_FILE, "report/report.html")
-TENSORBOARD_DIR = "tensorboard"
 
 
 @dataclass
