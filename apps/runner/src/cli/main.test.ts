@@ -1,29 +1,11 @@
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { Writable } from 'node:stream';
 import { environmentPresets, environmentSpecHash, loadExperimentSpec } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
 import { outputsFor, sampleOutputs } from '@kdgat/planning/testing';
-import { main, normaliseArgv } from './main.ts';
-
-function capture() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      text += String(chunk);
-      cb();
-    },
-  });
-  return { stream, text: () => text };
-}
-
-async function run(argv: string[]) {
-  const out = capture();
-  const err = capture();
-  const code = await main(argv, { out: out.stream, err: err.stream });
-  return { code, out: out.text(), err: err.text() };
-}
+import { normaliseArgv } from './main.ts';
+import { run } from './run-in-process.test-support.ts';
 
 describe('kdgat-runner CLI', () => {
   it('prints its help with every command', async () => {

@@ -5,33 +5,14 @@
 import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { spawnSync } from 'node:child_process';
 import { sampleOutputs } from '@kdgat/planning/testing';
 import type { StackOutputs } from '@kdgat/planning';
 import { afterEach, describe, expect, it } from 'vitest';
-import { main } from '../cli/main.ts';
+import { run } from '../cli/run-in-process.test-support.ts';
 import { REPO_ROOT } from './kit.ts';
 
 const PIPELINE_PYTHON = join(REPO_ROOT, 'python', '.venv', 'bin', 'python');
-
-function capture() {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      text += String(chunk);
-      cb();
-    },
-  });
-  return { stream, text: () => text };
-}
-
-async function run(argv: string[]) {
-  const out = capture();
-  const err = capture();
-  const code = await main(argv, { out: out.stream, err: err.stream });
-  return { code, out: out.text(), err: err.text() };
-}
 
 /** A local stack whose runs dir holds one run of a 3-point sweep; its stack outputs file. */
 function site(activate = 'true') {
