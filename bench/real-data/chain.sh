@@ -10,7 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # The recordings (public: the HCRL "Survival Analysis" CAN set, as repackaged by can-train-and-test,
-# plus can-train-and-test set_01) are not in the repository: KDGAT_REAL_DATA names their folder; the
+# plus can-train-and-test set_01 and set_03) are not in the repository: KDGAT_REAL_DATA names their folder; the
 # development machines keep them in ../shared/data/can-real, tried when it is unset.
 data=${KDGAT_REAL_DATA:-}
 if [[ -z "$data" ]]; then
