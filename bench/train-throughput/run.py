@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -185,11 +186,14 @@ def main() -> None:
 
     logging.getLogger("lightning").setLevel(logging.ERROR)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    from kdgat.data import GraphParams, load_graphs, preprocess_dataset, write_synthetic_dataset
+    from kdgat.config import build_config
+    from kdgat.data import load_graphs, preprocess_dataset, write_synthetic_dataset
+    from kdgat.stages.common import graph_params
 
     write_synthetic_dataset(root / "raw" / "bench", n_messages=args.messages, seed=0)
-    preprocess_dataset("bench", GraphParams(), workers=1)
-    splits = load_graphs("bench")
+    params = graph_params(build_config("large"))  # the graphs the large GAT of one_run reads
+    preprocess_dataset("bench", params, workers=1)
+    splits = load_graphs("bench", params)
     n = min(args.graphs, len(splits.train))
     train = splits.train.subset(torch.arange(n))
     cores = os.cpu_count() or 1
@@ -223,6 +227,12 @@ def main() -> None:
                     root=root,
                 )
                 results.setdefault((step, v), []).append(r)
+                # Each run as it ends, so a bench cut short (a device lease) still leaves figures.
+                print(
+                    f"    {'' if math.isnan(step) else f'{step:.0f}ms '}{v.label}: "
+                    f"{r['graphs_per_sec']:.0f} graphs/s, wait {100 * r['callback_wait']:.1f}%",
+                    flush=True,
+                )
                 gc.collect()  # the previous run's loader iterators go before the next run forks
         print(f"  rep {rep + 1}/{args.reps} done ({time.perf_counter() - t0:.0f}s)", flush=True)
 

@@ -234,7 +234,7 @@ def fit(
                 raise RequeueRequested(str(resume))
             if trainer.world_size > 1:
                 _write_rank_record(run_dir, trainer, module)
-            return FitResult(
+            result = FitResult(
                 epochs=trainer.current_epoch,
                 batch=BatchSizeChoice(batch_size, batch.mode, batch.max_fit, batch.trials),
                 graphs_per_sec=wait.graphs_per_sec,
@@ -244,11 +244,16 @@ def fit(
                 seconds=time.perf_counter() - t0,
                 precision=precision,
                 attempts=attempts,
-                memory_snapshot=str(snapshot) if snapshot and snapshot.exists() else None,
                 world_size=trainer.world_size,
                 val_loss=float(v) if (v := trainer.callback_metrics.get("val_loss")) is not None else None,
             )
-    raise AssertionError("unreachable")
+            break
+        else:
+            raise AssertionError("unreachable: OomBackoff.attempts() ends by raising")
+    # The snapshot is dumped when memory_snapshot() exits, so it is named only after the block.
+    if snapshot is not None and snapshot.exists():
+        result.memory_snapshot = str(snapshot)
+    return result
 
 
 def _write_rank_record(run_dir: Path, trainer: L.Trainer, module: L.LightningModule) -> None:
