@@ -54,6 +54,7 @@ export {
   type MatchSpec,
 } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
+export * from './pipeline/pipeline.ts';
 export {
   CATALOGUE_DIR,
   RUN_CONTRACT,
@@ -104,6 +105,8 @@ export {
 export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';
 export {
   loadExperimentSpec,
+  loadPipeline,
+  kdgatPipeline,
   validateExperiment,
   loadClusterProfile,
   loadEnvironmentSpec,

@@ -41,10 +41,10 @@ export const SCRIPT_VALUES = {
     pattern: /^\/[A-Za-z0-9_./+-]*$/,
     expected: 'an absolute path such as /etc/profile.d/lmod.sh',
   },
-  /** Dotted pipeline config keys given with `-O key value`. */
+  /** Pipeline config keys, dotted or not (`-O training.lr 0.001`, `lr=0.001`, `--lr 0.001`). */
   overrideKey: {
-    pattern: /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$/,
-    expected: 'a dotted pipeline config key such as training.lr',
+    pattern: /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$/,
+    expected: 'a pipeline config key such as training.lr or lr (lower-case words joined by dots)',
   },
   /** The pre-timeout signal forwarded to the pipeline (see REQUEUE_SIGNALS). */
   requeueSignal: {
@@ -61,6 +61,13 @@ export const SCRIPT_VALUES = {
   directivePath: {
     pattern: /^\/[A-Za-z0-9_./+@,=-]*$/,
     expected: 'an absolute path of letters, digits and _ . / + @ , = - (sbatch reads it unquoted)',
+  },
+  /** A directory inside a pipeline's code (`code.pythonPath`), relative, put on a job's PYTHONPATH. */
+  codePath: {
+    pattern:
+      /^(?!\.\.?(\/|$))[A-Za-z0-9_][A-Za-z0-9_.-]*(\/(?!\.\.?(\/|$))[A-Za-z0-9_][A-Za-z0-9_.-]*)*$|^\.$/,
+    expected:
+      'a directory inside the code, relative (such as src or . ; letters, digits, _ . - and /, no ..)',
   },
   /** Job ids in `--dependency`. */
   jobId: { pattern: /^\d+(_\d+)?$/, expected: 'a SLURM job id such as 12345 or 12345_6' },

@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
-import { REQUEUE_DEFAULTS, stackEnvironment, type ResolvedExperiment } from '@kdgat/config';
+import { REQUEUE_DEFAULTS, stackEnvironment, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
 import type { StackOutputs } from './stack/outputs.ts';
 import type { PlannedJob, RunPlan } from './build.ts';
 
@@ -26,8 +26,14 @@ type Staging = TrainJobInput['staging'];
 /** The spec's requeue/staging policies with the schema's defaults. */
 export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; staging: Staging } {
   const spec = resolved.spec as { requeue?: Partial<Requeue>; staging?: Partial<Staging> };
+  const declared = { ...REQUEUE_DEFAULTS, ...(spec.requeue ?? {}) };
   return {
-    requeue: { ...REQUEUE_DEFAULTS, ...(spec.requeue ?? {}) },
+    // A pipeline that speaks no requeue contract is not signalled nor requeued: the runner
+    // resubmits it after a time-out (requeue.maxRecoveries), and it resumes from its checkpoint.
+    requeue:
+      resolved.pipeline.requeue === 'none'
+        ? { ...declared, enabled: false }
+        : { ...declared, contract: resolved.pipeline.requeue },
     staging: { enabled: spec.staging?.enabled ?? false, datasets: spec.staging?.datasets ?? [] },
   };
 }
@@ -61,10 +67,11 @@ export function renderPlan(
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
       stage,
+      pipeline: pipelineView(resolved.pipeline),
       // The scheduler the run goes to decides the header (#SBATCH lines or none).
       profile: { ...resolved.cluster, scheduler: schedulerKind },
       partition: resolved.partition,
-      environment: { ...environmentView(stack, stage.environment), ...(code !== undefined ? { code } : {}) },
+      environment: { ...environmentView(stack, stage.environment), ...codeOf(resolved.pipeline, code) },
       layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
       runRoot,
       scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
@@ -91,6 +98,27 @@ export function renderPlan(
       result.table = { file: tableFile, text: rendered.arrayTable };
     return result;
   });
+}
+
+/**
+ * Where the job finds the pipeline's code: the run's snapshot on a site over SSH, a declared
+ * pipeline's own directory on this machine; nothing for kdgat here (the environment has it installed).
+ */
+function codeOf(
+  pipeline: Pipeline,
+  snapshot: string | undefined,
+): Partial<Pick<TrainJobInput['environment'], 'code' | 'codePaths'>> {
+  const dir = snapshot ?? pipeline.codeDir;
+  return dir === undefined ? {} : { code: dir, codePaths: pipeline.codePaths };
+}
+
+/** What a job script needs of the run's pipeline declaration. */
+export function pipelineView(pipeline: Pipeline): NonNullable<TrainJobInput['pipeline']> {
+  return {
+    name: pipeline.name,
+    command: pipeline.command,
+    overrideStyle: pipeline.overrides,
+  };
 }
 
 /** The stage's environment as the stack provisioned it (checked by `checkEnvironmentMatches` first). */

@@ -81,6 +81,8 @@ export {
   CODE_PATH,
   DirtyTreeError,
   codeSnapshot,
+  codeSourceOf,
+  type CodeSource,
   snapshotDir,
   uploadSnapshot,
   type CodeSnapshot,

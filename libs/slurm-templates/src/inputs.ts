@@ -35,10 +35,13 @@ export interface EnvironmentView {
   backend: 'conda' | 'venv';
   prefix?: string;
   /**
-   * A job only: the run's code snapshot on the site (a directory holding `src/`), imported before
-   * the environment's own packages. Absent: the environment's installed pipeline.
+   * A job only: the pipeline's code where the job runs (the run's snapshot on a site over SSH, a
+   * declared pipeline's directory on this machine), imported before the environment's own
+   * packages. Absent: the environment's installed pipeline.
    */
   code?: string;
+  /** The directories of `code` put first on PYTHONPATH, relative to it (default: `src`). */
+  codePaths?: string[];
 }
 
 export interface ResourcesView {
@@ -62,6 +65,17 @@ export interface StageView {
   resources: ResourcesView;
 }
 
+/**
+ * The training code a job runs, from its pipeline declaration (`Pipeline` of @kdgat/config):
+ * the stage's command with the render-time placeholders filled, and how overrides reach it.
+ */
+export interface PipelineView {
+  name: string;
+  /** argv words; `{run_root}` and `{run_dir}` are filled by the job script. */
+  command: string[];
+  overrideStyle: 'dash-O' | 'hydra' | 'flags';
+}
+
 export interface LayoutView {
   root: string;
   cacheDirs: Record<string, string>;
@@ -74,6 +88,12 @@ export interface RequeuePolicy {
   signal: string;
   leadSeconds: number;
   maxRestarts: number;
+  /**
+   * Who requeues at the signal: `handshake` (default: the pipeline acknowledges, the job script
+   * runs `scontrol requeue`) or `lightning` (the pipeline runs it itself; the script then records
+   * the job as requeued when SLURM's restart count rose).
+   */
+  contract?: 'handshake' | 'lightning';
 }
 
 export interface StagingPolicy {

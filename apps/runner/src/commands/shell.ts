@@ -235,7 +235,8 @@ export async function openShell(opts: ShellOptions): Promise<number> {
     );
 
   const environment = stageEnvironment(site.outputs, stage);
-  const code = await shipCode(site, { ...opts, allowDirty: opts.allowDirty === true }, log);
+  const pipeline = spec?.resolved.pipeline;
+  const code = await shipCode(site, { ...opts, allowDirty: opts.allowDirty === true }, log, pipeline);
   const data = dataOf(site.outputs, spec, stage);
   const jobName = jobNameFor(spec?.resolved.spec.name ?? 'shell', `${label}-shell`);
   // On the site's scratch, which its compute nodes see (as they see the code snapshots beside it).
@@ -250,7 +251,11 @@ export async function openShell(opts: ShellOptions): Promise<number> {
       name: environment.name,
       backend: environment.backend as 'conda' | 'venv',
       prefix: environment.prefix,
-      ...(code ? { code: code.recorded.dir } : {}),
+      ...(code
+        ? { code: code.recorded.dir, ...(pipeline ? { codePaths: pipeline.codePaths } : {}) }
+        : pipeline?.codeDir
+          ? { code: pipeline.codeDir, codePaths: pipeline.codePaths }
+          : {}),
     },
     ...(data ? { data } : {}),
     initPath,

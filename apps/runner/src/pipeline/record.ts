@@ -10,6 +10,7 @@ import {
   MANIFEST_FILE,
   RunRecord,
   codeSnapshot,
+  codeSourceOf,
   copyLocksIntoRun,
   gitInfo,
   linkStageInputs,
@@ -20,7 +21,7 @@ import {
   uploadSnapshot,
   type Manifest,
 } from '@kdgat/run-record';
-import { codeRootFor, type ResolvedExperiment } from '@kdgat/config';
+import { codeRootFor, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
 import { siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
 import type { Planned } from './cost.ts';
@@ -42,7 +43,7 @@ export async function newRun(
 ): Promise<{ record: RunRecord; rendered: RenderedJob[]; study?: { name: string; dir: string } }> {
   const { name: experiment } = spec.resolved.spec;
   const runDir = siteRunDirOf(site, newRunDir(site.runsRoot, experiment, spec.resolved.specHash));
-  const code = await shipCode(site, opts, log);
+  const code = await shipCode(site, opts, log, spec.resolved.pipeline);
   const rendered = render(spec, site, planned, scheduler, runDir, code?.recorded.dir);
   const written = writeRun(site, spec.resolved, runDir, rendered, opts.repoRoot, log, code);
   const study = studyHooks?.write(spec, written.outDir, runDir);
@@ -59,25 +60,28 @@ export async function newRun(
 }
 
 /**
- * A site over SSH: the snapshot of python/ the jobs import, put on the site unless it is there
+ * A site over SSH: the snapshot of the pipeline's code (python/ for kdgat) the jobs import, put on the site unless it is there
  * already. Refuses a dirty tree unless --allow-dirty. A local site runs the environment's pipeline.
  */
 export async function shipCode(
   site: Site,
   opts: RunOptions,
   log: (line: string) => void,
+  /** The run's pipeline: its declared code travels instead of kdgat's python/. */
+  pipeline?: Pick<Pipeline, 'codeDir'>,
 ): Promise<{ recorded: NonNullable<Manifest['code']>; diff?: string } | undefined> {
   if (!site.files) return undefined;
-  const snapshot = await codeSnapshot(opts.repoRoot, { allowDirty: opts.allowDirty === true });
+  const source = await codeSourceOf(opts.repoRoot, pipeline?.codeDir);
+  const snapshot = await codeSnapshot(source, { allowDirty: opts.allowDirty === true });
   const dir = snapshotDir(codeRootFor(site.outputs.scratch.root), snapshot);
   const uploaded = await uploadSnapshot(
-    opts.repoRoot,
+    source.repo,
     snapshot,
     site.files,
     codeRootFor(site.outputs.scratch.root),
   );
   log(
-    `code: python/ at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
+    `code: ${source.path === '.' ? source.repo : `${source.path}/`} at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
       `tree ${snapshot.tree.slice(0, 12)} ${uploaded ? 'uploaded to' : 'already on the site at'} ${dir}`,
   );
   const { tree, commit, dirty, diff } = snapshot;

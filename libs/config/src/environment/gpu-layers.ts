@@ -103,6 +103,11 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
   if (env.backend === 'venv') {
     if (!env.pipelinePins) return [];
     const python = env.python;
+    const own = env.pipelineLock;
+    if (own)
+      return remembered(sources, `lock:${own.file}:${own.project}:${python}`, () =>
+        pipelinePins(repoFile(own.file), linuxX86_64(python), own.project, own.file),
+      ).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)))
       .map((p) => ({ ...p }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

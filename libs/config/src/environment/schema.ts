@@ -72,6 +72,23 @@ export const VenvEnvironmentSchema = z
      * as the GPU environments do: a uv.lock bump then changes this environment too.
      */
     pipelinePins: z.boolean().default(false),
+    /**
+     * With `pipelinePins`: the pins come from this lock instead of python/uv.lock — a researcher's own
+     * pipeline with its own uv.lock (`file`, relative to the repository; `project`, the package in it
+     * whose runtime dependencies are installed).
+     */
+    pipelineLock: z
+      .object({
+        file: z
+          .string()
+          .regex(
+            /^(?!\/)(?!.*(^|\/)\.\.(\/|$))[A-Za-z0-9_./-]+\/uv\.lock$|^uv\.lock$/,
+            'a uv.lock path relative to the repository (no ..)',
+          ),
+        project: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'a project name as in pyproject.toml'),
+      })
+      .strict()
+      .optional(),
     requirements: z.array(PipRequirement).default([]),
   })
   .strict();

@@ -239,7 +239,7 @@ describe('errors a user can act on', () => {
       }
     })();
     expect(text).toContain(
-      'spec.yaml:7:12: stages[0].model: "gcn" is not an allowed value (expected one of "gat", "vgae", found "gcn")',
+      'spec.yaml:7:12: stages[0].model: model gcn is not one of pipeline kdgat\'s (expected one of gat, vgae, found "gcn")',
     );
   });
   it('YAML syntax errors carry their position', () => {

@@ -1,5 +1,6 @@
-// Overrides (`-O training.lr 0.001`) are checked against the Python pipeline's own JSON Schema
-// (`python -m kdgat schema`, checked in at libs/config/schema/pipeline.schema.json), so a typo or a
+// Overrides (`-O training.lr 0.001`, `lr=0.01`) are checked against the pipeline's own JSON Schema
+// (kdgat's: `python -m kdgat schema`, checked in at libs/config/schema/pipeline.schema.json; a declared
+// pipeline's: its declaration's schema.file), so a typo or a
 // wrong type is caught before anything is queued.
 import { didYouMean } from '../errors.ts';
 
@@ -100,7 +101,8 @@ export function overrideKeys(schema: JsonSchema): string[] {
   const walk = (s: JsonSchema, prefix: string, depth: number) => {
     const r = resolveRef(schema, s);
     if (r.properties && depth < 8) {
-      for (const [k, sub] of Object.entries(r.properties)) walk(sub, prefix ? `${prefix}.${k}` : k, depth + 1);
+      for (const [k, sub] of Object.entries(r.properties))
+        walk(sub, prefix ? `${prefix}.${k}` : k, depth + 1);
     } else if (prefix) out.push(prefix);
   };
   walk(schema, '', 0);
@@ -122,7 +124,7 @@ export function validateOverrides(overrides: Record<string, unknown>, schema: Js
       problems.push({
         key,
         message: `unknown pipeline config key \`${key}\`${didYouMean(key, keys)}`,
-        expected: 'a key of the pipeline config (python -m kdgat schema)',
+        expected: "a key of the pipeline's config schema",
         found: JSON.stringify(key),
       });
       continue;
@@ -145,7 +147,9 @@ export function overrideDefault(key: string, schema: JsonSchema): unknown {
   let parentDefault: unknown;
   for (const part of key.split('.')) {
     const fromParent =
-      parentDefault && typeof parentDefault === 'object' ? (parentDefault as Record<string, unknown>)[part] : undefined;
+      parentDefault && typeof parentDefault === 'object'
+        ? (parentDefault as Record<string, unknown>)[part]
+        : undefined;
     const next: JsonSchema | undefined = node?.properties?.[part];
     node = next ? (resolveRef(schema, next) as JsonSchema & { default?: unknown }) : undefined;
     if (!node) return undefined;

@@ -24,7 +24,8 @@ import {
   workerWarnings,
   type StageView,
 } from './rules.ts';
-import type { ExperimentSpec, Scalar, StageInput, StageName } from './schema.ts';
+import type { ExperimentSpec, Scalar, StageInput } from './schema.ts';
+import { isKdgat, type Pipeline } from '../pipeline/pipeline.ts';
 import { resolveTune, type ResolvedTune } from './tune.ts';
 
 export interface Resources {
@@ -40,9 +41,10 @@ export interface Resources {
 
 export interface ResolvedStage {
   id: string;
-  stage: StageName;
-  model: 'gat' | 'vgae';
-  scale: 'large' | 'small';
+  /** A stage, model and scale the experiment's pipeline declares. */
+  stage: string;
+  model: string;
+  scale: string;
   dataset: string;
   dependsOn: string[];
   overrides: Record<string, Scalar>;
@@ -59,6 +61,8 @@ export interface ResolvedExperiment {
   specHash: string;
   cluster: ClusterProfile;
   partition: Partition;
+  /** The training code every stage runs (kdgat unless the spec names another declaration). */
+  pipeline: Pipeline;
   /** The experiment's environment: every stage's unless the stage names its own. */
   environment: EnvironmentSpec;
   /** Every environment a stage runs in, by name (the experiment's included). */
@@ -138,7 +142,7 @@ export function resolveExperiment(
   spec: ExperimentSpec,
   cluster: ClusterProfile,
   environment: EnvironmentSpec,
-  pipelineSchema: object,
+  pipeline: Pipeline,
   /** The environments stages name (`stages[].environment`), by the reference written there. */
   stageEnvironments: Readonly<Record<string, EnvironmentSpec>> = {},
 ): { resolved: ResolvedExperiment; problems: Problem[]; warnings: string[] } {
@@ -171,7 +175,7 @@ export function resolveExperiment(
   };
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
-    problems.push(...stageOrderProblems(spec.stages, i));
+    if (isKdgat(pipeline)) problems.push(...stageOrderProblems(spec.stages, i));
     const named = s.resources.partition;
     if (named) problems.push(...partitionProblems(cluster, named, ['stages', i, 'resources', 'partition']));
     const partition = (named ? partitionNamed(cluster, named) : undefined) ?? defaultPartition;
@@ -208,18 +212,39 @@ export function resolveExperiment(
     };
   });
 
-  problems.push(...overrideProblems(spec, stages, sweepPoints, pipelineSchema));
-  warnings.push(...workerWarnings(stages));
-  problems.push(...cugraphProblems(spec, environments, stages, sweepPoints));
+  if (pipeline.requeue === 'lightning' && spec.requeue.enabled && spec.requeue.signal !== 'USR1')
+    problems.push({
+      path: ['requeue', 'signal'],
+      message: `pipeline ${pipeline.name} requeues itself the Lightning way, on SIGUSR1 (SLURMEnvironment's requeue_signal)`,
+      expected: 'USR1',
+      found: JSON.stringify(spec.requeue.signal),
+    });
+  if (pipeline.configSchema)
+    problems.push(...overrideProblems(spec, stages, sweepPoints, pipeline.configSchema));
+  else if (stages.some((s) => Object.keys(s.overrides).length > 0) || sweepPoints.length > 0)
+    warnings.push(
+      `overrides not checked: pipeline ${pipeline.name} publishes no config schema (schema.file in its declaration), so they are passed to it as written`,
+    );
+  if (isKdgat(pipeline)) {
+    // Rules about kdgat's own config (loader workers, the fused cuGraph layer).
+    warnings.push(...workerWarnings(stages));
+    problems.push(...cugraphProblems(spec, environments, stages, sweepPoints));
+  }
   problems.push(...budgetProblems(spec, cluster));
 
   let tune: ResolvedTune | undefined;
-  if (spec.tune) {
+  if (spec.tune && !(isKdgat(pipeline) && pipeline.configSchema)) {
+    problems.push({
+      path: ['tune'],
+      message: `a tune study runs kdgat's Optuna workers: pipeline ${pipeline.name} has none`,
+      expected: 'no tune: section, or pipeline kdgat',
+    });
+  } else if (spec.tune) {
     const t = resolveTune(spec.tune, {
       experiment: spec.name,
       stages,
       hasSweep: spec.sweep !== undefined,
-      pipelineSchema,
+      pipelineSchema: pipeline.configSchema!,
     });
     tune = t.tune;
     problems.push(...t.problems);
@@ -232,6 +257,7 @@ export function resolveExperiment(
     // The spec's account is the one every job of this experiment is charged to.
     cluster: account ? { ...cluster, account } : cluster,
     partition: defaultPartition,
+    pipeline,
     environment,
     environments,
     ...(account ? { account } : {}),

@@ -3,8 +3,18 @@ import { GpuType, SafeName, SlurmAccount, SlurmTime } from '../cluster/schema.ts
 import { RUN_CONTRACT } from '../contract/run-contract.ts';
 import { REQUEUE_SIGNALS } from '../script-values.ts';
 
-export { STAGES, Stage, Model, Scale, ScalarSchema, OverrideKey, OverridesSchema, type Scalar, type StageName } from './primitives.ts';
-import { OverrideKey, OverridesSchema, ScalarSchema, Stage, Model, Scale } from './primitives.ts';
+export {
+  STAGES,
+  Stage,
+  Model,
+  Scale,
+  ScalarSchema,
+  OverrideKey,
+  OverridesSchema,
+  type Scalar,
+  type StageName,
+} from './primitives.ts';
+import { OverrideKey, OverridesSchema, ScalarSchema } from './primitives.ts';
 import { TuneSchema } from './tune.ts';
 
 /** The requeue policy of a spec that says nothing (the one place these defaults are written). */
@@ -61,9 +71,10 @@ export const StageInputSchema = z
 export const StageSpecSchema = z
   .object({
     id: SafeName,
-    stage: Stage,
-    model: Model,
-    scale: Scale,
+    /** A stage, model and scale of the experiment's pipeline (kdgat's: see STAGES, gat|vgae, large|small). */
+    stage: SafeName,
+    model: SafeName,
+    scale: SafeName,
     dataset: SafeName,
     /** Ids of earlier stages this one waits for (`--dependency=afterok`). */
     dependsOn: z.array(SafeName).default([]),
@@ -90,6 +101,12 @@ export const ExperimentSpecSchema = z
     cluster: z.string().min(1),
     /** An environment preset (`gnn-rapids`, `cpu-local`, …) or a path to an EnvironmentSpec YAML file. */
     environment: z.string().min(1),
+    /**
+     * The training code every stage runs: `kdgat` (the default) or a path to a pipeline declaration
+     * (.yaml/.yml: its command, override style, requeue contract, schema and code; see
+     * libs/config/src/pipeline/pipeline.ts).
+     */
+    pipeline: z.string().min(1).optional(),
     account: SlurmAccount.optional(),
     /** Default partition for stages that name none (else the cluster's default). */
     partition: SafeName.optional(),

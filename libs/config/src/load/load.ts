@@ -12,6 +12,14 @@ import { didYouMean, SpecValidationError, type SpecIssue } from '../errors.ts';
 import { resolveExperiment, type ResolvedExperiment } from '../experiment/resolve.ts';
 import { ExperimentSpecSchema, type ExperimentSpec } from '../experiment/schema.ts';
 import { siteProblems, type SiteView } from '../experiment/site.ts';
+import {
+  declaredNameProblems,
+  KDGAT_PIPELINE_DECLARATION,
+  KDGAT_PIPELINE_NAME,
+  PipelineDeclarationSchema,
+  type Pipeline,
+  type PipelineDeclaration,
+} from '../pipeline/pipeline.ts';
 import { keysAt, pathText, zodIssues } from './issues.ts';
 import { parseYaml, type PositionedYaml } from './yaml.ts';
 
@@ -32,10 +40,16 @@ export interface LoadedSpec {
   at?: (path: (string | number)[]) => { file?: string; line?: number; col?: number };
 }
 
-type Ref<T> = { value?: T; issues: SpecIssue[] };
+type Ref<T> = { value?: T; issues: SpecIssue[]; file?: string };
+
+const WHAT_IT_IS = {
+  cluster: 'a cluster profile',
+  environment: 'an environment spec',
+  pipeline: 'a pipeline declaration',
+} as const;
 
 function loadReferenced<T>(
-  what: 'cluster' | 'environment',
+  what: keyof typeof WHAT_IT_IS,
   ref: string,
   baseDir: string,
   presets: Record<string, T>,
@@ -72,12 +86,12 @@ function loadReferenced<T>(
     (known.length > 0 && !Object.keys(value).some((k) => known.includes(k)))
   ) {
     return refused(
-      `${file} is not ${what === 'cluster' ? 'a cluster profile' : 'an environment spec'}: expected a YAML mapping with fields such as ${known.slice(0, 4).join(', ')}`,
+      `${file} is not ${WHAT_IT_IS[what]}: expected a YAML mapping with fields such as ${known.slice(0, 4).join(', ')}`,
     );
   }
   const r = schema.safeParse(value);
   if (!r.success) return { issues: zodIssues(r.error, value, schema, yaml, file) };
-  return { value: r.data, issues: [] };
+  return { value: r.data, issues: [], file };
 }
 
 /** The fields of an object schema, or of every option of a union (the environment backends). */
@@ -85,6 +99,104 @@ function topLevelKeys(schema: z.ZodType): string[] {
   const def = (schema as unknown as { _zod: { def: { type: string; options?: z.ZodType[] } } })._zod.def;
   if (def.type === 'union') return [...new Set((def.options ?? []).flatMap((o) => keysAt(o, [])))];
   return keysAt(schema, []);
+}
+
+/** The kdgat pipeline: its declaration, with the schema `python -m kdgat schema` wrote. */
+export function kdgatPipeline(): Pipeline {
+  const { code: _none, schema: _file, ...rest } = KDGAT_PIPELINE_DECLARATION;
+  return { ...rest, codePaths: ['src'], configSchema: loadPipelineSchema() };
+}
+
+/**
+ * A pipeline by name (`kdgat`) or by its declaration file, with its code dir and config schema
+ * resolved beside the file. Problems are reported at `where` (the spec's `pipeline:` field).
+ */
+function loadPipelineRef(
+  ref: string,
+  baseDir: string,
+  where: { file?: string; line?: number; col?: number },
+): Ref<Pipeline> {
+  const presets: Record<string, PipelineDeclaration> = { [KDGAT_PIPELINE_NAME]: KDGAT_PIPELINE_DECLARATION };
+  if (ref === KDGAT_PIPELINE_NAME) return { value: kdgatPipeline(), issues: [] };
+  const loaded = loadReferenced(
+    'pipeline',
+    ref,
+    baseDir,
+    presets,
+    PipelineDeclarationSchema as z.ZodType<PipelineDeclaration>,
+    where,
+  );
+  if (!loaded.value || !loaded.file) return { issues: loaded.issues };
+  const decl = loaded.value;
+  const dir = dirname(loaded.file);
+  const issues: SpecIssue[] = [];
+  const refused = (path: string, message: string, found: string, expected: string): void => {
+    issues.push({ ...where, path, message, expected, found });
+  };
+  if (decl.name === KDGAT_PIPELINE_NAME)
+    refused(
+      'pipeline',
+      `${loaded.file} declares the name kdgat, which is the built-in pipeline's`,
+      JSON.stringify(decl.name),
+      'another name',
+    );
+  let codeDir: string | undefined;
+  if (decl.code) {
+    codeDir = resolve(dir, decl.code.path);
+    if (!existsSync(codeDir) || !statSync(codeDir).isDirectory())
+      refused(
+        'pipeline',
+        `pipeline ${decl.name}: code.path ${decl.code.path} is not a directory (resolved: ${codeDir})`,
+        JSON.stringify(decl.code.path),
+        'a directory, relative to the declaration file',
+      );
+    else
+      for (const entry of decl.code.pythonPath) {
+        const p = resolve(codeDir, entry);
+        if (!existsSync(p) || !statSync(p).isDirectory())
+          refused(
+            'pipeline',
+            `pipeline ${decl.name}: code.pythonPath entry ${entry} is not a directory of ${codeDir}`,
+            JSON.stringify(entry),
+            'a directory inside code.path',
+          );
+      }
+  }
+  let configSchema: object | undefined;
+  if (decl.schema) {
+    const file = resolve(dir, decl.schema.file);
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+        throw new Error('not a JSON object');
+      configSchema = parsed;
+    } catch (e) {
+      refused(
+        'pipeline',
+        `pipeline ${decl.name}: schema.file ${file} could not be read as a JSON Schema (${(e as Error).message.split('\n')[0]})`,
+        JSON.stringify(decl.schema.file),
+        'a JSON Schema file, relative to the declaration file',
+      );
+    }
+  }
+  if (issues.length) return { issues };
+  const { code: _code, schema: _schema, ...rest } = decl;
+  return {
+    value: {
+      ...rest,
+      codePaths: decl.code?.pythonPath ?? [],
+      ...(codeDir ? { codeDir } : {}),
+      ...(configSchema ? { configSchema } : {}),
+    },
+    issues: [],
+  };
+}
+
+/** A pipeline by name or declaration file, validated (the runner's and the tests' entry). */
+export function loadPipeline(ref: string, baseDir = process.cwd()): Pipeline {
+  const r = loadPipelineRef(ref, baseDir, {});
+  if (!r.value) throw new SpecValidationError(r.issues, `pipeline ${ref}`);
+  return r.value;
 }
 
 /**
@@ -106,22 +218,45 @@ export function validateExperiment(
   ctx: { file?: string; yaml?: PositionedYaml; baseDir?: string } = {},
 ): LoadedSpec {
   const { file, yaml } = ctx;
-  const at = (path: (string | number)[]) => ({ ...(file ? { file } : {}), ...(yaml?.positionOf(path) ?? {}) });
+  const at = (path: (string | number)[]) => ({
+    ...(file ? { file } : {}),
+    ...(yaml?.positionOf(path) ?? {}),
+  });
   const parsed = ExperimentSpecSchema.safeParse(value);
-  const issues: SpecIssue[] = parsed.success ? [] : zodIssues(parsed.error, value, ExperimentSpecSchema, yaml, file);
+  const issues: SpecIssue[] = parsed.success
+    ? []
+    : zodIssues(parsed.error, value, ExperimentSpecSchema, yaml, file);
 
   // Cluster and environment are resolved even when other fields are wrong, to report all at once.
   const obj = (value && typeof value === 'object' ? value : {}) as Record<string, unknown>;
   const baseDir = ctx.baseDir ?? process.cwd();
   const cluster =
     typeof obj['cluster'] === 'string'
-      ? loadReferenced('cluster', obj['cluster'], baseDir, clusterPresets, ClusterProfileSchema as z.ZodType<ClusterProfile>, at(['cluster']))
+      ? loadReferenced(
+          'cluster',
+          obj['cluster'],
+          baseDir,
+          clusterPresets,
+          ClusterProfileSchema as z.ZodType<ClusterProfile>,
+          at(['cluster']),
+        )
       : { issues: [] };
   const environment =
     typeof obj['environment'] === 'string'
-      ? loadReferenced('environment', obj['environment'], baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, at(['environment']))
+      ? loadReferenced(
+          'environment',
+          obj['environment'],
+          baseDir,
+          environmentPresets,
+          EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>,
+          at(['environment']),
+        )
       : { issues: [] };
-  issues.push(...cluster.issues, ...environment.issues);
+  const pipeline =
+    typeof obj['pipeline'] === 'string'
+      ? loadPipelineRef(obj['pipeline'], baseDir, at(['pipeline']))
+      : { value: kdgatPipeline(), issues: [] };
+  issues.push(...cluster.issues, ...environment.issues, ...pipeline.issues);
   if (environment.value) {
     for (const p of environmentProblems(environment.value))
       issues.push({ ...at(['environment']), path: `environment.${pathText(p.path)}`, message: p.message });
@@ -133,21 +268,42 @@ export function validateExperiment(
     const ref = st && typeof st === 'object' ? (st as Record<string, unknown>)['environment'] : undefined;
     if (typeof ref !== 'string' || ref in stageEnvironments) return;
     const where = ['stages', i, 'environment'];
-    const loaded = loadReferenced('environment', ref, baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, at(where));
+    const loaded = loadReferenced(
+      'environment',
+      ref,
+      baseDir,
+      environmentPresets,
+      EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>,
+      at(where),
+    );
     issues.push(...loaded.issues);
     if (!loaded.value) return;
     for (const p of environmentProblems(loaded.value))
       issues.push({ ...at(where), path: `${pathText(where)}.${pathText(p.path)}`, message: p.message });
     stageEnvironments[ref] = loaded.value;
   });
-  if (!parsed.success || !cluster.value || !environment.value) {
+  if (pipeline.value) {
+    const declared = pipeline.value;
+    stages.forEach((st, i) => {
+      if (!st || typeof st !== 'object') return;
+      for (const p of declaredNameProblems(declared, st as Record<string, unknown>, i))
+        issues.push({
+          ...at(p.path),
+          path: pathText(p.path),
+          message: p.message,
+          expected: p.expected,
+          found: p.found,
+        });
+    });
+  }
+  if (!parsed.success || !cluster.value || !environment.value || !pipeline.value) {
     throw new SpecValidationError(sortIssues(issues), file ?? 'spec');
   }
   const { resolved, problems, warnings } = resolveExperiment(
     parsed.data,
     cluster.value,
     environment.value,
-    loadPipelineSchema(),
+    pipeline.value,
     stageEnvironments,
   );
   for (const p of problems)
@@ -185,17 +341,34 @@ function sortIssues(issues: SpecIssue[]): SpecIssue[] {
 
 /** A cluster profile by preset name or YAML file, validated. */
 export function loadClusterProfile(ref: string, baseDir = process.cwd()): ClusterProfile {
-  const r = loadReferenced('cluster', ref, baseDir, clusterPresets, ClusterProfileSchema as z.ZodType<ClusterProfile>, {});
+  const r = loadReferenced(
+    'cluster',
+    ref,
+    baseDir,
+    clusterPresets,
+    ClusterProfileSchema as z.ZodType<ClusterProfile>,
+    {},
+  );
   if (!r.value) throw new SpecValidationError(r.issues, `cluster ${ref}`);
   return r.value;
 }
 
 /** An environment spec by preset name or YAML file, validated against the schema and the rules. */
 export function loadEnvironmentSpec(ref: string, baseDir = process.cwd()): EnvironmentSpec {
-  const r = loadReferenced('environment', ref, baseDir, environmentPresets, EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>, {});
+  const r = loadReferenced(
+    'environment',
+    ref,
+    baseDir,
+    environmentPresets,
+    EnvironmentSpecSchema as z.ZodType<EnvironmentSpec>,
+    {},
+  );
   if (!r.value) throw new SpecValidationError(r.issues, `environment ${ref}`);
   const problems = environmentProblems(r.value);
   if (problems.length)
-    throw new SpecValidationError(problems.map((p) => ({ path: pathText(p.path), message: p.message })), `environment ${ref}`);
+    throw new SpecValidationError(
+      problems.map((p) => ({ path: pathText(p.path), message: p.message })),
+      `environment ${ref}`,
+    );
   return r.value;
 }

@@ -1,16 +1,42 @@
-// The pipeline's code as a run takes it to a site: the tracked tree of `python/`, named by its git
-// tree hash (content-addressed: the same code is uploaded once and reused by later runs). A working
-// tree with changes under python/ is refused unless the user allows it; then the snapshot is the
-// working tree as git would commit it, and the diff against HEAD is kept with the run.
-import { mkdtempSync, rmSync } from 'node:fs';
+// The pipeline's code as a run takes it to a site: the tracked tree of its directory (kdgat's:
+// `python/` of this repository; a declared pipeline's: its `code.path`, in whatever git repository
+// holds it), named by its git tree hash (content-addressed: the same code is uploaded once and
+// reused by later runs). A working tree with changes there is refused unless the user allows it;
+// then the snapshot is the working tree as git would commit it, and the diff against HEAD is kept
+// with the run.
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { CURRENT_CODE_LINK } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { SiteFiles } from '@kdgat/transport';
 
-/** The directory of the repository that travels. */
+/** kdgat's directory of this repository, the code that travels by default. */
 export const CODE_PATH = 'python';
+
+/** Where the code that travels is: a git repository and a directory of it (`.` for all of it). */
+export interface CodeSource {
+  repo: string;
+  path: string;
+}
+
+/**
+ * The source of a pipeline's code: kdgat's `python/` of `repoRoot`, or a declared pipeline's
+ * directory, inside the git repository that holds it (refused when none does: a site receives a
+ * committed tree, never a copy of whatever is on disk).
+ */
+export async function codeSourceOf(repoRoot: string, codeDir?: string): Promise<CodeSource> {
+  if (codeDir === undefined) return { repo: repoRoot, path: CODE_PATH };
+  const r = await runCommand('git', ['rev-parse', '--show-toplevel'], { cwd: codeDir });
+  if (r.code !== 0)
+    throw new Error(
+      `the pipeline's code ${codeDir} is not in a git repository: a site over SSH receives a committed ` +
+        `tree of it (git init and commit it, or run on the site itself with connection: local)`,
+    );
+  const repo = r.stdout.trim();
+  const path = relative(realpathSync(repo), realpathSync(codeDir));
+  return { repo, path: path === '' ? '.' : path };
+}
 /** Where a run keeps the diff of a dirty snapshot (relative to its run dir). */
 export const CODE_DIFF_FILE = 'code.diff';
 
@@ -26,9 +52,9 @@ export interface CodeSnapshot {
 }
 
 export class DirtyTreeError extends Error {
-  constructor(changed: string[]) {
+  constructor(changed: string[], path: string = CODE_PATH) {
     super(
-      `the working tree has changes under ${CODE_PATH}/ that no commit holds (${changed.slice(0, 5).join(', ')}` +
+      `the working tree has changes under ${path}/ that no commit holds (${changed.slice(0, 5).join(', ')}` +
         `${changed.length > 5 ? `, … ${changed.length} files` : ''}): commit them, or pass --allow-dirty to ` +
         `send the working tree as it is (its diff is kept in the run directory and named in the manifest)`,
     );
@@ -42,27 +68,33 @@ async function git(repo: string, args: string[], env?: NodeJS.ProcessEnv): Promi
   return r.stdout;
 }
 
-/** The snapshot of `python/` that a run at this moment would take. */
-export async function codeSnapshot(repo: string, opts: { allowDirty: boolean }): Promise<CodeSnapshot> {
+/** The snapshot of the code (kdgat's `python/` unless `source` names another) a run at this moment would take. */
+export async function codeSnapshot(
+  repoOrSource: string | CodeSource,
+  opts: { allowDirty: boolean },
+): Promise<CodeSnapshot> {
+  const { repo, path } =
+    typeof repoOrSource === 'string' ? { repo: repoOrSource, path: CODE_PATH } : repoOrSource;
   const commit = (await git(repo, ['rev-parse', 'HEAD'])).trim();
-  const status = await git(repo, ['status', '--porcelain', '--untracked-files=all', '--', CODE_PATH]);
+  const status = await git(repo, ['status', '--porcelain', '--untracked-files=all', '--', path]);
   const changed = status
     .split('\n')
     .filter(Boolean)
     .map((l) => l.slice(3));
+  const treeOf = (root: string) => `${root}:${path === '.' ? '' : path}`;
   if (changed.length === 0) {
-    return { tree: (await git(repo, ['rev-parse', `HEAD:${CODE_PATH}`])).trim(), commit, dirty: false };
+    return { tree: (await git(repo, ['rev-parse', treeOf('HEAD')])).trim(), commit, dirty: false };
   }
-  if (!opts.allowDirty) throw new DirtyTreeError(changed);
+  if (!opts.allowDirty) throw new DirtyTreeError(changed, path);
   // The working tree as a commit would take it, through an index of its own (the user's is untouched).
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-index-'));
   try {
     const env = { GIT_INDEX_FILE: join(dir, 'index') };
     await git(repo, ['read-tree', 'HEAD'], env);
-    await git(repo, ['add', '-A', '--', CODE_PATH], env);
+    await git(repo, ['add', '-A', '--', path], env);
     const root = (await git(repo, ['write-tree'], env)).trim();
-    const tree = (await git(repo, ['rev-parse', `${root}:${CODE_PATH}`])).trim();
-    const diff = await git(repo, ['diff', '--cached', '--binary', 'HEAD', '--', CODE_PATH], env);
+    const tree = (await git(repo, ['rev-parse', treeOf(root)])).trim();
+    const diff = await git(repo, ['diff', '--cached', '--binary', 'HEAD', '--', path], env);
     return { tree, commit, dirty: true, diff };
   } finally {
     rmSync(dir, { recursive: true, force: true });

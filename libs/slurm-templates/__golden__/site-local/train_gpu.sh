@@ -13,6 +13,7 @@ kdgat_gpu_sample_seconds=10
 kdgat_requeue_signal=USR1
 export KD_GAT_REQUEUE_SIGNAL=USR1
 kdgat_max_restarts=3
+kdgat_requeue_contract=handshake
 kdgat_requeue_status=75
 kdgat_requeue_ack=requeue_ack.json
 # The arguments name the stage (train_gpu.sh) and the run; these are the defaults and the usage.
@@ -37,12 +38,16 @@ kdgat_stage_datasets=()
 #   kdgat_epilog_script       job_epilog.sh, run by the EXIT trap
 #   kdgat_unavailable_status  exit status when the node lacks what the job needs (69, EX_UNAVAILABLE)
 #   kdgat_requeue_signal      the pre-timeout signal (USR1 ...) forwarded to the pipeline; '' = no requeue
+#   kdgat_requeue_contract    who requeues at that signal: handshake (job-run.sh's kdgat_requeue) or
+#                             lightning (the pipeline itself, with `scontrol requeue`)
 # Inputs of a per-run script (renderTrainJob), read by kdgat_run_task:
 #   kdgat_experiment, kdgat_stage_id   for the first line of the log
 #   kdgat_run_root            the pipeline's --run-root (an array task or a tune worker adds its own dir)
 #   kdgat_run_subdir          the run dir below the run root: <dataset>/<model>_<scale>_<stage>
-#   kdgat_cmd                 the pipeline command, completed here with --run-root and the overrides
-#   kdgat_overrides           -O key value ... of the stage
+#   kdgat_cmd                 the pipeline's command (its declaration's template, filled but for
+#                             {run_root} and {run_dir}, filled here), completed with the overrides
+#   kdgat_overrides           the stage's overrides, already in the pipeline's style (-O key value ...)
+#   kdgat_override_style      how a sweep point's override reaches the pipeline: dash-O, hydra or flags
 #   kdgat_array_table, kdgat_array_size, kdgat_first_point   (sweep arrays) the table of overrides,
 #                             the number of tasks, the global index of task 0
 #   kdgat_tune_workers        (tune studies) the number of workers
@@ -62,10 +67,11 @@ if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
   exit "$kdgat_unavailable_status"
 fi
 declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
+declare -g kdgat_requeue_contract
 declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
 declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
-declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator
-declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts
+declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator kdgat_override_style
+declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts kdgat_words
 
 kdgat_job_start=$(date +%s)
 kdgat_job_id=${SLURM_JOB_ID:-local-$$}
@@ -76,6 +82,19 @@ kdgat_signal_count=0
 kdgat_signal_time=''
 kdgat_run_dir=''
 kdgat_point_overrides=()
+
+# kdgat_override_words KEY VALUE: the words of one override in the pipeline's style (kdgat_words).
+kdgat_override_words() {
+  case ${kdgat_override_style:-dash-O} in
+    dash-O) kdgat_words=(-O "$1" "$2") ;;
+    hydra) kdgat_words=("$1=$2") ;;
+    flags) kdgat_words=("--$1" "$2") ;;
+    *)
+      echo "kdgat: override style '$kdgat_override_style' is not dash-O, hydra or flags" >&2
+      exit 64
+      ;;
+  esac
+}
 
 # kdgat_array_task: an array task's sweep point. Its overrides come from the rendered table next to
 # the script (read as data, never evaluated); it runs under <run root>/point_<global index>.
@@ -89,7 +108,8 @@ kdgat_array_task() {
   while IFS=$'\t' read -r index key encoded; do
     [[ $index == "$kdgat_task" ]] || continue
     printf -v value '%b' "$encoded"
-    kdgat_point_overrides+=(-O "$key" "$value")
+    kdgat_override_words "$key" "$value"
+    kdgat_point_overrides+=("${kdgat_words[@]}")
   done <"$kdgat_array_table"
   if ((kdgat_first_point == 0)); then
     kdgat_run_root=$kdgat_run_root/point_$kdgat_task
@@ -114,8 +134,15 @@ kdgat_tune_task() {
 kdgat_run_task() {
   if [[ -n ${kdgat_array_table:-} ]]; then kdgat_array_task; fi
   if ((${kdgat_tune_workers:-0} > 0)); then kdgat_tune_task; fi
-  kdgat_cmd+=(--run-root "$kdgat_run_root" "${kdgat_overrides[@]}" "${kdgat_point_overrides[@]}")
   kdgat_run_dir=$kdgat_run_root/$kdgat_run_subdir
+  # The declaration's {run_root} and {run_dir}, known only now (a task or worker has its own root).
+  # The replacement is quoted: bash 5.2 reads an unquoted & there as the matched text.
+  local i word
+  for i in "${!kdgat_cmd[@]}"; do
+    word=${kdgat_cmd[i]//'{run_root}'/"$kdgat_run_root"}
+    kdgat_cmd[i]=${word//'{run_dir}'/"$kdgat_run_dir"}
+  done
+  kdgat_cmd+=("${kdgat_overrides[@]}" "${kdgat_point_overrides[@]}")
   printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" \
     "$kdgat_stage_id" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
 }
@@ -192,15 +219,37 @@ kdgat_finish() {
 }
 
 # scancel and the time limit send SIGTERM: stop the pipeline and end through the EXIT trap, reported.
+# So does SLURM when a pipeline that requeues itself (Lightning) has run `scontrol requeue`: then the
+# job's restart count has risen past this run's, and the job is recorded as requeued.
 # shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)
 kdgat_terminate() {
   kdgat_state=TERMINATED
+  if [[ ${kdgat_requeue_contract:-} == lightning && -n $kdgat_signal_time ]] && kdgat_requeued_by_pipeline; then
+    # shellcheck disable=SC2034 # read by the EXIT trap
+    kdgat_state=REQUEUED
+    echo "kdgat: SIGTERM after the pipeline requeued job ${SLURM_JOB_ID:-} itself (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
+    trap '' TERM
+    exit 143
+  fi
   echo "kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2
   if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi
   exit 143
 }
 
-# The pre-timeout signal: forward it to the pipeline, which checkpoints and acknowledges.
+# kdgat_requeued_by_pipeline: SLURM counts this job's restarts past this run's own (the pipeline ran
+# `scontrol requeue`).
+# shellcheck disable=SC2317 # called by the TERM trap (shellcheck 0.9 does not follow traps)
+kdgat_requeued_by_pipeline() {
+  local job restarts
+  [[ -n ${SLURM_JOB_ID:-} ]] && command -v scontrol >/dev/null 2>&1 || return 1
+  job=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || return 1
+  [[ $job =~ Restarts=([0-9]+) ]] || return 1
+  restarts=${BASH_REMATCH[1]}
+  ((restarts > ${SLURM_RESTART_COUNT:-0}))
+}
+
+# The pre-timeout signal: forward it to the pipeline, which checkpoints and acknowledges (handshake)
+# or requeues the job itself (lightning).
 # shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
 kdgat_forward_signal() {
   kdgat_signal_count=$((kdgat_signal_count + 1))
@@ -247,10 +296,11 @@ kdgat_env_target=/work/main/.hpc/envs/cpu-local/bin/activate
 #   kdgat_env_backend         conda or venv
 #   kdgat_env_target          conda: the environment's prefix or name; venv: its bin/activate
 #   kdgat_login_modules       (login node) the modules to load: the conda frontend's, then CUDA's
-#   kdgat_code                (job, optional) the run's code snapshot: its src/ comes first on PYTHONPATH
+#   kdgat_code                (job, optional) the pipeline's code where the job runs (the run's snapshot)
+#   kdgat_code_paths          (with kdgat_code) its directories that come first on PYTHONPATH (src)
 declare -g kdgat_profile kdgat_unavailable_status kdgat_lmod_init kdgat_cuda_module kdgat_conda_module
 declare -g kdgat_env_backend kdgat_env_target kdgat_code
-declare -ga kdgat_login_modules
+declare -ga kdgat_login_modules kdgat_code_paths
 
 # kdgat_module_command: Lmod defines `module` as a shell function that a batch shell (or a login
 # that did not read the site's init) may not have inherited.
@@ -308,12 +358,16 @@ kdgat_environment() {
   fi
   kdgat_activate
   if [[ -n ${kdgat_code:-} ]]; then
-    if [[ ! -d $kdgat_code/src ]]; then
-      echo "kdgat: the run's code snapshot $kdgat_code/src is missing on $(hostname)" >&2
-      exit "$kdgat_unavailable_status"
-    fi
-    export PYTHONPATH="$kdgat_code/src${PYTHONPATH:+:$PYTHONPATH}"
-    echo "kdgat: code from snapshot $kdgat_code"
+    local i dir
+    for ((i = ${#kdgat_code_paths[@]} - 1; i >= 0; i--)); do
+      dir=$kdgat_code/${kdgat_code_paths[i]}
+      if [[ ! -d $dir ]]; then
+        echo "kdgat: the pipeline's code $dir is missing on $(hostname)" >&2
+        exit "$kdgat_unavailable_status"
+      fi
+      export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
+    done
+    echo "kdgat: code from $kdgat_code"
   fi
 }
 
@@ -461,5 +515,7 @@ kdgat_requeue() {
 kdgat_stage_caches
 kdgat_start_sampler
 kdgat_run_pipeline
-if ((kdgat_status == kdgat_requeue_status)); then kdgat_requeue; fi
+if [[ ${kdgat_requeue_contract:-handshake} == handshake ]] && ((kdgat_status == kdgat_requeue_status)); then
+  kdgat_requeue
+fi
 exit "$kdgat_status"

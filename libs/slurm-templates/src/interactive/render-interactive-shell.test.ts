@@ -155,7 +155,7 @@ describe('renderInteractiveShell: the init', () => {
     expect(r.stdout).toContain(`pythonpath=${sb.dir}/code/src\n`);
     expect(r.stdout).toContain(`cache=${sb.tmp}/kdgat-cache\n`);
     expect(r.stdout).toMatch(/^options=[^u\n]*$/m);
-    expect(r.stdout).toContain(`kdgat: code from snapshot ${sb.dir}/code`);
+    expect(r.stdout).toContain(`kdgat: code from ${sb.dir}/code`);
     expect(r.stdout).toMatch(/kdgat stage: hcrl_sa: .* -> /);
     expect(r.stdout).toContain(
       `kdgat shell: job 42 on ${spawnSync('hostname', { encoding: 'utf8' }).stdout.trim()}, partition gpu; TMPDIR=${sb.tmp}; KD_GAT_CACHE_ROOT=${sb.tmp}/kdgat-cache`,

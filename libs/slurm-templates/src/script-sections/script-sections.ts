@@ -63,10 +63,14 @@ function requeueValueLines(policy: RequeuePolicy): string[] {
   ];
   if (!policy.enabled) return [assign('kdgat_requeue_signal', ''), ...contract];
   checkRequeuePolicy(policy);
+  const who = policy.contract ?? 'handshake';
+  if (who !== 'handshake' && who !== 'lightning')
+    throw new TemplateInputError('requeue.contract', who, "'handshake' or 'lightning'");
   return [
     assign('kdgat_requeue_signal', policy.signal),
     assign(REQUEUE_SIGNAL_VARIABLE, policy.signal, true),
     assign('kdgat_max_restarts', policy.maxRestarts),
+    assign('kdgat_requeue_contract', who),
     ...contract,
   ];
 }
@@ -102,7 +106,15 @@ export function environmentLines(env: EnvironmentView, profile: ProfileView): st
     assign('kdgat_cuda_module', cuda),
     ...activation.lines,
     ...(env.code !== undefined
-      ? [assign('kdgat_code', requireAbsolutePath('environment.code', env.code))]
+      ? [
+          assign('kdgat_code', requireAbsolutePath('environment.code', env.code)),
+          ...assignArray(
+            'kdgat_code_paths',
+            (env.codePaths ?? ['src']).map((p, i) => [
+              requireMatch(`environment.codePaths[${i}]`, p, RULES.codePath),
+            ]),
+          ),
+        ]
       : []),
     ...shellFileLines('environment'),
     'kdgat_environment',

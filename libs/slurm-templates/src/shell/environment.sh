@@ -16,10 +16,11 @@
 #   kdgat_env_backend         conda or venv
 #   kdgat_env_target          conda: the environment's prefix or name; venv: its bin/activate
 #   kdgat_login_modules       (login node) the modules to load: the conda frontend's, then CUDA's
-#   kdgat_code                (job, optional) the run's code snapshot: its src/ comes first on PYTHONPATH
+#   kdgat_code                (job, optional) the pipeline's code where the job runs (the run's snapshot)
+#   kdgat_code_paths          (with kdgat_code) its directories that come first on PYTHONPATH (src)
 declare -g kdgat_profile kdgat_unavailable_status kdgat_lmod_init kdgat_cuda_module kdgat_conda_module
 declare -g kdgat_env_backend kdgat_env_target kdgat_code
-declare -ga kdgat_login_modules
+declare -ga kdgat_login_modules kdgat_code_paths
 
 # kdgat_module_command: Lmod defines `module` as a shell function that a batch shell (or a login
 # that did not read the site's init) may not have inherited.
@@ -77,12 +78,16 @@ kdgat_environment() {
   fi
   kdgat_activate
   if [[ -n ${kdgat_code:-} ]]; then
-    if [[ ! -d $kdgat_code/src ]]; then
-      echo "kdgat: the run's code snapshot $kdgat_code/src is missing on $(hostname)" >&2
-      exit "$kdgat_unavailable_status"
-    fi
-    export PYTHONPATH="$kdgat_code/src${PYTHONPATH:+:$PYTHONPATH}"
-    echo "kdgat: code from snapshot $kdgat_code"
+    local i dir
+    for ((i = ${#kdgat_code_paths[@]} - 1; i >= 0; i--)); do
+      dir=$kdgat_code/${kdgat_code_paths[i]}
+      if [[ ! -d $dir ]]; then
+        echo "kdgat: the pipeline's code $dir is missing on $(hostname)" >&2
+        exit "$kdgat_unavailable_status"
+      fi
+      export PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}"
+    done
+    echo "kdgat: code from $kdgat_code"
   fi
 }
 

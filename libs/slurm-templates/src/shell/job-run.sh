@@ -129,5 +129,7 @@ kdgat_requeue() {
 kdgat_stage_caches
 kdgat_start_sampler
 kdgat_run_pipeline
-if ((kdgat_status == kdgat_requeue_status)); then kdgat_requeue; fi
+if [[ ${kdgat_requeue_contract:-handshake} == handshake ]] && ((kdgat_status == kdgat_requeue_status)); then
+  kdgat_requeue
+fi
 exit "$kdgat_status"

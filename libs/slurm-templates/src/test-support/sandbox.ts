@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const STUBS: Record<string, string> = {
-  // python -m kdgat STAGE --model M --scale S --dataset D --run-root R ...; mode from STUB_PYTHON_MODE.
+  // python -m kdgat STAGE --model M --scale S --dataset D --run-root R ... (or a declared pipeline's
+  // -m MODULE STAGE ... --output-dir DIR); mode from STUB_PYTHON_MODE.
   // python -m kdgat catalogue-append ... (the epilog): recorded as python-catalogue.*.argv.
   python: String.raw`#!/bin/bash
 n=$(date +%s%N)
@@ -29,15 +30,17 @@ if [[ $3 == catalogue-append ]]; then
 fi
 printf '%s\0' "$@" >"$STUB_LOG/python.$n.argv"
 printf '%s' "$KD_GAT_CACHE_ROOT" >"$STUB_LOG/python.$n.cache_root"
-stage=$3 model='' scale='' dataset='' root=''
+printf '%s' "@{PYTHONPATH:-}" >"$STUB_LOG/python.$n.pythonpath"
+stage=$3 model='' scale='' dataset='' root='' out=''
 args=("$@")
 for ((i = 0; i + 1 < $#; i++)); do
   case @{args[i]} in
     --model) model=@{args[i + 1]} ;; --scale) scale=@{args[i + 1]} ;;
     --dataset) dataset=@{args[i + 1]} ;; --run-root) root=@{args[i + 1]} ;;
+    --output-dir) out=@{args[i + 1]} ;; # a declared pipeline given {run_dir}
   esac
 done
-run_dir=$root/$dataset/@{model}_@{scale}_$stage
+run_dir=@{out:-$root/$dataset/@{model}_@{scale}_$stage}
 mkdir -p "$run_dir"
 case @{STUB_PYTHON_MODE:-ok} in
   ok)
@@ -47,6 +50,14 @@ case @{STUB_PYTHON_MODE:-ok} in
   fail) echo "stub python: failing on purpose" >&2; exit 3 ;;
   requeue-without-ack)
     trap 'exit 75' "$KD_GAT_REQUEUE_SIGNAL"
+    touch "$STUB_LOG/python.started"
+    for ((t = 0; t < @{STUB_PYTHON_WAIT_STEPS:-300}; t++)); do sleep 0.05; done
+    exit 9
+    ;;
+  lightning)
+    # As Lightning's SLURMEnvironment(auto_requeue=True): on the signal, requeue the job itself.
+    trap 'touch "$STUB_LOG/python.signalled"; scontrol requeue "$SLURM_JOB_ID"' "$KD_GAT_REQUEUE_SIGNAL"
+    trap 'exit 143' TERM
     touch "$STUB_LOG/python.started"
     for ((t = 0; t < @{STUB_PYTHON_WAIT_STEPS:-300}; t++)); do sleep 0.05; done
     exit 9

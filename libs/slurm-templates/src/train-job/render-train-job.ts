@@ -2,11 +2,19 @@
  * The per-run SLURM job script (one run, or an array over sweep points), in the manner of submitit's
  * `_make_sbatch_string`: a pure function from validated config values to text.
  */
-import { parseSlurmTime, runDirPath } from '@kdgat/config';
+import {
+  KDGAT_PIPELINE_DECLARATION,
+  OVERRIDE_STYLES,
+  overrideWords,
+  parseSlurmTime,
+  runDirPath,
+  stageCommand,
+} from '@kdgat/config';
 import type {
   EnvironmentView,
   LayoutView,
   PartitionView,
+  PipelineView,
   ProfileView,
   RequeuePolicy,
   Scalar,
@@ -36,6 +44,8 @@ export interface TrainJobInput {
   /** Experiment name as the user wrote it (any text; the job name uses a slug of it). */
   experiment: string;
   stage: StageView;
+  /** The code the stage runs (its pipeline declaration); absent: kdgat's own command. */
+  pipeline?: PipelineView;
   profile: ProfileView;
   /** Used only to default the GPU type of `--gres` when the stage names none. */
   partition?: Pick<PartitionView, 'gpuType'>;
@@ -143,7 +153,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   lines.push(
     ...recordLines(stage),
     ...stagingLines(input),
-    ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, multiTask)),
+    ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, input.pipeline ?? KDGAT_VIEW, multiTask)),
     '',
     ...jobBodyLines(input.environment, profile),
     '',
@@ -271,12 +281,22 @@ function gpuDirective(
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
 }
 
+/** kdgat's study worker (a tune study is kdgat's: @kdgat/config refuses one for another pipeline). */
 function tuneCommandLines(studyDir: string): string[] {
   return [
-    ...assignArray('kdgat_cmd', [['python', '-m', 'kdgat', 'tune', '--study-dir', studyDir]]),
+    ...assignArray('kdgat_cmd', [
+      ['python', '-m', 'kdgat', 'tune', '--study-dir', studyDir, '--run-root', '{run_root}'],
+    ]),
     ...assignArray('kdgat_overrides', []),
   ];
 }
+
+/** What a job of the default pipeline runs when the caller names none: kdgat's declaration. */
+const KDGAT_VIEW: PipelineView = {
+  name: KDGAT_PIPELINE_DECLARATION.name,
+  command: KDGAT_PIPELINE_DECLARATION.command,
+  overrideStyle: KDGAT_PIPELINE_DECLARATION.overrides,
+};
 
 /**
  * What a job stages (`kdgat_stage_datasets`) or, staging nothing, where it reads the caches
@@ -339,22 +359,30 @@ export function stagingLines(input: {
   ];
 }
 
-function commandLines(stage: StageView, multiTask: boolean): string[] {
+function commandLines(stage: StageView, pipeline: PipelineView, multiTask: boolean): string[] {
   const r = stage.resources;
-  const overrides = Object.entries(stage.overrides).map(([key, value]) => [
-    '-O',
-    requireMatch(`stage.overrides key`, key, RULES.overrideKey),
-    scalarText(`stage.overrides.${key}`, value),
-  ]);
+  const style = pipeline.overrideStyle;
+  if (!(OVERRIDE_STYLES as readonly string[]).includes(style))
+    throw new TemplateInputError('pipeline.overrideStyle', style, OVERRIDE_STYLES.join(', '));
+  const overrides = Object.entries(stage.overrides).map(([key, value]) =>
+    overrideWords(
+      pipeline.overrideStyle,
+      requireMatch(`stage.overrides key`, key, RULES.overrideKey),
+      scalarText(`stage.overrides.${key}`, value),
+    ),
+  );
+  const command = stageCommand(pipeline, stage);
+  if (command.length === 0) throw new TemplateInputError('pipeline.command', command, 'at least one word');
   return [
     ...(multiTask
       ? ['# Several tasks: srun starts one per GPU so Lightning picks up DDP from the SLURM environment.']
       : []),
+    `# The ${requireName('pipeline.name', pipeline.name)} pipeline's stage command (its declaration).`,
     ...assignArray('kdgat_cmd', [
       ...(multiTask ? [['srun', '--kill-on-bad-exit=1', `--cpus-per-task=${r.cpus}`]] : []),
-      ['python', '-m', 'kdgat', stage.stage],
-      ['--model', stage.model, '--scale', stage.scale, '--dataset', stage.dataset],
+      command,
     ]),
     ...assignArray('kdgat_overrides', overrides),
+    assign('kdgat_override_style', style),
   ];
 }

@@ -1,0 +1,200 @@
+// A pipeline is declared, not built in: what a job runs (a command template over validated fields),
+// how it takes overrides, which requeue contract it speaks, what it publishes (a config schema, a
+// metrics file) and where its code is. `kdgat` is one such declaration — the default — made from the
+// run contract it already shares with the runner; a researcher's own pipeline is a YAML file of the
+// same shape (examples/pipelines/tiny-lightning/pipeline.yaml).
+import { z } from 'zod';
+import { SafeName } from '../cluster/schema.ts';
+import { RUN_CONTRACT, STAGES } from '../contract/run-contract.ts';
+import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
+
+/**
+ * The placeholders a command word may hold. `{stage}` … `{dataset}` are filled when the job script
+ * is rendered; `{run_root}` and `{run_dir}` by the job itself (an array task or a tune worker runs
+ * under a directory of its own below the run root).
+ */
+export const COMMAND_PLACEHOLDERS = ['stage', 'model', 'scale', 'dataset', 'run_root', 'run_dir'] as const;
+export type CommandPlaceholder = (typeof COMMAND_PLACEHOLDERS)[number];
+/** Filled by the job script at run time, not at render time. */
+export const RUNTIME_PLACEHOLDERS: readonly CommandPlaceholder[] = ['run_root', 'run_dir'];
+
+/**
+ * How an override `key = value` reaches the pipeline:
+ * - `dash-O`: `-O key value` (kdgat);
+ * - `hydra`: one word `key=value` (Hydra, OmegaConf's dotlist, many argparse CLIs);
+ * - `flags`: `--key value`.
+ */
+export const OVERRIDE_STYLES = ['dash-O', 'hydra', 'flags'] as const;
+export type OverrideStyle = (typeof OVERRIDE_STYLES)[number];
+
+/**
+ * What happens at the pre-timeout signal (forwarded by the job script to the pipeline):
+ * - `handshake`: the run contract's (the pipeline checkpoints, writes the acknowledgement file and
+ *   exits with the requeue status; the job script requeues) — kdgat's;
+ * - `lightning`: Lightning's `SLURMEnvironment(auto_requeue=True)`: on SIGUSR1 it saves
+ *   `hpc_ckpt_<n>.ckpt`, runs `scontrol requeue` itself and resumes from it in the next run (the
+ *   spec's `requeue.signal` must be USR1, Lightning's);
+ * - `none`: the job is neither signalled nor requeued; the runner resubmits it after a time-out
+ *   (`requeue.maxRecoveries`), and the pipeline resumes from its declared checkpoint.
+ */
+export const REQUEUE_CONTRACTS = ['handshake', 'lightning', 'none'] as const;
+export type RequeueContract = (typeof REQUEUE_CONTRACTS)[number];
+
+/** A word of a command template: printable, no newline; `{name}` only for a known placeholder. */
+const CommandWord = z
+  .string()
+  .min(1, 'a non-empty word')
+  .regex(/^[^\0\n\r]+$/, 'a word without NUL or line breaks')
+  .superRefine((word, ctx) => {
+    for (const m of word.matchAll(/\{([^}]*)\}/g)) {
+      if (!(COMMAND_PLACEHOLDERS as readonly string[]).includes(m[1]!))
+        ctx.addIssue({
+          code: 'custom',
+          message: `{${m[1]}} is not a placeholder: expected one of ${COMMAND_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}`,
+        });
+    }
+  });
+
+/** A path inside the run dir (no `..`, not absolute). */
+const RunDirPath = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'a path relative to the run dir (letters, digits, . _ - and /)')
+  .refine((p) => !p.split('/').includes('..'), 'a path that stays inside the run dir');
+
+export const PipelineDeclarationSchema = z
+  .object({
+    $schema: z.string().optional(),
+    name: SafeName,
+    /**
+     * The code the jobs run: a directory (relative to this file) whose `pythonPath` entries go first
+     * on the job's PYTHONPATH. Absent: the code installed in the environment (kdgat's own).
+     */
+    code: z
+      .object({
+        path: z.string().min(1),
+        pythonPath: z.array(ruleString(SCRIPT_VALUES.codePath)).default(['src']),
+      })
+      .strict()
+      .optional(),
+    /** The stage command, one word per argv entry (never a shell string). */
+    command: z.array(CommandWord).min(1),
+    /** The stage names, models and scales this pipeline accepts (a spec naming another is refused). */
+    stages: z.array(SafeName).min(1),
+    models: z.array(SafeName).min(1),
+    scales: z.array(SafeName).min(1),
+    overrides: z.enum(OVERRIDE_STYLES),
+    /**
+     * The JSON Schema of the pipeline's config, relative to this file: overrides and sweep values are
+     * checked against it. Absent: overrides are passed through quoted, and the plan says they were not checked.
+     */
+    schema: z.object({ file: z.string().min(1) }).strict().optional(),
+    requeue: z.enum(REQUEUE_CONTRACTS),
+    /** Where a stage leaves what the runner reads, inside its run dir. */
+    outputs: z
+      .object({
+        /** A JSON object of final scores (`{"val_acc": 0.97, ...}`). */
+        metrics: RunDirPath.optional(),
+        /** The checkpoint a resubmitted job resumes from (the pipeline's own choice to read it). */
+        checkpoint: RunDirPath.optional(),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict();
+
+export type PipelineDeclaration = z.infer<typeof PipelineDeclarationSchema>;
+
+/** A declaration with its files resolved to absolute paths (by the loader). */
+export interface Pipeline extends Omit<PipelineDeclaration, 'code' | 'schema'> {
+  /**
+   * The code's directories put first on a job's PYTHONPATH, relative to the code's root (the
+   * declared `code.path` here, its snapshot on a site over SSH). kdgat's: `src` of its snapshot.
+   */
+  codePaths: string[];
+  /** The code's root directory on this machine, when the declaration names one (absent: kdgat's python/). */
+  codeDir?: string;
+  /** The config schema, parsed, when the pipeline publishes one. */
+  configSchema?: object;
+}
+
+/** The default pipeline: kdgat, as the run contract (python/src/kdgat/contract/run_contract.json) describes it. */
+export const KDGAT_PIPELINE_NAME = 'kdgat';
+export const KDGAT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarationSchema.parse({
+  name: KDGAT_PIPELINE_NAME,
+  command: [
+    'python',
+    '-m',
+    'kdgat',
+    '{stage}',
+    '--model',
+    '{model}',
+    '--scale',
+    '{scale}',
+    '--dataset',
+    '{dataset}',
+    '--run-root',
+    '{run_root}',
+  ],
+  stages: [...STAGES],
+  models: ['gat', 'vgae'],
+  scales: ['large', 'small'],
+  overrides: 'dash-O',
+  requeue: 'handshake',
+  outputs: {
+    metrics: RUN_CONTRACT.runDir.files.metrics,
+    checkpoint: RUN_CONTRACT.runDir.files.checkpoint,
+  },
+});
+
+export const isKdgat = (p: Pick<Pipeline, 'name'>): boolean => p.name === KDGAT_PIPELINE_NAME;
+
+/**
+ * A stage's stage, model and scale must be ones its pipeline declares (checked on the spec as
+ * written, so they are reported with every other problem of the spec at once).
+ */
+export function declaredNameProblems(
+  pipeline: Pick<Pipeline, 'name' | 'stages' | 'models' | 'scales'>,
+  stage: Record<string, unknown>,
+  index: number,
+): { path: (string | number)[]; message: string; expected: string; found: string }[] {
+  const lists = { stage: pipeline.stages, model: pipeline.models, scale: pipeline.scales } as const;
+  return (['stage', 'model', 'scale'] as const)
+    .filter((f) => typeof stage[f] === 'string' && !lists[f].includes(stage[f]))
+    .map((f) => ({
+      path: ['stages', index, f],
+      message: `${f} ${String(stage[f])} is not one of pipeline ${pipeline.name}'s`,
+      expected: `one of ${lists[f].join(', ')}`,
+      found: JSON.stringify(stage[f]),
+    }));
+}
+
+/** The words one override becomes on the pipeline's command line. */
+export function overrideWords(style: OverrideStyle, key: string, value: string): string[] {
+  switch (style) {
+    case 'dash-O':
+      return ['-O', key, value];
+    case 'hydra':
+      return [`${key}=${value}`];
+    case 'flags':
+      return [`--${key}`, value];
+  }
+}
+
+/**
+ * The command of one stage with the render-time placeholders filled; `{run_root}` and `{run_dir}`
+ * are left for the job script.
+ */
+export function stageCommand(
+  pipeline: Pick<Pipeline, 'command'>,
+  stage: { stage: string; model: string; scale: string; dataset: string },
+): string[] {
+  const values: Record<string, string> = {
+    stage: stage.stage,
+    model: stage.model,
+    scale: stage.scale,
+    dataset: stage.dataset,
+  };
+  return pipeline.command.map((word) =>
+    word.replace(/\{(stage|model|scale|dataset)\}/g, (_m, name: string) => values[name]!),
+  );
+}

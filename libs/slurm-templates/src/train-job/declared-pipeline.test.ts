@@ -1,0 +1,130 @@
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { PipelineView } from '../inputs.ts';
+import { TemplateInputError } from '../quote/errors.ts';
+import { jobInput, makeSite, writeJob, type SandboxSite } from '../test-support/job-harness.ts';
+import { makeSandbox, runBash, type Sandbox } from '../test-support/sandbox.ts';
+import { renderTrainJob } from './render-train-job.ts';
+
+// A job of a declared pipeline (not kdgat): its own command with {run_dir}, its override style,
+// its code first on PYTHONPATH. The rendered script runs under bash; python is a stub recording argv.
+let sb: Sandbox;
+let site: SandboxSite;
+beforeEach(() => {
+  sb = makeSandbox();
+  site = makeSite(sb);
+});
+afterEach(() => sb.cleanup());
+
+const tiny = (overrideStyle: PipelineView['overrideStyle']): PipelineView => ({
+  name: 'tiny-lightning',
+  command: [
+    'python',
+    '-m',
+    'tiny_lightning.cli',
+    '{stage}',
+    '--model',
+    '{model}',
+    '--scale',
+    '{scale}',
+    '--dataset',
+    '{dataset}',
+    '--output-dir',
+    '{run_dir}',
+  ],
+  overrideStyle,
+});
+
+function tinyJob(overrideStyle: PipelineView['overrideStyle'], points?: Record<string, number>[]) {
+  const base = jobInput(site);
+  const code = join(sb.dir, 'their-code');
+  mkdirSync(join(code, 'src'), { recursive: true });
+  return jobInput(site, {
+    pipeline: tiny(overrideStyle),
+    stage: {
+      ...base.stage,
+      id: 'fit',
+      stage: 'train',
+      model: 'mlp',
+      scale: 'small',
+      dataset: 'hcrl_sa',
+      overrides: { max_epochs: 2 },
+    },
+    environment: { ...site.env, code, codePaths: ['src'] },
+    ...(points ? { sweepPoints: points, arrayTablePath: join(sb.dir, 'points.tsv') } : {}),
+  });
+}
+
+const lastCall = (tool: string) => sb.calls(tool).at(-1);
+const pythonPathOf = () => {
+  const f = readdirSync(sb.log).find((n) => n.endsWith('.pythonpath'))!;
+  return readFileSync(join(sb.log, f), 'utf8');
+};
+
+describe('a declared pipeline in a job script', () => {
+  it("runs the declaration's command with {run_dir} filled, hydra-style overrides and its code first on PYTHONPATH", () => {
+    const input = tinyJob('hydra', [{ lr: 0.5 }, { lr: 0.05 }]);
+    const rendered = renderTrainJob(input);
+    const script = writeJob(sb, input);
+    expect(rendered.script).toContain("# The tiny-lightning pipeline's stage command (its declaration).");
+    const r = runBash(script, [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '77', SLURM_ARRAY_TASK_ID: '1' }),
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const runDir = join(input.runRoot, 'point_1', 'hcrl_sa', 'mlp_small_train');
+    expect(lastCall('python')).toEqual([
+      '-m',
+      'tiny_lightning.cli',
+      'train',
+      '--model',
+      'mlp',
+      '--scale',
+      'small',
+      '--dataset',
+      'hcrl_sa',
+      '--output-dir',
+      runDir,
+      'max_epochs=2',
+      'lr=0.05',
+    ]);
+    expect(pythonPathOf().split(':')[0]).toBe(join(sb.dir, 'their-code', 'src'));
+    // The job record lands in the run dir the pipeline was given.
+    expect(readFileSync(join(runDir, 'job_record.jsonl'), 'utf8')).toContain('"stage":"train"');
+  });
+
+  it('passes flags-style overrides as --key value', () => {
+    const input = tinyJob('flags');
+    const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '78' }) });
+    expect(r.status).toBe(0);
+    expect(lastCall('python')?.slice(-3)).toEqual([
+      join(input.runRoot, 'hcrl_sa', 'mlp_small_train'),
+      '--max_epochs',
+      '2',
+    ]);
+  });
+
+  it('stops with the field named when the code directory is missing on the node', () => {
+    const input = tinyJob('hydra');
+    const r = runBash(
+      writeJob(sb, { ...input, environment: { ...input.environment, codePaths: ['lib'] } }),
+      [],
+      {
+        cwd: sb.dir,
+        env: sb.env({ SLURM_JOB_ID: '79' }),
+      },
+    );
+    expect(r.status).toBe(69);
+    expect(r.stderr).toContain(`kdgat: the pipeline's code ${join(sb.dir, 'their-code', 'lib')} is missing`);
+    expect(sb.calls('python').filter((c) => c[1] !== 'kdgat')).toEqual([]);
+  });
+
+  it('refuses a code path that leaves the code, before rendering', () => {
+    const input = tinyJob('hydra');
+    expect(() =>
+      renderTrainJob({ ...input, environment: { ...input.environment, codePaths: ['../elsewhere'] } }),
+    ).toThrow(TemplateInputError);
+  });
+});
