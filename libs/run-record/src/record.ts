@@ -1,6 +1,7 @@
 // The run record: one manifest per run directory and the one path that writes it (#save: a temp
 // file renamed over manifest.json, so a reader never sees half a manifest). Every change a run
 // goes through — planned, refused at preflight, submitted, failed, states seen — is a method here.
+import { createHash } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { stackEnvironment, type ResolvedExperiment } from '@kdgat/config';
@@ -187,6 +188,23 @@ export interface NewRun {
 }
 
 /** The manifest of a run about to be preflighted and submitted (status `planned`). */
+/**
+ * The resolution as the manifest keeps it: the pipeline by its declaration, its config schema by a
+ * hash (the schema is the pipeline's file, not the run's; kdgat's is 15 KB).
+ */
+function recordedResolution(resolved: ResolvedExperiment): unknown {
+  const { configSchema, ...pipeline } = resolved.pipeline;
+  return {
+    ...resolved,
+    pipeline: {
+      ...pipeline,
+      ...(configSchema
+        ? { configSchemaHash: createHash('sha256').update(JSON.stringify(configSchema)).digest('hex') }
+        : {}),
+    },
+  };
+}
+
 export function newManifest(run: NewRun): Manifest {
   const { resolved, source, envChanges, stack } = run;
   const arrayIndex: Manifest['arrayIndex'] = {};
@@ -216,7 +234,7 @@ export function newManifest(run: NewRun): Manifest {
     createdAt: new Date().toISOString(),
     runDir: run.runDir,
     spec: { file: run.spec.file, text: run.spec.text, hash: resolved.specHash },
-    resolved,
+    resolved: recordedResolution(resolved),
     warnings: run.spec.warnings.map((w) => (typeof w === 'string' ? w : JSON.stringify(w))),
     git: run.git,
     ...(run.code ? { code: run.code } : {}),

@@ -3,7 +3,13 @@
 // environment draw it (`python -m kdgat.report`): <run dir>/report/report.html and PNGs beside it.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
-import type { Partition, Resources, Scalar } from '@kdgat/config';
+import {
+  KDGAT_PIPELINE_NAME,
+  RUN_CONTRACT,
+  type Partition,
+  type Resources,
+  type Scalar,
+} from '@kdgat/config';
 import {
   rightSize,
   tasksOfRun,
@@ -55,6 +61,29 @@ function resolvedOf(m: Manifest): {
       maxRestarts: r.requeue?.maxRestarts ?? 0,
       leadSeconds: r.requeue?.leadSeconds ?? 0,
     },
+  };
+}
+
+/**
+ * The run's pipeline as the report needs it: where each task's per-epoch history is, and what of
+ * the report is kdgat's own (a manifest written before declarations: kdgat).
+ */
+function pipelineOf(m: Manifest): { name: string; history: string; notes: string[] } {
+  const p = (m.resolved as { pipeline?: { name?: string; outputs?: { history?: string } } }).pipeline;
+  const name = p?.name ?? KDGAT_PIPELINE_NAME;
+  const history =
+    p?.outputs?.history ?? (name === KDGAT_PIPELINE_NAME ? RUN_CONTRACT.runDir.files.history : undefined);
+  if (name === KDGAT_PIPELINE_NAME) return { name, history: history!, notes: [] };
+  return {
+    name,
+    history: history ?? RUN_CONTRACT.runDir.files.history,
+    notes: [
+      history
+        ? `curves from the pipeline's per-epoch history (${history} in each task's dir)`
+        : `no curves: the pipeline declares no per-epoch history (outputs.history in its declaration)`,
+      "not measured for this pipeline (kdgat's own records): data-wait share, graphs/s, peak GPU memory from the training process",
+      'measured as for every job: state, elapsed and time limit, cores busy, peak RSS, GPU utilisation (nvidia-smi), requeues',
+    ],
   };
 }
 
@@ -124,6 +153,7 @@ export async function writeReport(
   const out = join(manifest.runDir, REPORT_DIR);
   mkdirSync(out, { recursive: true });
   const summaries = summariseRun(manifest);
+  const pipeline = pipelineOf(manifest);
   const input = {
     manifest: {
       experiment: manifest.experiment,
@@ -135,6 +165,8 @@ export async function writeReport(
       environment: { name: manifest.environment.name, lockHash: manifest.environment.lockHash },
       stack: manifest.stack.name,
       scheduler: manifest.scheduler,
+      pipeline: pipeline.name,
+      pipelineNotes: pipeline.notes,
       jobs: manifest.jobs.map((j) => ({
         key: j.key,
         jobId: j.jobId ?? null,
@@ -163,7 +195,7 @@ export async function writeReport(
       tasks: s.tasks.map((t) => {
         const job = manifest.jobs.find((j) => j.key === t.jobKey);
         const point = t.index !== null ? (manifest.arrayIndex[t.jobKey]?.[String(t.index)] ?? null) : null;
-        const history = join(t.dir, 'history.csv');
+        const history = join(t.dir, pipeline.history);
         const samples = join(t.dir, 'gpu_samples.csv');
         return {
           job: t.jobKey,

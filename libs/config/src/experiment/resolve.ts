@@ -176,6 +176,12 @@ export function resolveExperiment(
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
     if (isKdgat(pipeline)) problems.push(...stageOrderProblems(spec.stages, i));
+    else if (s.inputs?.length)
+      problems.push({
+        path: ['stages', i, 'inputs'],
+        message: `inputs from earlier runs are checked by kdgat's graph-cache digests: pipeline ${pipeline.name} writes none`,
+        expected: 'no inputs: (give the earlier output to the stage through an override)',
+      });
     const named = s.resources.partition;
     if (named) problems.push(...partitionProblems(cluster, named, ['stages', i, 'resources', 'partition']));
     const partition = (named ? partitionNamed(cluster, named) : undefined) ?? defaultPartition;

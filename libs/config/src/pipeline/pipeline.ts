@@ -58,7 +58,10 @@ const CommandWord = z
 /** A path inside the run dir (no `..`, not absolute). */
 const RunDirPath = z
   .string()
-  .regex(/^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/, 'a path relative to the run dir (letters, digits, . _ - and /)')
+  .regex(
+    /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/,
+    'a path relative to the run dir (letters, digits, . _ - and /)',
+  )
   .refine((p) => !p.split('/').includes('..'), 'a path that stays inside the run dir');
 
 export const PipelineDeclarationSchema = z
@@ -87,7 +90,10 @@ export const PipelineDeclarationSchema = z
      * The JSON Schema of the pipeline's config, relative to this file: overrides and sweep values are
      * checked against it. Absent: overrides are passed through quoted, and the plan says they were not checked.
      */
-    schema: z.object({ file: z.string().min(1) }).strict().optional(),
+    schema: z
+      .object({ file: z.string().min(1) })
+      .strict()
+      .optional(),
     requeue: z.enum(REQUEUE_CONTRACTS),
     /** Where a stage leaves what the runner reads, inside its run dir. */
     outputs: z
@@ -96,6 +102,11 @@ export const PipelineDeclarationSchema = z
         metrics: RunDirPath.optional(),
         /** The checkpoint a resubmitted job resumes from (the pipeline's own choice to read it). */
         checkpoint: RunDirPath.optional(),
+        /**
+         * Per-epoch history for the report's curves: a CSV with an `epoch` column (Lightning's
+         * CSVLogger `metrics.csv`: its rows of one epoch are merged). kdgat's: history.csv.
+         */
+        history: RunDirPath.optional(),
       })
       .strict()
       .default({}),
@@ -143,6 +154,7 @@ export const KDGAT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarati
   outputs: {
     metrics: RUN_CONTRACT.runDir.files.metrics,
     checkpoint: RUN_CONTRACT.runDir.files.checkpoint,
+    history: RUN_CONTRACT.runDir.files.history,
   },
 });
 

@@ -2,6 +2,7 @@
 // cluster profile, environment spec, datasets and how the environment is built. The one reading of
 // stack config: infra's program builds its resources from it, and the runner predicts the stack's
 // outputs from it before the site is provisioned (`runner plan`).
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { clusterPresets } from '../cluster/presets.ts';
 import { ClusterProfileSchema, type ClusterProfile } from '../cluster/schema.ts';
@@ -39,8 +40,8 @@ export interface RawSiteConfig {
   cluster: unknown;
   clusterOverrides?: unknown;
   /**
-   * The site's environments: a list whose entries are a preset name, an EnvironmentSpec object, or
-   * `{ preset: <name>, <field>: <override>… }`; any entry may add `build:` (how this one is built,
+   * The site's environments: a list whose entries are a preset name, an EnvironmentSpec object,
+   * `{ preset: <name>, <field>: <override>… }` or `{ file: <EnvironmentSpec YAML> }`; any entry may add `build:` (how this one is built,
    * over the stack's `build`) and `kernel:` (its Jupyter kernel).
    */
   environments?: unknown;
@@ -149,6 +150,25 @@ function environmentEntries(raw: RawSiteConfig): unknown[] {
   ];
 }
 
+/**
+ * `{ file: <EnvironmentSpec YAML> }`: the environment a spec names by file (a declared pipeline's, such
+ * as examples/pipelines/tiny-lightning.environment.yaml), read from the same file, so the two agree.
+ */
+function environmentFile(key: string, file: unknown, repoRoot: string): unknown {
+  if (typeof file !== 'string' || !/\.ya?ml$/.test(file))
+    throw new StackConfigError(key, file, 'an EnvironmentSpec .yaml/.yml file, relative to the repository');
+  const path = isAbsolute(file) ? file : resolve(repoRoot, file);
+  if (!existsSync(path)) throw new StackConfigError(key, file, `an existing file (${path} is missing)`);
+  const yaml = parseYaml(readFileSync(path, 'utf8'), path);
+  if (yaml.syntaxIssues.length > 0)
+    throw new StackConfigError(
+      key,
+      file,
+      `a YAML file (${path}:${yaml.syntaxIssues[0]!.line ?? '?'}: ${yaml.syntaxIssues[0]!.message})`,
+    );
+  return yaml.value;
+}
+
 /** One entry of `environments` -> its spec (checked against the rules and the cluster), build and kernel. */
 function siteEnvironment(
   entry: unknown,
@@ -162,16 +182,18 @@ function siteEnvironment(
   let kernel: unknown;
   if (typeof entry === 'string') specValue = pick(key, entry, environmentPresets);
   else if (isObject(entry)) {
-    const { preset, build: own, kernel: k, spec, ...fields } = entry;
+    const { preset, build: own, kernel: k, spec, file, ...fields } = entry;
     if (own !== undefined && !isObject(own)) throw new StackConfigError(`${key}.build`, own, 'an object');
     build = { ...stackBuild, ...((own ?? {}) as Partial<EnvironmentBuild>) };
     kernel = k;
     specValue =
       spec !== undefined
         ? spec
-        : preset !== undefined
-          ? deepMerge(pick(`${key}.preset`, preset, environmentPresets), fields)
-          : fields;
+        : file !== undefined
+          ? deepMerge(environmentFile(`${key}.file`, file, repoRoot), fields)
+          : preset !== undefined
+            ? deepMerge(pick(`${key}.preset`, preset, environmentPresets), fields)
+            : fields;
   } else throw new StackConfigError(key, entry, 'a preset name or an object');
   const environment = parse<EnvironmentSpec>(key, EnvironmentSpecSchema, specValue);
   const problems = [...environmentProblems(environment), ...environmentClusterProblems(environment, profile)];

@@ -27,12 +27,26 @@ REPORT_FILE = "report.html"
 
 
 def _read_history(path: str | None) -> list[dict[str, float | None]]:
+    """One row per epoch: kdgat's history.csv as it is; a CSV with several rows per epoch (Lightning's
+    CSVLogger writes the training and the validation values of an epoch on rows of their own) merged,
+    the last value of each column winning."""
     if not path or not Path(path).exists():
         return []
     rows: list[dict[str, float | None]] = []
+    by_epoch: dict[float, dict[str, float | None]] = {}
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            rows.append({k: (float(v) if v not in ("", None) else None) for k, v in r.items() if k})
+            row = {k: (float(v) if v not in ("", None) else None) for k, v in r.items() if k}
+            epoch = row.get("epoch")
+            if epoch is None:
+                rows.append(row)
+                continue
+            merged = by_epoch.get(epoch)
+            if merged is None:
+                by_epoch[epoch] = merged = dict(row)
+                rows.append(merged)
+            else:
+                merged.update({k: v for k, v in row.items() if v is not None})
     return rows
 
 
@@ -323,6 +337,7 @@ def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
             f"{m.get('environment', {}).get('name')} (lock {m.get('environment', {}).get('lockHash')})",
         ),
         ("stack / scheduler", f"{m.get('stack')} / {m.get('scheduler')}"),
+        ("pipeline", m.get("pipeline") or "kdgat"),
         ("job ids", ", ".join(f"{j['key']}={j.get('jobId') or '-'}" for j in m.get("jobs", []))),
     ]
     cost = m.get("cost")
@@ -347,6 +362,12 @@ def write_run_report(data: dict[str, Any], out: Path) -> dict[str, Any]:
         )
     body += [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows]
     body.append("</table>")
+    notes = m.get("pipelineNotes") or []
+    if notes:
+        # A declared pipeline (not kdgat): what of this report its files could give.
+        body.append(f"<h2>Pipeline {_e(m.get('pipeline'))}</h2><ul>")
+        body += [f"<li>{_e(n)}</li>" for n in notes]
+        body.append("</ul>")
     catalogue_html, catalogue = _catalogue(data.get("catalogue"))
     body += catalogue_html
 
