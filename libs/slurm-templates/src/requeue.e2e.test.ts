@@ -73,4 +73,53 @@ describe.runIf(slurmHere)('requeue handshake under real SLURM', () => {
       sh('scancel', [jobId]);
     }
   });
+
+  it("records the job as requeued when the pipeline requeues itself (Lightning's contract)", async () => {
+    // The stub does what Lightning's SLURMEnvironment(auto_requeue=True) does on SIGUSR1: it runs
+    // `scontrol requeue $SLURM_JOB_ID` itself; SLURM then sends SIGTERM to the job.
+    const site = makeSite(sb, {
+      profile: { ...pitzer, name: 'local-slurm', clusterName: 'local', account: undefined, accountRequired: false },
+    });
+    const base = jobInput(site);
+    const input = jobInput(site, {
+      stage: { ...base.stage, id: 'lightning', resources: { ...base.stage.resources, cpus: 1, memGB: 1, time: '0:02:00' } },
+      requeue: { enabled: true, signal: 'USR1', leadSeconds: 100, maxRestarts: 2, contract: 'lightning' },
+    });
+    const script = writeJob(sb, input);
+    mkdirSync(site.layout.logsDir, { recursive: true });
+    const submit = spawnSync('sbatch', ['--parsable', `--chdir=${sb.dir}`, script], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        PATH: `${sb.bin}:${process.env.PATH}`,
+        STUB_LOG: sb.log,
+        STUB_PYTHON_MODE: 'lightning',
+        STUB_PYTHON_WAIT_STEPS: '4000',
+      },
+    });
+    expect(submit.stderr).toBe('');
+    const jobId = submit.stdout.trim().split(';')[0] ?? '';
+    try {
+      let restarts = 0;
+      for (let i = 0; i < 120 && restarts === 0; i++) {
+        await new Promise((r) => setTimeout(r, 1000));
+        restarts = Number(/Restarts=(\d+)/.exec(sh('scontrol', ['show', 'job', jobId]).stdout)?.[1] ?? 0);
+      }
+      expect(restarts).toBe(1);
+      const logPath = join(site.layout.logsDir, `kdgat-sandbox-run-lightning-${jobId}.out`);
+      let log = '';
+      for (let i = 0; i < 30 && !log.includes(EPILOG_END); i++) {
+        await new Promise((r) => setTimeout(r, 1000));
+        log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
+      }
+      expect(log).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
+      expect(log).toContain(`kdgat: SIGTERM after the pipeline requeued job ${jobId} itself (restart 1)`);
+      expect(log).toContain('state:            REQUEUED (exit status 143)');
+      // The job script did not requeue it a second time: one restart, counted by SLURM.
+      expect(log).not.toContain('checkpoint acknowledged; requeueing job');
+    } finally {
+      sh('scancel', [jobId]);
+    }
+  });
 });
