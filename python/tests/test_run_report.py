@@ -4,7 +4,7 @@ import csv
 import json
 from pathlib import Path
 
-from kdgat.report.run_report import point_metric, write_run_report
+from kdgat.report.run_report import _read_history, point_metric, write_run_report
 
 from helpers import AUTOENCODER, DATASET, kdgat, metrics
 
@@ -128,3 +128,22 @@ def test_the_report_shows_the_runs_rows_in_the_catalogue(tmp_path: Path) -> None
     assert "runner runs --where run_id=r1" in html
     assert "<td>0.91</td>" in html and "<td>0.87</td>" in html and "0.99" not in html
     assert "<td>2026-11-25 12:00:00</td>" in html
+
+
+def test_a_lightning_csv_history_is_one_row_per_epoch(tmp_path: Path) -> None:
+    """A declared pipeline's history (Lightning's CSVLogger): the training and validation values of an
+    epoch are on rows of their own; the report's curves and a sweep point's metric read them merged."""
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "epoch,step,train_loss,val_acc,val_loss\n"
+        "0,62,,0.91,0.30\n"
+        "0,62,0.45,,\n"
+        "1,125,,0.94,0.21\n"
+        "1,125,0.25,,\n"
+    )
+    task = {"history": str(path), "metrics": {"val_loss": 0.21}}
+    assert _read_history(str(path)) == [
+        {"epoch": 0.0, "step": 62.0, "train_loss": 0.45, "val_acc": 0.91, "val_loss": 0.30},
+        {"epoch": 1.0, "step": 125.0, "train_loss": 0.25, "val_acc": 0.94, "val_loss": 0.21},
+    ]
+    assert point_metric(task) == ("val_acc", 0.94, True)

@@ -117,7 +117,7 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
         const file = join(dir, e.file);
         writeFileSync(
           file,
-          `${JSON.stringify(shrinkForTest(e.spec, tag, renames, stageEnvironment), null, 2)}\n`,
+          `${JSON.stringify(shrinkForTest(e.spec, tag, renames, stageEnvironment, join(repo, 'examples')), null, 2)}\n`,
         );
         const command = e.spec['tune'] ? 'tune' : 'train';
         return {
@@ -152,11 +152,17 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
       tune?: { study: string };
       environment: { name: string; lockHash: string };
       otherEnvironments?: { name: string; lockHash: string; lockFile?: string }[];
-      resolved: { stages: { id: string; environment: string }[] };
+      resolved: {
+        stages: { id: string; environment: string }[];
+        pipeline?: { name: string; outputs?: { metrics?: string } };
+      };
     };
+    // A researcher's own pipeline (examples/tiny-lightning.yaml): its own environment, its command.
+    const pipeline = manifest.resolved.pipeline?.name ?? 'kdgat';
     // Stages that name their own environment ran in the site's second one, recorded with its lock.
     const own = ((e.spec['stages'] as Obj[]) ?? []).filter((st) => typeof st['environment'] === 'string');
-    assert.equal(manifest.environment.name, 'cpu-local');
+    if (pipeline === 'kdgat') assert.equal(manifest.environment.name, 'cpu-local');
+    else assert.equal(manifest.environment.name, pipeline, `examples/${e.file}: its own environment`);
     if (own.length > 0) {
       assert.deepEqual(
         manifest.otherEnvironments?.map((o) => o.name),
@@ -227,6 +233,28 @@ test('every example under examples/ runs to COMPLETED on the site over SSH with 
         /use_cugraph=True but CuGraphGATConv cannot run here/,
         `examples/${e.file}: no cuGraph fallback in the logs`,
       );
+    if (pipeline !== 'kdgat') {
+      // What every job of it leaves: the declared metrics file in each task's dir, and a job record.
+      const metrics = manifest.resolved.pipeline?.outputs?.metrics ?? 'metrics.json';
+      const dirs = readdirSync(join(runDir, 'outputs'), { recursive: true, encoding: 'utf8' });
+      const finished = dirs.filter((d) => d.endsWith(`/${metrics}`));
+      assert.equal(
+        finished.length,
+        manifest.jobs.reduce((n, j) => n + (j.array?.size ?? 1), 0),
+        `examples/${e.file}: ${dirs.join(', ')}`,
+      );
+      for (const f of finished)
+        assert.ok(
+          dirs.includes(f.replace(metrics, 'job_record.jsonl')),
+          `examples/${e.file}: no job record beside ${f}`,
+        );
+      assert.match(
+        logs,
+        new RegExp(`The ${pipeline} pipeline|running python -m `),
+        `examples/${e.file}: ${logs.slice(-1500)}`,
+      );
+      continue;
+    }
     const trains = ((e.spec['stages'] as Obj[]) ?? []).some((s) => s['stage'] !== 'preprocess');
     if (trains && !deep(e.spec, (k, v) => k === 'training.precision' && v === '32'))
       assert.match(

@@ -19,6 +19,8 @@
 //   profiling    -> at most 3 profiled steps
 //   name         -> `<name>-<tag>`, and `inputs: - run: <example name>` follows the rename, so a run
 //                   reads the run this suite made (the tag is unique per suite run)
+import { resolve } from 'node:path';
+
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
 
@@ -39,11 +41,19 @@ export function shrinkForTest(
   renames: ReadonlyMap<string, string>,
   /** The spec file of the site's second environment, for stages that name their own. */
   stageEnvironment = 'cpu-local',
+  /** The examples folder: a declared pipeline's files are named relative to it. */
+  examplesDir = '.',
 ): Obj {
   const s = structuredClone(spec);
   s['name'] = renames.get(String(s['name'])) ?? `${String(s['name'])}-${tag}`;
   s['cluster'] = 'local';
-  s['environment'] = 'cpu-local';
+  // A researcher's own pipeline keeps its own environment (the site declares it) and its own
+  // overrides (kdgat's below mean nothing to it); its files are found from the shrunk copy's folder.
+  const declared = typeof s['pipeline'] === 'string' && s['pipeline'] !== 'kdgat';
+  if (declared) {
+    s['pipeline'] = resolve(examplesDir, String(s['pipeline']));
+    s['environment'] = resolve(examplesDir, String(s['environment']));
+  } else s['environment'] = 'cpu-local';
   s['allowFallback'] = true;
   delete s['account'];
   delete s['partition'];
@@ -56,7 +66,7 @@ export function shrinkForTest(
       ...RESOURCES,
       ...(typeof concurrency === 'number' ? { arrayConcurrency: Math.min(concurrency, 2) } : {}),
     };
-    st['overrides'] = { ...obj(st['overrides']), ...STAGE_OVERRIDES };
+    if (!declared) st['overrides'] = { ...obj(st['overrides']), ...STAGE_OVERRIDES };
     for (const input of (st['inputs'] as Obj[] | undefined) ?? []) {
       const renamed = renames.get(String(input['run']));
       if (renamed) input['run'] = renamed;

@@ -433,6 +433,107 @@ describe('the laptop reaches the site only over ssh', () => {
     };
     expect(JSON.stringify(onSite.jobs)).toMatch(/CANCELLED/);
   });
+  it("a researcher's own pipeline (tiny-lightning): its code and environment, a preemption Lightning requeues itself, records, sizes and the report", async () => {
+    // examples/pipelines/tiny-lightning knows nothing of kdgat-hpc: its declaration and environment
+    // file are all the runner is told. Its code reaches the site only as the run's snapshot.
+    const name = `tiny-${Date.now().toString(36)}`;
+    const examples = join(REPO, 'examples', 'pipelines');
+    const spec = writeSpec(
+      name,
+      [
+        `name: ${name}`,
+        'cluster: local',
+        `environment: ${join(examples, 'tiny-lightning.environment.yaml')}`,
+        `pipeline: ${join(examples, 'tiny-lightning.pipeline.yaml')}`,
+        'stages:',
+        '  - id: fit',
+        '    stage: train',
+        '    model: mlp',
+        '    scale: small',
+        '    dataset: synth',
+        '    overrides: { max_epochs: 4, epoch_sleep: 4, lr: 0.02 }',
+        '    resources: { cpus: 1, memGB: 3, gpus: { count: 0 }, time: "0:20:00" }',
+        '',
+      ].join('\n'),
+    );
+    // A bad override is refused against the project's own schema before anything is queued.
+    const bad = await site.runner([
+      'plan',
+      '--spec',
+      writeSpec(`${name}-bad`, readFileSync(spec, 'utf8').replace('lr: 0.02', 'lr: -1')),
+      '--stack',
+      site.stack,
+    ]);
+    expect(bad.code, said(bad)).toBe(2);
+    expect(bad.err).toMatch(
+      /stages\[0\]\.overrides\.lr: lr = -1 is not valid for the pipeline \(expected a number > 0/,
+    );
+    expectOk(await site.runner(['plan', '--spec', spec, '--stack', site.stack, '--scheduler', 'slurm']));
+
+    const runsOf = site.onSite(`${SCRATCH}/runs/${name}`);
+    const planned = new Set(existsSync(runsOf) ? readdirSync(runsOf) : []); // plan's own run dirs
+    const waiting = site.runner([...trainArgs(spec), '--wait']);
+    const runDir = await waitFor('the run directory of train on the site', () =>
+      existsSync(runsOf)
+        ? readdirSync(runsOf).filter((d) => !d.includes('.partial.') && !planned.has(d))[0]
+        : undefined,
+    );
+    const manifestFile = join(runsOf, runDir, 'manifest.json');
+    const jobId = await waitFor('the job id in the site manifest', () => {
+      const m = JSON.parse(readFileSync(manifestFile, 'utf8')) as { jobs: { jobId?: string }[] };
+      return m.jobs[0]?.jobId;
+    });
+    const stageDir = join(runsOf, runDir, 'outputs', 'synth', 'mlp_small_train');
+    await waitFor(
+      'the first epoch of the project on the site',
+      () => existsSync(join(stageDir, 'checkpoints', 'last.ckpt')) || undefined,
+    );
+    // Preempted as SLURM does it: the signal the job asked for, to the batch shell, which forwards it;
+    // Lightning saves hpc_ckpt_1.ckpt and runs `scontrol requeue` itself.
+    expectOk(await site.ssh(`scancel --signal=USR1 --batch ${jobId}`));
+    await waitFor(`job ${jobId} requeued by Lightning (Restarts=1, PENDING)`, async () => {
+      const job = (await site.ssh(`scontrol show job -o ${jobId}`)).out;
+      return /Restarts=1/.test(job) && /JobState=PENDING/.test(job) ? job : undefined;
+    });
+    expectOk(await site.ssh(`scontrol update JobId=${jobId} StartTime=now`));
+    const r = await waiting;
+    expectOk(r);
+    expect(r.out).toMatch(/all 1 task\(s\) completed/);
+    const dirs = runDirsOf(r.out);
+    expect((await statusOf(dirs.local))[0]!.tasks[0]!.state).toBe('COMPLETED');
+    const local = join(dirs.local, 'outputs', 'synth', 'mlp_small_train');
+    // The project finished all its epochs, resumed from its own hpc checkpoint after the requeue.
+    expect(JSON.parse(readFileSync(join(local, 'metrics.json'), 'utf8'))).toMatchObject({ epochs: 4 });
+    const logs = readdirSync(join(dirs.local, 'logs'))
+      .map((f) => readFileSync(join(dirs.local, 'logs', f), 'utf8'))
+      .join('\n');
+    expect(logs).toMatch(new RegExp(`SIGTERM after the pipeline requeued job ${jobId} itself`));
+    expect(logs).toMatch(/Restoring states from the checkpoint path at \S+hpc_ckpt_1\.ckpt/);
+    expect(logs).toMatch(
+      /running python -m tiny_lightning\.cli train --model mlp --scale small --dataset synth --output-dir \S+ max_epochs=4 epoch_sleep=4 lr=0\.02/,
+    );
+    // The job records of both attempts, as every job leaves them.
+    const records = readFileSync(join(local, 'job_record.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { state: string; restart: number });
+    expect(records.map((x) => [x.state, x.restart])).toEqual([
+      ['REQUEUED', 0],
+      ['COMPLETED', 1],
+    ]);
+    // plan sizes the stage from that history; the report shows the project's own curves and says
+    // what of it is kdgat's.
+    const again = expectOk(
+      await site.runner(['plan', '--spec', spec, '--stack', site.stack, '--scheduler', 'slurm']),
+    );
+    expect(again.out).toMatch(/fit: from 1 finished task\(s\) of 1 run\(s\)/);
+    expectOk(await site.runner(['report', dirs.local]));
+    const html = readFileSync(join(dirs.local, 'report', 'report.html'), 'utf8');
+    expect(html).toContain('<h2>Pipeline tiny-lightning</h2>');
+    expect(html).toContain('curves from the pipeline&#x27;s per-epoch history (csv/metrics.csv');
+    expect(existsSync(join(dirs.local, 'report', 'fit-curves.png'))).toBe(true);
+  });
+
   it('with the site unreachable, status, logs and report show the local copy and say how old it is', async () => {
     expect(chainRun, 'the chain test ran first').toBeDefined();
     // The login node goes away (its sshd stops; the cluster behind it keeps running).

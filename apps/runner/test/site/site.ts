@@ -198,6 +198,8 @@ export async function startSite(): Promise<SshSite> {
     environments: [
       { preset: 'cpu-local', kernel: { displayName: 'KD-GAT (cpu-local)' } },
       { preset: 'cpu-local', name: 'cpu-stage' },
+      // A researcher's own pipeline (examples/pipelines/tiny-lightning): its own uv.lock's pins.
+      { file: join(REPO, 'examples', 'pipelines', 'tiny-lightning.environment.yaml') },
     ],
     datasets: ['synth'],
     // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
