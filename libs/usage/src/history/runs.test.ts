@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { JOB_RECORD_FILE, type JobRecord } from '../records/record.ts';
 import { pitzerGpu, record, resources } from '../test-support.ts';
 import { rightSize } from './right-size.ts';
-import { tasksOfRun, withAccounting, type AccountedUsage, type RunLike } from './runs.ts';
+import { stageHistory, tasksOfRun, withAccounting, type AccountedUsage, type RunLike } from './runs.ts';
 
 // A 2-task srun job: the epilog counted the batch shell's children (≈ nothing), sacct all steps.
 const srunRecord = record({
@@ -113,5 +113,29 @@ describe('records read sacct where it answers', () => {
     // ~4 cores busy (sacct) x 1.25, not the epilog's 0.0025 (which sizes to 1); memory from MaxRSS.
     expect(sized.cpus!.value).toBe(5);
     expect(sized.memGB!.value).toBe(3);
+  });
+});
+
+describe('history of a site reached over SSH', () => {
+  it("reads a run's local copy where it lies, though its manifest names the site's paths", () => {
+    const root = mkdtempSync(join(tmpdir(), 'usage-site-copy-'));
+    const local = join(root, 'tiny', '20261127T000000Z-abcd');
+    const sitePath = '/fs/scratch/PAS1266/kd-gat/runs/tiny/20261127T000000Z-abcd';
+    const dir = join(local, 'outputs', 'synth', 'mlp_small_train');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, JOB_RECORD_FILE),
+      `${JSON.stringify(record({ jobId: '7', stage: 'train', model: 'mlp', scale: 'small', dataset: 'synth' }))}\n`,
+    );
+    const manifest: RunLike = {
+      runDir: sitePath,
+      experiment: 'tiny',
+      jobs: [{ key: 'fit', stageId: 'fit', runRoot: `${sitePath}/outputs`, jobId: '7' }],
+      resolved: { stages: [{ id: 'fit', stage: 'train', model: 'mlp', scale: 'small', dataset: 'synth' }] },
+    };
+    writeFileSync(join(local, 'manifest.json'), JSON.stringify(manifest));
+    const history = stageHistory(root, { stage: 'train', model: 'mlp', scale: 'small', dataset: 'synth' });
+    expect(history.runs).toEqual([local]);
+    expect(history.tasks).toHaveLength(1);
   });
 });

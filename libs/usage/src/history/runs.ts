@@ -119,7 +119,18 @@ export function withAccounting(
   return [...attempts.slice(0, -1), { ...final, elapsedSeconds, used }];
 }
 
-/** Manifests under the runs root, oldest first; unreadable ones are skipped. */
+/**
+ * A manifest read where it lies: a site's run brought back to this machine (`.hpc/sites/<stack>/runs/…`)
+ * names the site's paths, so its run dir and job roots are taken from the copy it was found in.
+ */
+function where(m: RunLike, dir: string): RunLike {
+  const from = m.runDir?.replace(/\/+$/, '');
+  if (!from || from === dir) return m;
+  const moved = (p: string) => (p === from || p.startsWith(`${from}/`) ? dir + p.slice(from.length) : p);
+  return { ...m, runDir: dir, jobs: m.jobs.map((j) => ({ ...j, runRoot: moved(j.runRoot) })) };
+}
+
+/** Manifests under the runs root, oldest first (a site's local copies read where they lie); unreadable ones are skipped. */
 export function runsUnder(runsRoot: string): RunLike[] {
   if (!existsSync(runsRoot)) return [];
   const runs: RunLike[] = [];
@@ -130,7 +141,7 @@ export function runsUnder(runsRoot: string): RunLike[] {
       if (!run.isDirectory() || !existsSync(p)) continue;
       try {
         const m = JSON.parse(readFileSync(p, 'utf8')) as RunLike;
-        if (Array.isArray(m.jobs)) runs.push(m);
+        if (Array.isArray(m.jobs)) runs.push(where(m, join(runsRoot, exp.name, run.name)));
       } catch {
         // a manifest being written, or not ours: history goes on without it
       }
