@@ -85,7 +85,7 @@ describe('examples/', () => {
     },
   );
 
-  it('has the eight examples', () => {
+  it('has the nine examples', () => {
     expect(
       readdirSync(EXAMPLES)
         .filter((f) => f.endsWith('.yaml'))
@@ -96,10 +96,25 @@ describe('examples/', () => {
       'profile.yaml',
       'quickstart.yaml',
       'sweep-lr.yaml',
+      'tiny-lightning.yaml',
       'trial-batch.yaml',
       'tune-pitzer.yaml',
       'tune-vgae.yaml',
     ]);
+  });
+
+  it("tiny-lightning: a researcher's own pipeline, its command and key=value overrides, Lightning's requeue", () => {
+    const { resolved, plan, rendered } = planOf('tiny-lightning.yaml');
+    expect(resolved.pipeline.name).toBe('tiny-lightning');
+    expect(plan.jobs[0]!.array).toEqual({ size: 2, concurrency: 2, firstPoint: 0 });
+    const script = rendered[0]!.script;
+    expect(script).toContain("# The tiny-lightning pipeline's stage command (its declaration).");
+    expect(script).toMatch(/python -m tiny_lightning\.cli train --model mlp --scale small --dataset synth --output-dir '\{run_dir\}'/);
+    expect(script).toContain('kdgat_overrides=(\n  max_epochs=3\n)');
+    expect(script).toContain('kdgat_override_style=hydra');
+    expect(script).toContain('kdgat_requeue_contract=lightning');
+    expect(script).toMatch(/^kdgat_code=\S+\/examples\/pipelines\/tiny-lightning$/m);
+    expect(rendered[0]!.table!.text).toContain('lr');
   });
 
   it('quickstart: a local preprocess -> autoencoder -> curriculum chain, no #SBATCH header', () => {

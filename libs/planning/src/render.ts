@@ -5,7 +5,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
-import { REQUEUE_DEFAULTS, stackEnvironment, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
+import {
+  REQUEUE_DEFAULTS,
+  kdgatPipeline,
+  stackEnvironment,
+  type Pipeline,
+  type ResolvedExperiment,
+} from '@kdgat/config';
 import type { StackOutputs } from './stack/outputs.ts';
 import type { PlannedJob, RunPlan } from './build.ts';
 
@@ -27,13 +33,11 @@ type Staging = TrainJobInput['staging'];
 export function policiesOf(resolved: ResolvedExperiment): { requeue: Requeue; staging: Staging } {
   const spec = resolved.spec as { requeue?: Partial<Requeue>; staging?: Partial<Staging> };
   const declared = { ...REQUEUE_DEFAULTS, ...(spec.requeue ?? {}) };
+  const contract = pipelineOf(resolved).requeue;
   return {
     // A pipeline that speaks no requeue contract is not signalled nor requeued: the runner
     // resubmits it after a time-out (requeue.maxRecoveries), and it resumes from its checkpoint.
-    requeue:
-      resolved.pipeline.requeue === 'none'
-        ? { ...declared, enabled: false }
-        : { ...declared, contract: resolved.pipeline.requeue },
+    requeue: contract === 'none' ? { ...declared, enabled: false } : { ...declared, contract },
     staging: { enabled: spec.staging?.enabled ?? false, datasets: spec.staging?.datasets ?? [] },
   };
 }
@@ -67,11 +71,11 @@ export function renderPlan(
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
       stage,
-      pipeline: pipelineView(resolved.pipeline),
+      pipeline: pipelineView(pipelineOf(resolved)),
       // The scheduler the run goes to decides the header (#SBATCH lines or none).
       profile: { ...resolved.cluster, scheduler: schedulerKind },
       partition: resolved.partition,
-      environment: { ...environmentView(stack, stage.environment), ...codeOf(resolved.pipeline, code) },
+      environment: { ...environmentView(stack, stage.environment), ...codeOf(pipelineOf(resolved), code) },
       layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
       runRoot,
       scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
@@ -110,6 +114,11 @@ function codeOf(
 ): Partial<Pick<TrainJobInput['environment'], 'code' | 'codePaths'>> {
   const dir = snapshot ?? pipeline.codeDir;
   return dir === undefined ? {} : { code: dir, codePaths: pipeline.codePaths };
+}
+
+/** The run's pipeline: a manifest written before pipelines were declared ran kdgat. */
+export function pipelineOf(resolved: ResolvedExperiment): Pipeline {
+  return (resolved as Partial<Pick<ResolvedExperiment, 'pipeline'>>).pipeline ?? kdgatPipeline();
 }
 
 /** What a job script needs of the run's pipeline declaration. */

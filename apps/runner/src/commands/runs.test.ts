@@ -124,7 +124,7 @@ describe('runner runs', () => {
     const bad = await run(['runs', ...s.args, '--where', 'f1>high']);
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('f1 is a number');
-  });
+  }, 30_000); // three runs of the real python (pyarrow, the query): seconds each on a loaded 2-core machine
 });
 
 describe('runner tensorboard', () => {
