@@ -109,7 +109,9 @@ describe('examples/', () => {
     expect(plan.jobs[0]!.array).toEqual({ size: 2, concurrency: 2, firstPoint: 0 });
     const script = rendered[0]!.script;
     expect(script).toContain("# The tiny-lightning pipeline's stage command (its declaration).");
-    expect(script).toMatch(/python -m tiny_lightning\.cli train --model mlp --scale small --dataset synth --output-dir '\{run_dir\}'/);
+    expect(script).toMatch(
+      /python -m tiny_lightning\.cli train --model mlp --scale small --dataset synth --output-dir '\{run_dir\}'/,
+    );
     expect(script).toContain('kdgat_overrides=(\n  max_epochs=3\n)');
     expect(script).toContain('kdgat_override_style=hydra');
     expect(script).toContain('kdgat_requeue_contract=lightning');
