@@ -250,6 +250,12 @@ kdgat_requeued_by_pipeline() {
 kdgat_forward_signal() {
   kdgat_signal_count=$((kdgat_signal_count + 1))
   kdgat_signal_time=$(date +%s)
+  # A pipeline that requeues itself on the signal (Lightning) knows no restart budget: past it, the
+  # signal is not passed on, and the job runs to its time limit (the runner's recovery decides then).
+  if [[ ${kdgat_requeue_contract:-} == lightning ]] && ((${SLURM_RESTART_COUNT:-0} >= kdgat_max_restarts)); then
+    echo "kdgat: SIG$kdgat_requeue_signal: restart ${SLURM_RESTART_COUNT:-0} reached the maximum of $kdgat_max_restarts: not passing it to the pipeline, which would requeue itself"
+    return 0
+  fi
   if [[ -n $kdgat_pipeline_pid ]]; then
     echo "kdgat: SIG$kdgat_requeue_signal: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
     kill -s "$kdgat_requeue_signal" "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"

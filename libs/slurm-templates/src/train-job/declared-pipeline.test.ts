@@ -1,10 +1,10 @@
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { PipelineView } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { jobInput, makeSite, writeJob, type SandboxSite } from '../test-support/job-harness.ts';
-import { makeSandbox, runBash, type Sandbox } from '../test-support/sandbox.ts';
+import { makeSandbox, runBash, runBashSignalled, type Sandbox } from '../test-support/sandbox.ts';
 import { renderTrainJob } from './render-train-job.ts';
 
 // A job of a declared pipeline (not kdgat): its own command with {run_dir}, its override style,
@@ -126,5 +126,34 @@ describe('a declared pipeline in a job script', () => {
     expect(() =>
       renderTrainJob({ ...input, environment: { ...input.environment, codePaths: ['../elsewhere'] } }),
     ).toThrow(TemplateInputError);
+  });
+
+  it("passes the signal to a pipeline that requeues itself only within the restart budget (Lightning's contract)", async () => {
+    const input = {
+      ...tinyJob('hydra'),
+      requeue: {
+        enabled: true,
+        signal: 'USR1',
+        leadSeconds: 60,
+        maxRestarts: 2,
+        contract: 'lightning' as const,
+      },
+    };
+    const r = await runBashSignalled(writeJob(sb, input), {
+      cwd: sb.dir,
+      env: sb.env({
+        STUB_PYTHON_MODE: 'lightning',
+        STUB_PYTHON_WAIT_STEPS: '40',
+        SLURM_JOB_ID: '80',
+        SLURM_RESTART_COUNT: '2',
+      }),
+      readyFile: join(sb.log, 'python.started'),
+      signal: 'SIGUSR1',
+    });
+    expect(r.stdout).toContain(
+      'kdgat: SIGUSR1: restart 2 reached the maximum of 2: not passing it to the pipeline, which would requeue itself',
+    );
+    expect(existsSync(join(sb.log, 'python.signalled'))).toBe(false);
+    expect(sb.calls('scontrol')).toEqual([]);
   });
 });
