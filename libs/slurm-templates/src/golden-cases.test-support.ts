@@ -128,6 +128,40 @@ export function goldenFiles(): Record<string, string> {
     staging: { enabled: true, datasets: ['hcrl_sa'] },
   }).script;
 
+  // A researcher's own pipeline (examples/pipelines/tiny-lightning.pipeline.yaml) as a sweep array on
+  // Pitzer: its command, key=value overrides, its code snapshot first on PYTHONPATH, Lightning's requeue.
+  const tiny = renderTrainJob(
+    pitzerJob({
+      experiment: 'tiny-lightning',
+      stage: stage({ id: 'fit', stage: 'train', model: 'mlp', scale: 'small', overrides: { max_epochs: 3 } }),
+      pipeline: {
+        name: 'tiny-lightning',
+        command: [
+          'python',
+          '-m',
+          'tiny_lightning.cli',
+          '{stage}',
+          '--model',
+          '{model}',
+          '--scale',
+          '{scale}',
+          '--dataset',
+          '{dataset}',
+          '--output-dir',
+          '{run_dir}',
+        ],
+        overrideStyle: 'hydra',
+      },
+      environment: { ...condaEnv, code: `${scratch}/code/0123abcd`, codePaths: ['src'] },
+      runRoot: `${scratch}/runs/tiny-lightning`,
+      requeue: { enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3, contract: 'lightning' },
+      sweepPoints: [{ lr: 0.01 }, { lr: 0.05 }],
+      arrayTablePath: `${scratch}/runs/tiny-lightning/scripts/fit.points.tsv`,
+    }),
+  );
+  files['declared-pipeline-array.sh'] = tiny.script;
+  files['declared-pipeline-array.tsv'] = tiny.arrayTable ?? '';
+
   for (const [name, text] of Object.entries(renderSiteScripts(pitzer, condaEnv, pitzerLayout)))
     files[`site-osc-pitzer/${name}`] = text;
   for (const [name, text] of Object.entries(renderSiteScripts(localProfile, venvEnv, localLayout)))

@@ -35,8 +35,22 @@ describe('the environment section (values, environment.sh, one call)', () => {
       const lines = script.split('\n');
       const header = lines.findIndex((l) => l.startsWith('# ---- the environment:'));
       expect(header, name).toBeGreaterThan(0);
-      const { before, after } = around(script, header + 1, (l) => l.startsWith('# ---- '));
-      expect(before.length, name).toBe(5);
+      const section = around(script, header + 1, (l) => l.startsWith('# ---- '));
+      const { after } = section;
+      // A job with its pipeline's code (a declared pipeline) adds the code dir and its PYTHONPATH
+      // entries, an array of words: `kdgat_code_paths=(`, one word a line, `)`.
+      const array = section.before.indexOf('kdgat_code_paths=(');
+      const before =
+        array < 0
+          ? section.before
+          : [
+              ...section.before.slice(0, array),
+              ...section.before.slice(section.before.indexOf(')', array) + 1),
+            ];
+      if (array >= 0)
+        for (const word of section.before.slice(array + 1, section.before.indexOf(')', array)))
+          expect(word, name).toMatch(/^ {2}[A-Za-z0-9_./-]+$/);
+      expect(before.length, name).toBe(array < 0 ? 5 : 6);
       for (const line of before) expect(line, name).toMatch(ASSIGNMENT);
       expect(after, name).toEqual(['kdgat_environment', '']);
     }
