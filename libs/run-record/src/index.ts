@@ -82,6 +82,7 @@ export {
   DirtyTreeError,
   codeSnapshot,
   codeSourceOf,
+  materializeGitCode,
   type CodeSource,
   snapshotDir,
   uploadSnapshot,

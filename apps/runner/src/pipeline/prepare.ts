@@ -30,6 +30,7 @@ import {
   MANIFEST_FILE,
   compareRecordedLocks,
   copyLine,
+  materializeGitCode,
   readManifest,
   refreshCopy,
   resolveStageInputs,
@@ -94,13 +95,21 @@ export async function prepare(
   command: RunCommand,
   log: (line: string) => void,
 ): Promise<Prepared> {
-  const spec = await loadSpec(opts, log);
+  const spec = await withPipelineCode(await loadSpec(opts, log), opts, log);
   const study = command.studyOf?.(spec, log);
   logWarnings(spec, log);
   const site = await checkStack(spec, { ...opts, dryRun: command.dryRun }, log);
   const scheduler = schedulerOf(spec, site, opts);
   const plan = await planJobs(spec, scheduler, study);
   return { spec, site, scheduler, plan, ...(study ? { study } : {}) };
+}
+
+/** A pipeline whose code is a git repository at a commit: that commit, cloned once, is its code dir. */
+async function withPipelineCode(spec: Spec, opts: RunOptions, log: (line: string) => void): Promise<Spec> {
+  const pipeline = spec.resolved.pipeline;
+  if (!pipeline.codeGit || pipeline.codeDir) return spec;
+  const codeDir = await materializeGitCode(opts.repoRoot, pipeline.name, pipeline.codeGit, log);
+  return { ...spec, resolved: { ...spec.resolved, pipeline: { ...pipeline, codeDir } } };
 }
 
 /** Load spec: from `--spec`, or the one a manifest recorded; the best trial applied; validated. */

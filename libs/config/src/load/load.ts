@@ -141,7 +141,7 @@ function loadPipelineRef(
       'another name',
     );
   let codeDir: string | undefined;
-  if (decl.code) {
+  if (decl.code?.path !== undefined) {
     codeDir = resolve(dir, decl.code.path);
     if (!existsSync(codeDir) || !statSync(codeDir).isDirectory())
       refused(
@@ -186,6 +186,7 @@ function loadPipelineRef(
       ...rest,
       codePaths: decl.code?.pythonPath ?? [],
       ...(codeDir ? { codeDir } : {}),
+      ...(decl.code?.git ? { codeGit: decl.code.git } : {}),
       ...(configSchema ? { configSchema } : {}),
     },
     issues: [],

@@ -46,13 +46,21 @@ const declaration = (name: string, change: (text: string) => string): string => 
     `code: { path: ${join(EXAMPLES, 'tiny-lightning')}`,
   );
   const file = join(dir, `${name}.pipeline.yaml`);
-  writeFileSync(file, text.replace('file: tiny-lightning.schema.json', `file: ${join(EXAMPLES, 'tiny-lightning.schema.json')}`));
+  writeFileSync(
+    file,
+    text.replace('file: tiny-lightning.schema.json', `file: ${join(EXAMPLES, 'tiny-lightning.schema.json')}`),
+  );
   return file;
 };
 
 describe('a declared pipeline', () => {
   it('resolves with its code, schema, override style and requeue contract', () => {
-    const { resolved, warnings } = load(spec('./tiny-lightning.pipeline.yaml', STAGE.replace(' }', ', overrides: { max_epochs: 2, lr: 0.01 } }')));
+    const { resolved, warnings } = load(
+      spec(
+        './tiny-lightning.pipeline.yaml',
+        STAGE.replace(' }', ', overrides: { max_epochs: 2, lr: 0.01 } }'),
+      ),
+    );
     const p = resolved.pipeline;
     expect(p.name).toBe('tiny-lightning');
     expect(p.codeDir).toBe(join(EXAMPLES, 'tiny-lightning'));
@@ -60,13 +68,20 @@ describe('a declared pipeline', () => {
     expect(p.overrides).toBe('hydra');
     expect(p.requeue).toBe('lightning');
     expect(p.configSchema).toBeDefined();
-    expect(resolved.stages[0]).toMatchObject({ stage: 'train', model: 'mlp', overrides: { max_epochs: 2, lr: 0.01 } });
+    expect(resolved.stages[0]).toMatchObject({
+      stage: 'train',
+      model: 'mlp',
+      overrides: { max_epochs: 2, lr: 0.01 },
+    });
     expect(warnings.join('\n')).not.toMatch(/not checked/);
   });
 
   it('checks stage, model, scale and overrides against the declaration and its schema, all at once', () => {
     const issues = issuesOf(
-      spec('./tiny-lightning.pipeline.yaml', '{ id: fit, stage: fit, model: gat, scale: small, dataset: toy, overrides: { lr: -1, colour: 3 } }'),
+      spec(
+        './tiny-lightning.pipeline.yaml',
+        '{ id: fit, stage: fit, model: gat, scale: small, dataset: toy, overrides: { lr: -1, colour: 3 } }',
+      ),
     );
     expect(issues).toEqual([
       "stages[0].stage: stage fit is not one of pipeline tiny-lightning's",
@@ -93,20 +108,73 @@ describe('a declared pipeline', () => {
         'requeue: { signal: USR2 }\ntune: { stage: fit, objective: { metric: val_loss, direction: minimize }, nTrials: 2, nWorkers: 1, space: { lr: { type: float, low: 0.001, high: 0.1, log: true } } }',
       ),
     );
-    expect(tune, tune.join("\n")).toContain("requeue.signal: pipeline tiny-lightning requeues itself the Lightning way, on SIGUSR1 (SLURMEnvironment's requeue_signal)");
-    expect(tune).toContain("tune: a tune study runs kdgat's Optuna workers: pipeline tiny-lightning has none");
+    expect(tune, tune.join('\n')).toContain(
+      "requeue.signal: pipeline tiny-lightning requeues itself the Lightning way, on SIGUSR1 (SLURMEnvironment's requeue_signal)",
+    );
+    expect(tune).toContain(
+      "tune: a tune study runs kdgat's Optuna workers: pipeline tiny-lightning has none",
+    );
   });
 
   it.each([
-    ['an unknown placeholder', (t: string) => t.replace("'{run_dir}'", "'{run-dir}'"), /\{run-dir\} is not a placeholder/],
-    ['the built-in name', (t: string) => t.replace('name: tiny-lightning', 'name: kdgat'), /declares the name kdgat/],
-    ['a missing code dir', (t: string) => t.replace(/code: \{ path: [^,]+,/, 'code: { path: nowhere,'), /code.path nowhere is not a directory/],
-    ['a code path out of the code', (t: string) => t.replace('pythonPath: [src]', 'pythonPath: [../src]'), /code\.pythonPath\[0\]: "\.\.\/src" is not valid/],
-    ['an unknown requeue contract', (t: string) => t.replace('requeue: lightning', 'requeue: sometimes'), /requeue/],
-    ['a missing schema file', (t: string) => t.replace('file: tiny-lightning.schema.json', 'file: missing.json'), /could not be read as a JSON Schema/],
+    [
+      'an unknown placeholder',
+      (t: string) => t.replace("'{run_dir}'", "'{run-dir}'"),
+      /\{run-dir\} is not a placeholder/,
+    ],
+    [
+      'the built-in name',
+      (t: string) => t.replace('name: tiny-lightning', 'name: kdgat'),
+      /declares the name kdgat/,
+    ],
+    [
+      'a missing code dir',
+      (t: string) => t.replace(/code: \{ path: [^,]+,/, 'code: { path: nowhere,'),
+      /code.path nowhere is not a directory/,
+    ],
+    [
+      'a code path out of the code',
+      (t: string) => t.replace('pythonPath: [src]', 'pythonPath: [../src]'),
+      /code\.pythonPath\[0\]: "\.\.\/src" is not valid/,
+    ],
+    [
+      'an unknown requeue contract',
+      (t: string) => t.replace('requeue: lightning', 'requeue: sometimes'),
+      /requeue/,
+    ],
+    [
+      'a missing schema file',
+      (t: string) => t.replace('file: tiny-lightning.schema.json', 'file: missing.json'),
+      /could not be read as a JSON Schema/,
+    ],
   ])('refuses %s, naming it', (_what, change, message) => {
     const file = declaration(`bad-${_what.replace(/\W+/g, '-')}`, change);
     expect(issuesOf(spec(file)).join('\n')).toMatch(message);
+  });
+
+  it('takes its code from a git repository at a full commit, named in the declaration', () => {
+    const commit = 'a'.repeat(40);
+    const git = declaration('git', (t) =>
+      t.replace(
+        /code: \{ path: [^,]+,/,
+        `code: { git: { url: https://example.org/theirs.git, commit: ${commit} },`,
+      ),
+    );
+    expect(load(spec(git)).resolved.pipeline).toMatchObject({
+      codeGit: { url: 'https://example.org/theirs.git', commit },
+      codePaths: ['src'],
+    });
+    expect(load(spec(git)).resolved.pipeline.codeDir).toBeUndefined(); // the runner clones it
+    const short = declaration('git-short', (t) =>
+      t.replace(/code: \{ path: [^,]+,/, 'code: { git: { url: x, commit: abc123 },'),
+    );
+    expect(issuesOf(spec(short)).join('\n')).toMatch(
+      /code\.git\.commit: "abc123" is not valid/,
+    );
+    const both = declaration('git-both', (t) =>
+      t.replace('code: { path:', `code: { git: { url: x, commit: ${commit} }, path:`),
+    );
+    expect(issuesOf(spec(both)).join('\n')).toMatch(/either path or git, not both/);
   });
 
   it("keeps its schema file equal to what the project's own `schema` command prints", () => {
@@ -139,9 +207,23 @@ describe('kdgat, the default declaration', () => {
   it('is the command the job scripts ran before declarations existed', () => {
     const stage = { stage: 'autoencoder', model: 'vgae', scale: 'large', dataset: 'hcrl_sa' };
     expect(stageCommand(KDGAT_PIPELINE_DECLARATION, stage)).toEqual([
-      'python', '-m', 'kdgat', 'autoencoder', '--model', 'vgae', '--scale', 'large', '--dataset', 'hcrl_sa', '--run-root', '{run_root}',
+      'python',
+      '-m',
+      'kdgat',
+      'autoencoder',
+      '--model',
+      'vgae',
+      '--scale',
+      'large',
+      '--dataset',
+      'hcrl_sa',
+      '--run-root',
+      '{run_root}',
     ]);
-    expect(load(spec('kdgat', '{ id: ae, stage: autoencoder, model: vgae, scale: small, dataset: synth }')).resolved.pipeline.name).toBe('kdgat');
+    expect(
+      load(spec('kdgat', '{ id: ae, stage: autoencoder, model: vgae, scale: small, dataset: synth }'))
+        .resolved.pipeline.name,
+    ).toBe('kdgat');
   });
 
   it.each([

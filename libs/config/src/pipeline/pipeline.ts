@@ -74,10 +74,23 @@ export const PipelineDeclarationSchema = z
      */
     code: z
       .object({
-        path: z.string().min(1),
+        /** A directory (relative to this file) of a git repository. */
+        path: z.string().min(1).optional(),
+        /**
+         * Or a git repository at a commit: cloned once into `.hpc/pipelines/<name>/<commit>` by the
+         * runner (a URL git understands, or a path; the full 40-hex commit, so a run names exactly its code).
+         */
+        git: z
+          .object({
+            url: z.string().regex(/^[^\0\s-][^\0\s]*$/, 'a repository URL or path git understands (no spaces, not an option)'),
+            commit: z.string().regex(/^[0-9a-f]{40}$/, 'a full commit hash (40 hex digits)'),
+          })
+          .strict()
+          .optional(),
         pythonPath: z.array(ruleString(SCRIPT_VALUES.codePath)).default(['src']),
       })
       .strict()
+      .refine((c) => (c.path === undefined) !== (c.git === undefined), 'either path or git, not both')
       .optional(),
     /** The stage command, one word per argv entry (never a shell string). */
     command: z.array(CommandWord).min(1),
@@ -122,8 +135,13 @@ export interface Pipeline extends Omit<PipelineDeclaration, 'code' | 'schema'> {
    * declared `code.path` here, its snapshot on a site over SSH). kdgat's: `src` of its snapshot.
    */
   codePaths: string[];
-  /** The code's root directory on this machine, when the declaration names one (absent: kdgat's python/). */
+  /**
+   * The code's root directory on this machine, when the declaration names one (absent: kdgat's
+   * python/); for `code.git`, set by the runner once it has the commit (`materializeGitCode`).
+   */
   codeDir?: string;
+  /** The code as a repository at a commit (`code.git`). */
+  codeGit?: { url: string; commit: string };
   /** The config schema, parsed, when the pipeline publishes one. */
   configSchema?: object;
 }

@@ -15,7 +15,9 @@ import { SiteFiles, localExecutor } from '@kdgat/transport';
 import {
   DirtyTreeError,
   codeSnapshot,
+  codeSourceOf,
   currentSnapshotLink,
+  materializeGitCode,
   snapshotDir,
   uploadSnapshot,
 } from './snapshot.ts';
@@ -108,5 +110,70 @@ describe('code snapshot', () => {
     expect(version()).toBe('VERSION = 1\n');
     // the link was renamed into place: no temporary name is left beside it
     expect(readdirSync(site).sort()).toEqual(['current', one.tree, two.tree].sort());
+  });
+});
+
+describe("a declared pipeline's code", () => {
+  /** A researcher's own repository: two commits, the code in src/. */
+  function theirRepo(): { dir: string; first: string; second: string } {
+    const dir = mkdtempSync(join(tmpdir(), 'kdgat-their-'));
+    git(dir, 'init', '-q');
+    git(dir, 'config', 'user.email', 't@example.org');
+    git(dir, 'config', 'user.name', 't');
+    mkdirSync(join(dir, 'src', 'theirs'), { recursive: true });
+    writeFileSync(join(dir, 'src', 'theirs', '__init__.py'), 'VERSION = 1\n');
+    git(dir, 'add', '-A');
+    git(dir, 'commit', '-q', '-m', 'one');
+    const first = git(dir, 'rev-parse', 'HEAD');
+    writeFileSync(join(dir, 'src', 'theirs', '__init__.py'), 'VERSION = 2\n');
+    git(dir, 'commit', '-qam', 'two');
+    return { dir, first, second: git(dir, 'rev-parse', 'HEAD') };
+  }
+
+  it('from a git repository at a commit: cloned once at exactly that commit, then reused; its snapshot is that tree', async () => {
+    const { dir, first } = theirRepo();
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-runner-'));
+    const lines: string[] = [];
+    const code = await materializeGitCode(root, 'theirs', { url: dir, commit: first }, (l) => lines.push(l));
+    expect(code).toBe(join(root, '.hpc', 'pipelines', 'theirs', first));
+    expect(readFileSync(join(code, 'src', 'theirs', '__init__.py'), 'utf8')).toBe('VERSION = 1\n');
+    expect(lines).toEqual([`code: pipeline theirs at ${first.slice(0, 12)} from ${dir} (in ${code})`]);
+    expect(await materializeGitCode(root, 'theirs', { url: dir, commit: first }, (l) => lines.push(l))).toBe(
+      code,
+    );
+    expect(lines).toHaveLength(1); // reused, not cloned again
+    const snapshot = await codeSnapshot(await codeSourceOf(root, code), { allowDirty: false });
+    expect(snapshot).toMatchObject({
+      tree: git(dir, 'rev-parse', `${first}^{tree}`),
+      commit: first,
+      dirty: false,
+    });
+  });
+
+  it('refuses a commit the repository does not have, and a repository that is not there, leaving nothing behind', async () => {
+    const { dir } = theirRepo();
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-runner-'));
+    const missing = 'f'.repeat(40);
+    await expect(materializeGitCode(root, 'theirs', { url: dir, commit: missing })).rejects.toThrow(
+      `pipeline theirs: commit ${missing} is not in ${dir}`,
+    );
+    await expect(
+      materializeGitCode(root, 'theirs', { url: join(dir, 'nowhere'), commit: missing }),
+    ).rejects.toThrow(/pipeline theirs: git clone \S+nowhere failed/);
+    expect(readdirSync(join(root, '.hpc', 'pipelines', 'theirs'))).toEqual([]);
+  });
+
+  it('from a directory of any git repository: its committed tree, refused when dirty', async () => {
+    const { dir, second } = theirRepo();
+    const source = await codeSourceOf('/unused', join(dir, 'src'));
+    expect(source.path).toBe('src');
+    expect((await codeSnapshot(source, { allowDirty: false })).tree).toBe(
+      git(dir, 'rev-parse', `${second}:src`),
+    );
+    writeFileSync(join(dir, 'src', 'theirs', 'new.py'), '\n');
+    await expect(codeSnapshot(source, { allowDirty: false })).rejects.toThrow(
+      /changes under src\/ that no commit holds/,
+    );
+    await expect(codeSourceOf('/unused', tmpdir())).rejects.toThrow(/is not in a git repository/);
   });
 });

@@ -4,9 +4,9 @@
 // reused by later runs). A working tree with changes there is refused unless the user allows it;
 // then the snapshot is the working tree as git would commit it, and the diff against HEAD is kept
 // with the run.
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { CURRENT_CODE_LINK } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { SiteFiles } from '@kdgat/transport';
@@ -66,6 +66,44 @@ async function git(repo: string, args: string[], env?: NodeJS.ProcessEnv): Promi
   const r = await runCommand('git', args, { cwd: repo, ...(env ? { env: { ...process.env, ...env } } : {}) });
   if (r.code !== 0) throw new Error(`git ${args.join(' ')} failed in ${repo}: ${r.stderr.trim()}`);
   return r.stdout;
+}
+
+/**
+ * A declared pipeline's code as a git repository at a commit (`code.git`): cloned once into
+ * `<repoRoot>/.hpc/pipelines/<name>/<commit>` and checked out at exactly that commit; a later run
+ * reuses the clone. Its committed tree is what travels to a site over SSH, as any code's does.
+ */
+export async function materializeGitCode(
+  repoRoot: string,
+  name: string,
+  source: { url: string; commit: string },
+  log: (line: string) => void = () => {},
+): Promise<string> {
+  const dir = join(repoRoot, '.hpc', 'pipelines', name, source.commit);
+  if (existsSync(join(dir, '.git'))) {
+    const head = await runCommand('git', ['rev-parse', 'HEAD'], { cwd: dir });
+    if (head.code === 0 && head.stdout.trim() === source.commit) return dir;
+    rmSync(dir, { recursive: true, force: true }); // not that commit (a clone cut short): again
+  }
+  const partial = `${dir}.partial-${process.pid}`;
+  rmSync(partial, { recursive: true, force: true });
+  mkdirSync(dirname(dir), { recursive: true });
+  try {
+    const clone = await runCommand('git', ['clone', '--quiet', '--no-checkout', '--', source.url, partial]);
+    if (clone.code !== 0)
+      throw new Error(`pipeline ${name}: git clone ${source.url} failed: ${clone.stderr.trim()}`);
+    const checkout = await runCommand('git', ['checkout', '--quiet', '--detach', source.commit], { cwd: partial });
+    if (checkout.code !== 0)
+      throw new Error(
+        `pipeline ${name}: commit ${source.commit} is not in ${source.url} (on none of its branches or tags): ` +
+          `${checkout.stderr.trim()}`,
+      );
+    renameSync(partial, dir);
+  } finally {
+    rmSync(partial, { recursive: true, force: true });
+  }
+  log(`code: pipeline ${name} at ${source.commit.slice(0, 12)} from ${source.url} (in ${dir})`);
+  return dir;
 }
 
 /** The snapshot of the code (kdgat's `python/` unless `source` names another) a run at this moment would take. */
