@@ -140,7 +140,7 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(outs.length).toBe(3);
     for (const f of outs)
       expect(readFileSync(join(site.onSite(dirs.site), 'logs', f), 'utf8')).toContain(
-        `kdgat: code from snapshot ${manifest.code.dir}`,
+        `kdgat: code from ${manifest.code.dir}`,
       );
 
     // status, logs and report from the laptop, on its local copy.
