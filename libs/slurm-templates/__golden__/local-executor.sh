@@ -73,7 +73,7 @@ if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
   exit "$kdgat_unavailable_status"
 fi
 declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
-declare -g kdgat_requeue_contract
+declare -g kdgat_requeue_contract kdgat_max_restarts
 declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
 declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
 declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator kdgat_override_style
