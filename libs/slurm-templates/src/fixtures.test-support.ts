@@ -1,5 +1,6 @@
 /** Example inputs shaped like @kdgat/config values (osc-pitzer and local), shared by the tests. */
-import type { EnvironmentView, LayoutView, RequeuePolicy, StageView } from './inputs.ts';
+import { loadPipeline } from '@kdgat/config';
+import type { EnvironmentView, LayoutView, PipelineView, RequeuePolicy, StageView } from './inputs.ts';
 import type { SiteProfileView } from './site/render-site-scripts.ts';
 import type { TrainJobInput } from './train-job/render-train-job.ts';
 
@@ -111,4 +112,12 @@ export function pitzerJob(partial: Partial<TrainJobInput> = {}): TrainJobInput {
     staging: { enabled: true, datasets: ['hcrl_sa'] },
     ...partial,
   };
+}
+
+/** The repository's example of a researcher's own pipeline, as its declaration file says it. */
+export function tinyLightning(): PipelineView {
+  const p = loadPipeline(
+    new URL('../../../examples/pipelines/tiny-lightning.pipeline.yaml', import.meta.url).pathname,
+  );
+  return { name: p.name, command: p.command, overrideStyle: p.overrides };
 }

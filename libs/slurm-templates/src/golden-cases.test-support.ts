@@ -8,6 +8,7 @@ import {
   pitzerJob,
   pitzerLayout,
   stage,
+  tinyLightning,
   venvEnv,
 } from './fixtures.test-support.ts';
 import { renderSiteScripts } from './site/render-site-scripts.ts';
@@ -134,24 +135,7 @@ export function goldenFiles(): Record<string, string> {
     pitzerJob({
       experiment: 'tiny-lightning',
       stage: stage({ id: 'fit', stage: 'train', model: 'mlp', scale: 'small', overrides: { max_epochs: 3 } }),
-      pipeline: {
-        name: 'tiny-lightning',
-        command: [
-          'python',
-          '-m',
-          'tiny_lightning.cli',
-          '{stage}',
-          '--model',
-          '{model}',
-          '--scale',
-          '{scale}',
-          '--dataset',
-          '{dataset}',
-          '--output-dir',
-          '{run_dir}',
-        ],
-        overrideStyle: 'hydra',
-      },
+      pipeline: tinyLightning(),
       environment: { ...condaEnv, code: `${scratch}/code/0123abcd`, codePaths: ['src'] },
       runRoot: `${scratch}/runs/tiny-lightning`,
       requeue: { enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3, contract: 'lightning' },

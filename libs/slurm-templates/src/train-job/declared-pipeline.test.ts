@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { PipelineView } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
+import { tinyLightning } from '../fixtures.test-support.ts';
 import { jobInput, makeSite, writeJob, type SandboxSite } from '../test-support/job-harness.ts';
 import { makeSandbox, runBash, runBashSignalled, type Sandbox } from '../test-support/sandbox.ts';
 import { renderTrainJob } from './render-train-job.ts';
@@ -18,21 +19,7 @@ beforeEach(() => {
 afterEach(() => sb.cleanup());
 
 const tiny = (overrideStyle: PipelineView['overrideStyle']): PipelineView => ({
-  name: 'tiny-lightning',
-  command: [
-    'python',
-    '-m',
-    'tiny_lightning.cli',
-    '{stage}',
-    '--model',
-    '{model}',
-    '--scale',
-    '{scale}',
-    '--dataset',
-    '{dataset}',
-    '--output-dir',
-    '{run_dir}',
-  ],
+  ...tinyLightning(),
   overrideStyle,
 });
 
