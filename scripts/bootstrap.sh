@@ -7,7 +7,7 @@
 # Pulumi need into the tool cache and the checkout, and skips the test cluster's Debian packages,
 # saying so in one line.
 # Prints one line per step with its duration; a warm second run takes seconds. The tools' own output
-# (npm, apt, pip, uv, `go: downloading …`) goes to the log, $KDGAT_BOOTSTRAP_LOG or .bootstrap.log in
+# (npm, apt, pip, uv, `go: downloading …`) goes to the log, $HPC_BOOTSTRAP_LOG or .bootstrap.log in
 # the repository; when a step fails, its path and last lines are printed and the tool's exit status
 # is the script's.
 set -euo pipefail
@@ -15,8 +15,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source-path=SCRIPTDIR
 source "$REPO/scripts/lib/versions.sh"
 cd "$REPO"
-mkdir -p "$KDGAT_TOOLS"
-LOG=${KDGAT_BOOTSTRAP_LOG:-$REPO/.bootstrap.log}
+mkdir -p "$HPC_TOOLS"
+LOG=${HPC_BOOTSTRAP_LOG:-$REPO/.bootstrap.log}
 mkdir -p "$(dirname "$LOG")"
 printf 'bootstrap %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$LOG"
 
@@ -137,7 +137,7 @@ fi
 step "uv $UV_VERSION"
 # A uv already on PATH at this version is used; else it goes into a venv of its own in the tool cache
 # (no root needed, and no system Python's packages touched).
-UV_HOME=$KDGAT_TOOLS/uv/$UV_VERSION
+UV_HOME=$HPC_TOOLS/uv/$UV_VERSION
 if [[ -x $UV_HOME/bin/uv ]]; then PATH=$UV_HOME/bin:$PATH; fi
 if command -v uv >/dev/null && [[ $(uv --version) == "uv $UV_VERSION"* ]]; then
   done_step "present"

@@ -12,17 +12,17 @@
 #
 # A second, differently configured instance (a test that needs its own cluster) sets its own state
 # dir and ports; it never touches the default instance or /etc/slurm:
-#   KDGAT_SLURM_DIR        state, config and logs (default /var/tmp/kdgat-slurm)
-#   KDGAT_SLURMCTLD_PORT   controller port (default 6817);  KDGAT_SLURMD_PORT  node daemon port (default 6818)
-#   KDGAT_SLURM_MAX_ARRAY_SIZE  MaxArraySize (default 1001, SLURM's own default)
+#   HPC_SLURM_DIR        state, config and logs (default /var/tmp/kdgat-slurm)
+#   HPC_SLURMCTLD_PORT   controller port (default 6817);  HPC_SLURMD_PORT  node daemon port (default 6818)
+#   HPC_SLURM_MAX_ARRAY_SIZE  MaxArraySize (default 1001, SLURM's own default)
 set -euo pipefail
 
 DEFAULT_STATE=/var/tmp/kdgat-slurm
-STATE=${KDGAT_SLURM_DIR:-$DEFAULT_STATE}
+STATE=${HPC_SLURM_DIR:-$DEFAULT_STATE}
 CONF=$STATE/slurm.conf
-CTLD_PORT=${KDGAT_SLURMCTLD_PORT:-6817}
-SLURMD_PORT=${KDGAT_SLURMD_PORT:-6818}
-MAX_ARRAY_SIZE=${KDGAT_SLURM_MAX_ARRAY_SIZE:-1001}
+CTLD_PORT=${HPC_SLURMCTLD_PORT:-6817}
+SLURMD_PORT=${HPC_SLURMD_PORT:-6818}
+MAX_ARRAY_SIZE=${HPC_SLURM_MAX_ARRAY_SIZE:-1001}
 export SLURM_CONF=$CONF
 
 log() { printf 'slurm-local: %s\n' "$*" >&2; }

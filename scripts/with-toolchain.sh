@@ -20,12 +20,12 @@ fi
 if ! command -v pulumi >/dev/null || [[ $(pulumi version 2>/dev/null) != v3.* ]] || ! command -v pulumi-language-nodejs >/dev/null; then
   PATH=$PULUMI_BIN:$PATH
 fi
-PATH=$REPO/node_modules/.bin:$KDGAT_TOOLS/uv/$UV_VERSION/bin:$HOME/.local/bin:$PATH
-export PATH KDGAT_REPO=$REPO KDGAT_TOOLS
+PATH=$REPO/node_modules/.bin:$HPC_TOOLS/uv/$UV_VERSION/bin:$HOME/.local/bin:$PATH
+export PATH HPC_REPO=$REPO HPC_TOOLS
 
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
-export PULUMI_HOME=${PULUMI_HOME:-$KDGAT_TOOLS/pulumi-home}
+export PULUMI_HOME=${PULUMI_HOME:-$HPC_TOOLS/pulumi-home}
 # Local file backend in the repository (git-ignored) unless the user chose another one.
 if [[ -z ${PULUMI_BACKEND_URL:-} ]]; then
   mkdir -p "$REPO/.pulumi-state"

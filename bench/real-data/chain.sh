@@ -10,15 +10,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 # The recordings (public: the HCRL "Survival Analysis" CAN set, as repackaged by can-train-and-test,
-# plus can-train-and-test set_01 and set_03) are not in the repository: KDGAT_REAL_DATA names their folder; the
+# plus can-train-and-test set_01 and set_03) are not in the repository: HPC_REAL_DATA names their folder; the
 # development machines keep them in ../shared/data/can-real, tried when it is unset.
-data=${KDGAT_REAL_DATA:-}
+data=${HPC_REAL_DATA:-}
 if [[ -z "$data" ]]; then
   for d in "$repo/../shared/data/can-real" "$repo/../../shared/data/can-real"; do
     [[ -d "$d" ]] && data=$(cd "$d" && pwd) && break
   done
 fi
-[[ -n "$data" && -d "$data" ]] || { echo "no recordings found: set KDGAT_REAL_DATA=DIR (../shared/data/can-real)" >&2; exit 2; }
+[[ -n "$data" && -d "$data" ]] || { echo "no recordings found: set HPC_REAL_DATA=DIR (../shared/data/can-real)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/data/canreal"

@@ -2,15 +2,15 @@
  * bench/stage-data: P0 staging (stage_data.sh) vs the original proposal's plain `cp` loop.
  *
  * Generates a cache shaped like real ones (a few large .pt files, small .pkl/.json) under
- * $KDGAT_BENCH_DIR, then times, with page caches dropped before each run when permitted (root):
+ * $HPC_BENCH_DIR, then times, with page caches dropped before each run when permitted (root):
  *   baseline      the original proposal: for ds; do cp -r "$SRC/$ds"/* "$TMPDIR/cache/$ds/" 2>/dev/null || true; done
  *   ours -j1      stage_data.sh with one copy at a time (verification and atomic rename included)
- *   ours          stage_data.sh with KDGAT_STAGE_JOBS parallel copies (default 4)
+ *   ours          stage_data.sh with HPC_STAGE_JOBS parallel copies (default 4)
  *   re-stage      stage_data.sh again on a staged cache (what a requeued job pays), vs baseline again
  * Prints seconds, MB/s and ratios against the baseline measured in the same run.
  *
- * Env: KDGAT_BENCH_SCALE (default 0.5: 1.3 GB; 1 = 2.65 GB as in the original proposal), KDGAT_BENCH_REPEATS (3),
- *      KDGAT_BENCH_DIR (/tmp/kdgat-bench-stage), KDGAT_STAGE_JOBS (4).
+ * Env: HPC_BENCH_SCALE (default 0.5: 1.3 GB; 1 = 2.65 GB as in the original proposal), HPC_BENCH_REPEATS (3),
+ *      HPC_BENCH_DIR (/tmp/kdgat-bench-stage), HPC_STAGE_JOBS (4).
  * Run: node bench/stage-data/bench.ts
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -19,10 +19,10 @@ import { closeSync, mkdirSync, openSync, rmSync, writeFileSync, writeSync } from
 import { join } from 'node:path';
 import { renderStageData } from '@kdgat/slurm-templates';
 
-const scale = Number(process.env.KDGAT_BENCH_SCALE ?? '0.5');
-const repeats = Number(process.env.KDGAT_BENCH_REPEATS ?? '3');
-const jobs = process.env.KDGAT_STAGE_JOBS ?? '4';
-const root = process.env.KDGAT_BENCH_DIR ?? '/tmp/kdgat-bench-stage';
+const scale = Number(process.env.HPC_BENCH_SCALE ?? '0.5');
+const repeats = Number(process.env.HPC_BENCH_REPEATS ?? '3');
+const jobs = process.env.HPC_STAGE_JOBS ?? '4';
+const root = process.env.HPC_BENCH_DIR ?? '/tmp/kdgat-bench-stage';
 const MB = 1024 * 1024;
 
 // Sizes in MB at scale 1, after the caches the original proposal describes (100 MB - 1.4 GB .pt files).
@@ -110,13 +110,13 @@ console.log(`source ${src}, TMPDIR ${tmp} (same disk here; on a cluster: scratch
 const rows: [string, number, number][] = [];
 const tBase = timed('baseline', baseline, {}, true);
 rows.push(["baseline: the proposal's cp loop", tBase, total]);
-const tSerial = timed('ours -j1', ours, { KDGAT_STAGE_JOBS: '1' }, true);
+const tSerial = timed('ours -j1', ours, { HPC_STAGE_JOBS: '1' }, true);
 rows.push(['stage_data.sh, 1 copy at a time', tSerial, total]);
-const tOurs = timed('ours', ours, { KDGAT_STAGE_JOBS: jobs }, true);
+const tOurs = timed('ours', ours, { HPC_STAGE_JOBS: jobs }, true);
 rows.push([`stage_data.sh, ${jobs} parallel copies`, tOurs, total]);
 const tBaseAgain = timed('baseline re-stage', baseline, {}, false);
 rows.push(["re-stage: the proposal's cp loop again", tBaseAgain, total]);
-const tRestage = timed('ours re-stage', ours, { KDGAT_STAGE_JOBS: jobs }, false);
+const tRestage = timed('ours re-stage', ours, { HPC_STAGE_JOBS: jobs }, false);
 rows.push(['re-stage: stage_data.sh (verified skip)', tRestage, total]);
 
 console.log('');

@@ -7,14 +7,14 @@
 # every property of every resource.
 # The stack defaults to `local` and is created on first use. Pulumi comes from the repository
 # toolchain (scripts/with-toolchain.sh: local file backend, offline plugin settings).
-# KDGAT_INFRA_DIR points at another project directory (the e2e tests use a temporary one).
+# HPC_INFRA_DIR points at another project directory (the e2e tests use a temporary one).
 set -euo pipefail
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-infra=${KDGAT_INFRA_DIR:-$(cd "$(dirname "$self")/.." && pwd)}
+infra=${HPC_INFRA_DIR:-$(cd "$(dirname "$self")/.." && pwd)}
 repo=$(cd "$(dirname "$self")/../.." && pwd)
 
-if [[ -z ${KDGAT_PULUMI_STACK_TOOLCHAIN:-} && -f $repo/scripts/with-toolchain.sh ]]; then
-  export KDGAT_PULUMI_STACK_TOOLCHAIN=1
+if [[ -z ${HPC_PULUMI_STACK_TOOLCHAIN:-} && -f $repo/scripts/with-toolchain.sh ]]; then
+  export HPC_PULUMI_STACK_TOOLCHAIN=1
   exec bash "$repo/scripts/with-toolchain.sh" bash "$self" "$@"
 fi
 

@@ -177,8 +177,8 @@ describe('commands with the profile modules', () => {
     );
     expect(argv.slice(0, 3)).toEqual(['bash', '-l', '-c']);
     // The profile's modules as values for environment.sh, loaded by one call before the command.
-    expect(argv[3]).toContain('kdgat_login_modules=(\n  miniconda3/24.1.2-py310 cuda/12.4.1\n)\n');
-    expect(argv[3]).toMatch(/^kdgat_load_login_modules\nexec "\$@"\n$/m);
+    expect(argv[3]).toContain('hpc_login_modules=(\n  miniconda3/24.1.2-py310 cuda/12.4.1\n)\n');
+    expect(argv[3]).toMatch(/^hpc_load_login_modules\nexec "\$@"\n$/m);
     expect(argv.slice(4)).toEqual([
       'kdgat-modules',
       'conda',

@@ -89,11 +89,11 @@ describe('JupyterKernel', () => {
     expect(mine[0]!.inputs.onDelete).toBe('remove-if-empty');
     const json = JSON.parse(mine[1]!.inputs.content as string);
     expect(json.argv).toEqual(['bash', `${KERNELS}/gnn-rapids/kernel.sh`, '{connection_file}']);
-    expect(json.env).toEqual({ KDGAT_ENV_LOCK_HASH: 'f00d' });
-    expect(json.metadata.kdgat).toMatchObject({ environment: 'gnn-rapids', lockHash: 'f00d' });
+    expect(json.env).toEqual({ HPC_ENV_LOCK_HASH: 'f00d' });
+    expect(json.metadata['kdgat-hpc']).toMatchObject({ environment: 'gnn-rapids', lockHash: 'f00d' });
     const script = mine[2]!.inputs.content as string;
-    expect(script).toContain('\nexport KDGAT_ENV_LOCK_HASH=f00d\n');
-    expect(script).toContain('\nkdgat_kernel_code=/fs/scratch/PAS1266/kd-gat/code/current\n');
+    expect(script).toContain('\nexport HPC_ENV_LOCK_HASH=f00d\n');
+    expect(script).toContain('\nhpc_kernel_code=/fs/scratch/PAS1266/kd-gat/code/current\n');
     expect(script).toContain(activationSnippet(env, pitzer));
   });
 

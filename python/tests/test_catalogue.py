@@ -107,7 +107,7 @@ def test_a_sweep_points_row_carries_the_manifests_facts_and_the_stages_scores(
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
     monkeypatch.setenv("SLURM_JOB_ID", "4245")
     monkeypatch.setenv(
-        "KDGAT_RECORD_STAGE", "stageId=cur stage=curriculum model=gat scale=small dataset=hcrl_sa"
+        "HPC_RECORD_STAGE", "stageId=cur stage=curriculum model=gat scale=small dataset=hcrl_sa"
     )
     run_dir = make_run(tmp_path / "runs", site_run_dir="/fs/scratch/P/kd-gat/runs/gat-sweep/" + RUN_ID)
     stage_dir = make_stage(run_dir / "outputs" / "point_2", "gat_small_curriculum", CURRICULUM_METRICS)

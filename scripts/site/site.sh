@@ -36,7 +36,7 @@
 # this machine's own interfaces.
 set -euo pipefail
 # The checkout; the copy of this script the site runs is told where it is.
-REPO=${KDGAT_SITE_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+REPO=${HPC_SITE_REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 SITE_IP=10.213.7.2
 LAPTOP_IP=10.213.7.1
 # The cluster's own network: the login node and the compute nodes on one bridge.
@@ -373,7 +373,7 @@ EOF
   # The site's daemons start inside its namespaces; they keep them after this shell ends. (nsenter,
   # not `ip netns exec`: that remounts /sys, and slurmd needs the cgroup mounts under it.)
   if ! nsenter --net="/run/netns/$SITE_NS" unshare --mount --uts --propagation private \
-    env KDGAT_SITE_REPO="$REPO" SITE="$SITE" SITE_IP="$SITE_IP" NODE_TAG="$NODE_TAG" bash "$SITE/bin/site.sh" _site_init </dev/null >"$SITE/init.log" 2>&1; then
+    env HPC_SITE_REPO="$REPO" SITE="$SITE" SITE_IP="$SITE_IP" NODE_TAG="$NODE_TAG" bash "$SITE/bin/site.sh" _site_init </dev/null >"$SITE/init.log" 2>&1; then
     if [[ -s $SITE/init.log ]]; then cat "$SITE/init.log" >&2; fi
     die "the site did not start (log above)"
   fi
@@ -444,7 +444,7 @@ revive_node() {
   local dir=$1 node=$2 pid
   names "$dir"
   pid=$(cat "$SITE/ssh/sshd.pid") || die "the login node is not running"
-  nsenter --target "$pid" --net --mount --uts env KDGAT_SITE_REPO="$REPO" SITE="$SITE" NODE_TAG="$NODE_TAG" \
+  nsenter --target "$pid" --net --mount --uts env HPC_SITE_REPO="$REPO" SITE="$SITE" NODE_TAG="$NODE_TAG" \
     bash "$SITE/bin/site.sh" _start_node "$node"
 }
 
@@ -456,7 +456,7 @@ start_node() {
   (
     for dir in "${dirs[@]}"; do echo "$BASHPID" >"$dir/cgroup.procs"; done
     exec nsenter --net="/run/netns/$(node_ns "$node")" unshare --mount --uts --cgroup --propagation private \
-      env KDGAT_SITE_REPO="$REPO" SITE="$SITE" NODE="$node" bash "$SITE/bin/site.sh" _node_init "${dirs[@]}"
+      env HPC_SITE_REPO="$REPO" SITE="$SITE" NODE="$node" bash "$SITE/bin/site.sh" _node_init "${dirs[@]}"
   ) </dev/null >"$SITE/nodes/$node/init.log" 2>&1 || die "node $node did not start: $(cat "$SITE/nodes/$node/init.log")"
 }
 

@@ -17,10 +17,10 @@ const notBootstrapped = (what) => {
 
 const major = Number(process.versions.node.split('.')[0]);
 if (major < 23) {
-  if (process.env.KDGAT_RUNNER_REEXEC || !existsSync(toolchain)) notBootstrapped(`Node ${process.versions.node} cannot run it`);
+  if (process.env.HPC_RUNNER_REEXEC || !existsSync(toolchain)) notBootstrapped(`Node ${process.versions.node} cannot run it`);
   const r = spawnSync('bash', [toolchain, 'node', self, ...process.argv.slice(2)], {
     stdio: 'inherit',
-    env: { ...process.env, KDGAT_RUNNER_REEXEC: '1' },
+    env: { ...process.env, HPC_RUNNER_REEXEC: '1' },
   });
   process.exit(r.status ?? 1);
 }

@@ -47,7 +47,7 @@ describe('module preamble with the real Lmod', () => {
     const r = runWithout(join(root, 'site', 'missing.sh'));
     expect(r.status).toBe(69);
     expect(r.stderr).toContain(
-      'kdgat: cluster profile e2e-site loads modules, but there is no module command on',
+      'kdgat-hpc: cluster profile e2e-site loads modules, but there is no module command on',
     );
   });
 

@@ -22,7 +22,7 @@ export function pulumiBinDir(): string {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (dir && existsSync(join(dir, 'pulumi')) && existsSync(join(dir, 'pulumi-language-nodejs'))) return dir;
   }
-  const cache = join(process.env.KDGAT_TOOLS ?? join(homedir(), '.cache', 'kdgat-hpc'), 'pulumi');
+  const cache = join(process.env.HPC_TOOLS ?? join(homedir(), '.cache', 'kdgat-hpc'), 'pulumi');
   const versions = existsSync(cache) ? readdirSync(cache).sort().reverse() : [];
   for (const v of versions) {
     const dir = join(cache, v, 'bin');
@@ -134,7 +134,7 @@ export class TempStack {
       [join(infraDir, 'bin', 'pulumi-stack.sh'), verb, '--stack', this.stack, ...extra],
       {
         cwd: this.dir,
-        env: { ...this.env, KDGAT_INFRA_DIR: this.dir },
+        env: { ...this.env, HPC_INFRA_DIR: this.dir },
         encoding: 'utf8',
         maxBuffer: 64 * 1024 * 1024,
       },

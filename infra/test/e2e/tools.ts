@@ -10,7 +10,7 @@ const fixtures = new URL('./fixtures/', import.meta.url).pathname;
 
 /** Python of `<tools>/tools/py-rattler-<ver>`, created with uv on first use. */
 export function rattlerPython(): string {
-  const root = process.env.KDGAT_TOOLS ?? join(homedir(), '.cache', 'kdgat-hpc');
+  const root = process.env.HPC_TOOLS ?? join(homedir(), '.cache', 'kdgat-hpc');
   const venv = join(root, 'tools', `py-rattler-${PY_RATTLER_VERSION}`);
   const python = join(venv, 'bin', 'python');
   if (!existsSync(python)) {

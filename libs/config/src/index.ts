@@ -55,6 +55,7 @@ export {
 } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
 export * from './pipeline/pipeline.ts';
+export { DEFAULT_LOCK_PROJECT, DEFAULT_CACHE_ROOT_VARIABLE } from './pipeline/default-package.ts';
 export {
   CATALOGUE_DIR,
   RUN_CONTRACT,
@@ -106,7 +107,7 @@ export { SpecValidationError, formatIssue, type SpecIssue } from './errors.ts';
 export {
   loadExperimentSpec,
   loadPipeline,
-  kdgatPipeline,
+  defaultPipeline,
   validateExperiment,
   loadClusterProfile,
   loadEnvironmentSpec,

@@ -70,6 +70,13 @@ export const SCRIPT_VALUES = {
       'a directory inside the code, relative (such as src or . ; letters, digits, _ . - and /, no ..)',
   },
   /** Job ids in `--dependency`. */
+  /** An environment variable a job exports by name (a pipeline's cache-root variable). */
+  envName: { pattern: /^[A-Z_][A-Z0-9_]*$/, expected: 'an environment variable name such as DATA_ROOT' },
+  /** `python -m <module>`: a dotted Python module name. */
+  pythonModule: {
+    pattern: /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/,
+    expected: 'a Python module name such as mypkg.cli',
+  },
   jobId: { pattern: /^\d+(_\d+)?$/, expected: 'a SLURM job id such as 12345 or 12345_6' },
   /**
    * The unit a site bills in (a cluster profile's `charging.unit` and `balance.unit`). It reaches no

@@ -59,7 +59,7 @@ describe('the cost of a 2-task job', () => {
     writeFileSync(join(runDir, 'manifest.json'), JSON.stringify(manifest));
     // 20 cores busy on average over the job (CPU seconds / elapsed), 2 tasks: 10 per task
     const record = {
-      schema: 'kdgat.job-record/1',
+      schema: 'kdgat-hpc.job-record/1',
       jobId: '7',
       arrayJobId: null,
       arrayTaskId: null,

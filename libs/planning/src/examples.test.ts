@@ -112,10 +112,10 @@ describe('examples/', () => {
     expect(script).toMatch(
       /python -m tiny_lightning\.cli train --model mlp --scale small --dataset synth --output-dir '\{run_dir\}'/,
     );
-    expect(script).toContain('kdgat_overrides=(\n  max_epochs=3\n)');
-    expect(script).toContain('kdgat_override_style=hydra');
-    expect(script).toContain('kdgat_requeue_contract=lightning');
-    expect(script).toMatch(/^kdgat_code=\S+\/examples\/pipelines\/tiny-lightning$/m);
+    expect(script).toContain('hpc_overrides=(\n  max_epochs=3\n)');
+    expect(script).toContain('hpc_override_style=hydra');
+    expect(script).toContain('hpc_requeue_contract=lightning');
+    expect(script).toMatch(/^hpc_code=\S+\/examples\/pipelines\/tiny-lightning$/m);
     expect(rendered[0]!.table!.text).toContain('lr');
   });
 
@@ -136,8 +136,8 @@ describe('examples/', () => {
       ['evaluation', ['distillation']],
     ]);
     // preprocess writes the cache to scratch; the later stages stage it.
-    expect(rendered[0]!.script).toContain('kdgat_cache_root=/scratch/cache');
-    expect(rendered[0]!.script).toContain('kdgat_stage_datasets=()');
+    expect(rendered[0]!.script).toContain('hpc_cache_root=/scratch/cache');
+    expect(rendered[0]!.script).toContain('hpc_stage_datasets=()');
     const script = rendered[1]!.script;
     for (const line of [
       '#SBATCH --cpus-per-task=8',
@@ -147,7 +147,7 @@ describe('examples/', () => {
     ]) {
       expect(script).toContain(line);
     }
-    expect(script).toMatch(/^kdgat_stage_datasets=\(\n {2}hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
+    expect(script).toMatch(/^hpc_stage_datasets=\(\n {2}hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
   });
 
   it('sweep-lr: one array of 12 tasks, 4 at a time', () => {

@@ -7,7 +7,8 @@ import { dirname, join } from 'node:path';
 import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
 import {
   REQUEUE_DEFAULTS,
-  kdgatPipeline,
+  defaultPipeline,
+  isDefaultPipeline,
   stackEnvironment,
   type Pipeline,
   type ResolvedExperiment,
@@ -106,7 +107,7 @@ export function renderPlan(
 
 /**
  * Where the job finds the pipeline's code: the run's snapshot on a site over SSH, a declared
- * pipeline's own directory on this machine; nothing for kdgat here (the environment has it installed).
+ * pipeline's own directory on this machine; nothing for the default pipeline here (the environment has it installed).
  */
 function codeOf(
   pipeline: Pipeline,
@@ -116,9 +117,16 @@ function codeOf(
   return dir === undefined ? {} : { code: dir, codePaths: pipeline.codePaths };
 }
 
-/** The run's pipeline: a manifest written before pipelines were declared ran kdgat. */
+/**
+ * The run's pipeline: a manifest written before pipelines were declared ran the default one, and
+ * one written before declarations named a cache-root variable gets the default's.
+ */
 export function pipelineOf(resolved: ResolvedExperiment): Pipeline {
-  return (resolved as Partial<Pick<ResolvedExperiment, 'pipeline'>>).pipeline ?? kdgatPipeline();
+  const stored = (resolved as Partial<Pick<ResolvedExperiment, 'pipeline'>>).pipeline;
+  if (stored === undefined) return defaultPipeline();
+  if (!isDefaultPipeline(stored) || stored.cacheRootVariable !== undefined) return stored;
+  const { cacheRootVariable } = defaultPipeline();
+  return cacheRootVariable === undefined ? stored : { ...stored, cacheRootVariable };
 }
 
 /** What a job script needs of the run's pipeline declaration. */
@@ -127,6 +135,7 @@ export function pipelineView(pipeline: Pipeline): NonNullable<TrainJobInput['pip
     name: pipeline.name,
     command: pipeline.command,
     overrideStyle: pipeline.overrides,
+    ...(pipeline.cacheRootVariable !== undefined ? { cacheRootVariable: pipeline.cacheRootVariable } : {}),
   };
 }
 

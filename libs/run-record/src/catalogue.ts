@@ -1,10 +1,10 @@
 // The catalogue of all runs: one Parquet file per finished stage in `<runs root>/catalogue/`, written
-// by the pipeline and the job epilog (python/src/kdgat/catalogue; its columns are the run contract's)
-// and read by `python -m kdgat runs`. Here: where it is for a run and for a stack, and the copy of a
+// by the pipeline and the job epilog (the site helpers' catalogue module; its columns are the run contract's)
+// and read by the site helper `runs`. Here: where it is for a run and for a stack, and the copy of a
 // site's catalogue brought back into the local runs root (the rsync that brings runs back).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { CATALOGUE_DIR } from '@kdgat/config';
+import { CATALOGUE_DIR, SITE_HELPER_MODULE } from '@kdgat/config';
 import { pythonOf, type StackOutputs } from '@kdgat/planning';
 import { runCommand } from '@kdgat/schedulers';
 import type { SiteFiles } from '@kdgat/transport';
@@ -38,7 +38,7 @@ export async function pullCatalogue(
   return { pulledAt: new Date().toISOString() };
 }
 
-/** What `runs` asks of the table: `python -m kdgat runs`'s own options, passed as given. */
+/** What `runs` asks of the table: the `runs` helper's own options, passed as given. */
 export interface RunsQuery {
   where?: string;
   sort?: string;
@@ -53,7 +53,7 @@ export interface RunsAnswer {
   stderr: string;
 }
 
-/** `python -m kdgat runs --catalogue DIR …` with the stack's python (the one that reads a run's files here). */
+/** `python -m <helpers> runs --catalogue DIR …` with the stack's python (the one that reads a run's files here). */
 export async function runsTable(
   stack: StackOutputs,
   catalogue: string,
@@ -62,15 +62,15 @@ export async function runsTable(
   const python = pythonOf(stack);
   if (!existsSync(python))
     throw new Error(
-      `no python at ${python} (the environment of the stack's outputs): run \`nx run infra:up\`, or set KDGAT_PYTHON`,
+      `no python at ${python} (the environment of the stack's outputs): run \`nx run infra:up\`, or set HPC_PYTHON`,
     );
-  const args = ['-m', 'kdgat', 'runs', '--catalogue', catalogue];
+  const args = ['-m', SITE_HELPER_MODULE, 'runs', '--catalogue', catalogue];
   if (query.where !== undefined) args.push('--where', query.where);
   if (query.sort !== undefined) args.push('--sort', query.sort);
   if (query.columns !== undefined) args.push('--columns', query.columns);
   if (query.json) args.push('--json');
   const r = await runCommand(python, args);
   if (r.code !== 0 && r.code !== 2)
-    throw new Error(`python -m kdgat runs failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
+    throw new Error(`python -m ${SITE_HELPER_MODULE} runs failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }

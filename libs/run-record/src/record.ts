@@ -190,7 +190,7 @@ export interface NewRun {
 /** The manifest of a run about to be preflighted and submitted (status `planned`). */
 /**
  * The resolution as the manifest keeps it: the pipeline by its declaration, its config schema by a
- * hash (the schema is the pipeline's file, not the run's; kdgat's is 15 KB).
+ * hash (the schema is the pipeline's file, not the run's; the default pipeline's is 15 KB).
  */
 function recordedResolution(resolved: ResolvedExperiment): unknown {
   const { configSchema, ...pipeline } = resolved.pipeline;

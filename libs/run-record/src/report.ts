@@ -1,11 +1,12 @@
 // `kdgat-runner report RUN_DIR`: gathers what a run left (manifest, job records, per-epoch history,
 // GPU samples, metrics.json), judges it (@kdgat/usage verdicts and sizes) and has the pipeline's
-// environment draw it (`python -m kdgat.report`): <run dir>/report/report.html and PNGs beside it.
+// environment draw it (the site helpers' `report` module): <run dir>/report/report.html and PNGs beside it.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import {
-  KDGAT_PIPELINE_NAME,
+  DEFAULT_PIPELINE_NAME,
   RUN_CONTRACT,
+  SITE_HELPER_MODULE,
   type Partition,
   type Resources,
   type Scalar,
@@ -66,14 +67,14 @@ function resolvedOf(m: Manifest): {
 
 /**
  * The run's pipeline as the report needs it: where each task's per-epoch history is, and what of
- * the report is kdgat's own (a manifest written before declarations: kdgat).
+ * the report is the default pipeline's own (a manifest written before declarations ran it).
  */
 function pipelineOf(m: Manifest): { name: string; history: string; notes: string[] } {
   const p = (m.resolved as { pipeline?: { name?: string; outputs?: { history?: string } } }).pipeline;
-  const name = p?.name ?? KDGAT_PIPELINE_NAME;
+  const name = p?.name ?? DEFAULT_PIPELINE_NAME;
   const history =
-    p?.outputs?.history ?? (name === KDGAT_PIPELINE_NAME ? RUN_CONTRACT.runDir.files.history : undefined);
-  if (name === KDGAT_PIPELINE_NAME) return { name, history: history!, notes: [] };
+    p?.outputs?.history ?? (name === DEFAULT_PIPELINE_NAME ? RUN_CONTRACT.runDir.files.history : undefined);
+  if (name === DEFAULT_PIPELINE_NAME) return { name, history: history!, notes: [] };
   return {
     name,
     history: history ?? RUN_CONTRACT.runDir.files.history,
@@ -81,7 +82,7 @@ function pipelineOf(m: Manifest): { name: string; history: string; notes: string
       history
         ? `curves from the pipeline's per-epoch history (${history} in each task's dir)`
         : `no curves: the pipeline declares no per-epoch history (outputs.history in its declaration)`,
-      "not measured for this pipeline (kdgat's own records): data-wait share, graphs/s, peak GPU memory from the training process",
+      `not measured for this pipeline (${DEFAULT_PIPELINE_NAME}'s own records): data-wait share, graphs/s, peak GPU memory from the training process`,
       'measured as for every job: state, elapsed and time limit, cores busy, peak RSS, GPU utilisation (nvidia-smi), requeues',
     ],
   };
@@ -240,13 +241,13 @@ export async function writeReport(
   const python = pythonOf(manifest.stack.outputs, manifest.environment.name);
   if (!existsSync(python))
     throw new Error(
-      `no python at ${python} (the environment of stack ${manifest.stack.name}): run \`nx run infra:up\`, or set KDGAT_PYTHON`,
+      `no python at ${python} (the environment of stack ${manifest.stack.name}): run \`nx run infra:up\`, or set HPC_PYTHON`,
     );
-  const r = await runCommand(python, ['-m', 'kdgat.report', '--input', inputFile, '--out', out], {
+  const r = await runCommand(python, ['-m', `${SITE_HELPER_MODULE}.report`, '--input', inputFile, '--out', out], {
     env: { ...process.env, MPLBACKEND: 'Agg' },
   });
   if (r.code !== 0)
-    throw new Error(`python -m kdgat.report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
+    throw new Error(`python -m ${SITE_HELPER_MODULE}.report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
   const drawn = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Omit<ReportResult, 'verdicts' | 'seconds'>;
   return {
     ...drawn,

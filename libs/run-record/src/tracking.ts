@@ -1,10 +1,10 @@
 // A run's experiment tracking as the runner reaches it: the TensorBoard event files every training
-// stage writes in its run dir (`<stage dir>/tensorboard/`, by python/src/kdgat/tracking), and the
-// upload of what was tracked offline on compute nodes (W&B), `python -m kdgat tracking-sync`, run
+// stage writes in its run dir (`<stage dir>/tensorboard/`, by the default pipeline's tracking module), and the
+// upload of what was tracked offline on compute nodes (W&B), the site helper `tracking-sync`, run
 // where there is a network: the site's login node, in the stage's environment.
 import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { RUN_CONTRACT } from '@kdgat/config';
+import { RUN_CONTRACT, SITE_HELPER_MODULE } from '@kdgat/config';
 import { sessionFor, type RunResult } from '@kdgat/transport';
 import { environmentOfStage, type Manifest } from './manifest.ts';
 import { connectionOf } from './site/site-copy.ts';
@@ -50,17 +50,17 @@ export function syncEnvironment(manifest: Manifest, stageId?: string): { name: s
 }
 
 /**
- * The shell script `bash -s -- RUN_DIR CODE_DIR` reads: `python -m kdgat tracking-sync --run-dir
+ * The shell script `bash -s -- RUN_DIR CODE_DIR` reads: `python -m <helpers> tracking-sync --run-dir
  * RUN_DIR` in the environment, with the run's code snapshot (CODE_DIR/src; '' for none) first on
  * PYTHONPATH as in its jobs. The paths come as arguments (quoted once by the executor), never as text.
  */
 export function trackingSyncScript(activate: string): string {
   return [
-    'kdgat_sync_run_dir=$1 kdgat_sync_code=$2',
+    'hpc_sync_run_dir=$1 hpc_sync_code=$2',
     "# The environment's activation (stack output environments[].activate)",
     activate.replace(/\n+$/, ''),
-    'if [[ -n $kdgat_sync_code ]]; then export PYTHONPATH="$kdgat_sync_code/src${PYTHONPATH:+:$PYTHONPATH}"; fi',
-    'exec python -m kdgat tracking-sync --run-dir "$kdgat_sync_run_dir" </dev/null',
+    'if [[ -n $hpc_sync_code ]]; then export PYTHONPATH="$hpc_sync_code/src${PYTHONPATH:+:$PYTHONPATH}"; fi',
+    `exec python -m ${SITE_HELPER_MODULE} tracking-sync --run-dir "$hpc_sync_run_dir" </dev/null`,
     '',
   ].join('\n');
 }

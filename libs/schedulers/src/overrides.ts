@@ -6,7 +6,7 @@ import { SchedulerError } from './core.ts';
 
 /** A node name as SLURM prints it expanded (`c0201`, `p0237.ten.osc.edu`). */
 const NODE = '[A-Za-z0-9][A-Za-z0-9_.-]{0,63}';
-/** An environment variable assignment the pipeline reads (`KD_GAT_OOM_BATCH_SIZE=16`). */
+/** An environment variable assignment the pipeline reads (the run contract's OOM batch size, `NAME=16`). */
 const ASSIGNMENT = '[A-Z_][A-Z0-9_]{0,63}=[A-Za-z0-9_.:/-]{0,256}';
 
 /** Each option a submission may carry: its value's form and what a user reads when it is wrong. */
@@ -27,7 +27,7 @@ export const SUBMIT_OVERRIDES = {
   },
   export: {
     pattern: new RegExp(`^ALL(,${ASSIGNMENT})+$`),
-    expected: 'ALL followed by NAME=value assignments, such as ALL,KD_GAT_OOM_BATCH_SIZE=16',
+    expected: 'ALL followed by NAME=value assignments, such as ALL,BATCH_SIZE=16',
   },
 } as const;
 

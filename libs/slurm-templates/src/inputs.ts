@@ -74,6 +74,8 @@ export interface PipelineView {
   /** argv words; `{run_root}` and `{run_dir}` are filled by the job script. */
   command: string[];
   overrideStyle: 'dash-O' | 'hydra' | 'flags';
+  /** The environment variable it reads the caches' root from (its declaration's `cacheRootVariable`). */
+  cacheRootVariable?: string;
 }
 
 export interface LayoutView {
@@ -114,7 +116,7 @@ export interface KernelView {
   displayName: string;
   /** Lmod modules loaded after the environment's activation. */
   modules?: string[];
-  /** A directory holding `src/kdgat`, first on the kernel's PYTHONPATH. */
+  /** A directory holding the default pipeline's `src/`, first on the kernel's PYTHONPATH. */
   code?: string;
 }
 

@@ -66,8 +66,8 @@ describe.runIf(slurmHere)('requeue handshake under real SLURM', () => {
         await new Promise((r) => setTimeout(r, 1000));
         log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
       }
-      expect(log).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
-      expect(log).toContain(`kdgat: checkpoint acknowledged; requeueing job ${jobId} (restart 1 of 2)`);
+      expect(log).toContain('kdgat-hpc: SIGUSR1: time limit near, asking the pipeline');
+      expect(log).toContain(`kdgat-hpc: checkpoint acknowledged; requeueing job ${jobId} (restart 1 of 2)`);
       expect(log).toContain('state:            REQUEUED (exit status 75)');
     } finally {
       sh('scancel', [jobId]);
@@ -113,8 +113,8 @@ describe.runIf(slurmHere)('requeue handshake under real SLURM', () => {
         await new Promise((r) => setTimeout(r, 1000));
         log = existsSync(logPath) ? readFileSync(logPath, 'utf8') : '';
       }
-      expect(log).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
-      expect(log).toContain(`kdgat: SIGTERM after the pipeline requeued job ${jobId} itself (restart 1)`);
+      expect(log).toContain('kdgat-hpc: SIGUSR1: time limit near, asking the pipeline');
+      expect(log).toContain(`kdgat-hpc: SIGTERM after the pipeline requeued job ${jobId} itself (restart 1)`);
       expect(log).toContain('state:            REQUEUED (exit status 143)');
       // The job script did not requeue it a second time: one restart, counted by SLURM.
       expect(log).not.toContain('checkpoint acknowledged; requeueing job');

@@ -164,9 +164,9 @@ describe('rendered scripts with hostile values', () => {
         expect(r.stdout).toContain(
           `next:             ${hint.replaceAll('{cluster}', 'pitzer').replaceAll('{jobid}', String(n))}\n`,
         );
-        expect(r.stdout).toContain(`kdgat: experiment ${withCanary(s.experiment)}, stage autoencoder`);
+        expect(r.stdout).toContain(`kdgat-hpc: experiment ${withCanary(s.experiment)}, stage autoencoder`);
       }),
-      { numRuns: 25, seed: Number(process.env.KDGAT_FC_SEED ?? 20261122) },
+      { numRuns: 25, seed: Number(process.env.HPC_FC_SEED ?? 20261122) },
     );
     expect(bashSyntax(rendered)).toBe('');
     expect(shellcheck(rendered)).toBe('');

@@ -256,7 +256,7 @@ export function remoteCommandLine(
 
 /** The files ssh needs for a connection (pinned host keys, the identity), in a private directory. */
 function sshFiles(connection: SshConnection): { dir: string; knownHosts: string; identity?: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'kdgat-ssh-'));
+  const dir = mkdtempSync(join(tmpdir(), 'hpc-ssh-'));
   const knownHosts = join(dir, 'known_hosts');
   const pins = [knownHostsLine(connection.host, connection.port, connection.hostKey)];
   if (connection.proxy)

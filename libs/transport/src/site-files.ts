@@ -37,7 +37,7 @@ trap - EXIT`;
 const POINT_LINK = `set -eu
 link=$1
 mkdir -p "$(dirname "$link")"
-tmp=$link.kdgat-tmp.$$
+tmp=$link.hpc-tmp.$$
 trap 'rm -f "$tmp"' EXIT
 ln -sfn "$2" "$tmp"
 mv -T "$tmp" "$link"

@@ -1,6 +1,6 @@
 // What `scripts/bootstrap.sh` shows: one line per step, the tools' own output only in the log, and
 // on a failure the log's path with its last lines and the tool's exit status. Each run writes its
-// own log (KDGAT_BOOTSTRAP_LOG) and starts from the PATH a user's shell has (no toolchain on it).
+// own log (HPC_BOOTSTRAP_LOG) and starts from the PATH a user's shell has (no toolchain on it).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import {
@@ -18,7 +18,7 @@ import { delimiter, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
-const tools = process.env['KDGAT_TOOLS'] ?? join(homedir(), '.cache/kdgat-hpc');
+const tools = process.env['HPC_TOOLS'] ?? join(homedir(), '.cache/kdgat-hpc');
 const versions = readFileSync(join(repo, 'scripts/lib/versions.sh'), 'utf8');
 const NODE_VERSION = /NODE_VERSION=(\S+)/.exec(versions)![1]!;
 const PULUMI_VERSION = /PULUMI_VERSION=(\S+)/.exec(versions)![1]!;
@@ -36,7 +36,7 @@ function bootstrap(name: string, env: Record<string, string> = {}) {
   const r = spawnSync('bash', [join(repo, 'scripts/bootstrap.sh')], {
     encoding: 'utf8',
     timeout: 300_000,
-    env: { ...process.env, PATH: systemPath, KDGAT_BOOTSTRAP_LOG: log, ...env },
+    env: { ...process.env, PATH: systemPath, HPC_BOOTSTRAP_LOG: log, ...env },
   });
   return {
     code: r.status,
@@ -102,7 +102,7 @@ test("a cold Pulumi build keeps go's chatter in the log", (t) => {
   chmodSync(join(bin, 'go'), 0o755);
   const r = bootstrap('cold-pulumi', {
     PATH: `${bin}${delimiter}${systemPath}`,
-    KDGAT_TOOLS: toolsWithoutPulumi('tools-cold'),
+    HPC_TOOLS: toolsWithoutPulumi('tools-cold'),
   });
   assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
   assert.equal(r.stderr, '');
@@ -124,7 +124,7 @@ test('a failing step names the log and shows its last lines, with the tool exit 
   // The real go, told not to reach the module proxy, with an empty module cache: the build fails.
   const toolsDir = toolsWithoutPulumi('tools-failing');
   const r = bootstrap('failing', {
-    KDGAT_TOOLS: toolsDir,
+    HPC_TOOLS: toolsDir,
     GOPROXY: 'off',
     GOMODCACHE: join(work, 'empty-modcache'),
   });
@@ -171,7 +171,7 @@ test('without root, the bootstrap finishes and says in one line which test-clust
     {
       encoding: 'utf8',
       timeout: 300_000,
-      env: { ...process.env, PATH: `${bin}${delimiter}${systemPath}`, KDGAT_BOOTSTRAP_LOG: log },
+      env: { ...process.env, PATH: `${bin}${delimiter}${systemPath}`, HPC_BOOTSTRAP_LOG: log },
     },
   );
   assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);

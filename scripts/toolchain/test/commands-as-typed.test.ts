@@ -10,7 +10,7 @@ import { delimiter, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
-const tools = process.env['KDGAT_TOOLS'] ?? join(homedir(), '.cache/kdgat-hpc');
+const tools = process.env['HPC_TOOLS'] ?? join(homedir(), '.cache/kdgat-hpc');
 
 /** PATH as the user's shell has it: without the toolchain's Node and the repository's .bin. */
 const systemPath = (process.env['PATH'] ?? '')
@@ -22,7 +22,7 @@ after(() => rmSync(backend, { recursive: true, force: true }));
 
 function typed(args: string[], extraEnv: Record<string, string> = {}) {
   const env: NodeJS.ProcessEnv = { ...process.env, PATH: systemPath, ...extraEnv };
-  for (const k of ['KDGAT_REPO', 'PULUMI_HOME']) delete env[k];
+  for (const k of ['HPC_REPO', 'PULUMI_HOME']) delete env[k];
   // A stack store of its own: osc-pitzer is certainly not provisioned there.
   env['PULUMI_BACKEND_URL'] = `file://${backend}`;
   env['PULUMI_CONFIG_PASSPHRASE'] = 'kdgat-local';
@@ -70,8 +70,8 @@ test('runner plan of the osc-pitzer spec before the site is provisioned', () => 
     assert.ok(!before.has(planDir.split('/').pop()!));
     const script = readFileSync(join(planDir, 'scripts/autoencoder.sbatch'), 'utf8');
     assert.match(script, /^#SBATCH --account=PAS1266$/m);
-    assert.match(script, /^kdgat_cuda_module=cuda\/12\.4\.1$/m);
-    assert.match(script, /^kdgat_stage_datasets=\(\n {2}hcrl_sa \/fs\/scratch\/PAS1266\/kd-gat\/cache\/hcrl_sa\n\)$/m);
+    assert.match(script, /^hpc_cuda_module=cuda\/12\.4\.1$/m);
+    assert.match(script, /^hpc_stage_datasets=\(\n {2}hcrl_sa \/fs\/scratch\/PAS1266\/kd-gat\/cache\/hcrl_sa\n\)$/m);
     const manifest = JSON.parse(readFileSync(join(planDir, 'manifest.json'), 'utf8'));
     assert.equal(manifest.stack.source, 'declared stack configuration (not provisioned)');
     assert.equal(manifest.submission.status, 'planned');
@@ -101,7 +101,7 @@ test('a checkout that is not bootstrapped: one line saying what to run, no stack
     ['runner:plan', '--spec', 'examples/quickstart.yaml'],
     ['infra:preview', '--stack', 'local'],
   ]) {
-    const r = typed(['run', ...target], { KDGAT_TOOLS: join(backend, 'no-toolchain-here') });
+    const r = typed(['run', ...target], { HPC_TOOLS: join(backend, 'no-toolchain-here') });
     assert.notEqual(r.code, 0, r.out);
     const ours = r.out.split('\n').filter((l) => /not bootstrapped/.test(l));
     assert.equal(ours.length, 1, r.out);

@@ -38,7 +38,7 @@ usage:
                                                              and the local copy's); --serve starts
                                                              TensorBoard here on 127.0.0.1
   kdgat-runner sync   RUN_DIR [--stack NAME] [--stage ID]    upload what the jobs tracked offline (W&B):
-                                                             python -m kdgat tracking-sync on the
+                                                             the tracking-sync helper on the
                                                              site's login node (a local stack: here)
   kdgat-runner shell  [--stack NAME] [--spec FILE.yaml [--stage ID]] [--partition P] [--cpus N]
                       [--mem-gb N] [--gpus N] [--time HH:MM:SS]

@@ -82,10 +82,10 @@ function finish(stageDir: string, f1: number, state = 'COMPLETED') {
   expect(r.status, r.stderr).toBe(0);
 }
 
-const saved = { python: process.env['KDGAT_PYTHON'] };
+const saved = { python: process.env['HPC_PYTHON'] };
 afterEach(() => {
-  if (saved.python === undefined) delete process.env['KDGAT_PYTHON'];
-  else process.env['KDGAT_PYTHON'] = saved.python;
+  if (saved.python === undefined) delete process.env['HPC_PYTHON'];
+  else process.env['HPC_PYTHON'] = saved.python;
 });
 
 /** A stub python that records its argv (and PYTHONPATH) and answers like the pipeline would. */
@@ -109,7 +109,7 @@ describe('runner runs', () => {
   });
 
   it("prints the stack's catalogue: filtered, sorted, as JSON; a bad --where is the pipeline's refusal (exit 2)", async () => {
-    process.env['KDGAT_PYTHON'] = PIPELINE_PYTHON;
+    process.env['HPC_PYTHON'] = PIPELINE_PYTHON;
     const s = site();
     [0.5, 0.9, 0.7].forEach((f1, p) => finish(s.stageDir(p), f1));
     const table = await run(['runs', ...s.args, '--where', 'f1>0.6', '--sort', 'f1:desc']);
@@ -152,7 +152,7 @@ describe('runner tensorboard', () => {
       '2 stage run(s) with event files: outputs/point_0/synth/gat_small_curriculum/tensorboard, ' +
         'outputs/point_2/synth/gat_small_curriculum/tensorboard',
     );
-    process.env['KDGAT_PYTHON'] = stubPython(s.root);
+    process.env['HPC_PYTHON'] = stubPython(s.root);
     const served = await run(['tensorboard', s.runDir, '--serve', '--port', '6123']);
     expect(served.code, served.err).toBe(0);
     expect(served.out).toContain('TensorBoard: http://127.0.0.1:6123/');
@@ -196,7 +196,7 @@ describe('runner tensorboard', () => {
 
   it('says what to install when the python has no tensorboard', async () => {
     const s = site();
-    process.env['KDGAT_PYTHON'] = stubPython(s.root, 'exit 1');
+    process.env['HPC_PYTHON'] = stubPython(s.root, 'exit 1');
     const r = await run(['tensorboard', s.runDir, '--serve']);
     expect(r.code).toBe(1);
     expect(r.err).toContain('TensorBoard is not installed for');
@@ -239,7 +239,7 @@ describe('runner sync', () => {
     const root = mkdtempSync(join(tmpdir(), 'kdgat-sync-unit-'));
     stubPython(
       root,
-      'echo "python -m kdgat: error: argument command: invalid choice: \'tracking-sync\'" >&2; exit 2',
+      'echo "python -m kdgat-hpc: error: argument command: invalid choice: \'tracking-sync\'" >&2; exit 2',
     );
     const s = site(`export PATH=${join(root, 'bin')}:$PATH`);
     const r = await run(['sync', s.runDir]);

@@ -1,7 +1,7 @@
 // `runner runs`: the table of all runs of a stack (the catalogue: one row per finished stage, array
 // task and study trial), filtered and sorted — a leaderboard. A local stack's catalogue is read where
 // it is; a site's over SSH is brought back into the local runs root first. The pipeline's own reader
-// prints it (`python -m kdgat runs`: the --where language, the columns).
+// prints it (the `runs` site helper: the --where language, the columns).
 import { catalogueOfRunsRoot, pullCatalogue, runsTable } from '@kdgat/run-record';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
 import { localRunsRoot } from '../pipeline/prepare.ts';
@@ -47,7 +47,7 @@ export const runsCommand: Command = async (ctx) => {
     );
   }
   const answer = await runsTable(stack, catalogue, query);
-  if (answer.code !== 0) throw ctx.usage(answer.stderr.trim().replace(/^kdgat runs: /, ''));
+  if (answer.code !== 0) throw ctx.usage(answer.stderr.trim().replace(/^\S+ runs: /, ''));
   ctx.io.out.write(answer.stdout);
   return 0;
 };

@@ -289,9 +289,9 @@ describe('openShell on a local stack (a stub salloc)', () => {
     expect(init.startsWith(join(dir, 'scratch', 'shells', 'kdgat-shell-test-train-shell-'))).toBe(true);
     expect(existsSync(init), 'the init is removed when the shell ends').toBe(false);
     const text = readFileSync(join(bin, 'salloc.init'), 'utf8');
-    expect(text).toContain(`kdgat_stage_datasets=(\n  synth ${join(dir, 'scratch', 'cache', 'synth')}\n)`);
-    expect(text).toContain(`kdgat_env_target=/opt/venv/bin/activate`);
-    expect(text).toContain('kdgat_stage_caches() {');
+    expect(text).toContain(`hpc_stage_datasets=(\n  synth ${join(dir, 'scratch', 'cache', 'synth')}\n)`);
+    expect(text).toContain(`hpc_env_target=/opt/venv/bin/activate`);
+    expect(text).toContain('hpc_stage_caches() {');
     copyFileSync(join(bin, 'salloc.init'), join(dir, 'init.sh'));
     expect(spawnSync('bash', ['-n', join(dir, 'init.sh')]).status).toBe(0);
     const said = lines.join('\n');
@@ -364,7 +364,7 @@ describe('openShell on a local stack (a stub salloc)', () => {
       '--time=0:10:00',
     ]);
     expect(readFileSync(join(bin, 'salloc.init'), 'utf8')).toContain(
-      `kdgat_cache_root=${join(dir, 'scratch', 'cache')}`,
+      `hpc_cache_root=${join(dir, 'scratch', 'cache')}`,
     );
     expect(lines.join('\n')).toMatch(
       /^shell: no stage: the defaults of cluster profile local on stack local$/m,

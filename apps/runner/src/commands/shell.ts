@@ -18,6 +18,7 @@ import {
   type ResolvedStage,
   type Resources,
   defaultEnvironment,
+  defaultPipeline,
   stackEnvironment,
 } from '@kdgat/config';
 import { policiesOf, type StackOutputs, type StackOutputsSource } from '@kdgat/planning';
@@ -238,7 +239,7 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   const pipeline = spec?.resolved.pipeline;
   const code = await shipCode(site, { ...opts, allowDirty: opts.allowDirty === true }, log, pipeline);
   const data = dataOf(site.outputs, spec, stage);
-  const jobName = jobNameFor(spec?.resolved.spec.name ?? 'shell', `${label}-shell`);
+  const jobName = jobNameFor(spec?.resolved.spec.name ?? 'shell', `${label}-shell`, pipeline?.name);
   // On the site's scratch, which its compute nodes see (as they see the code snapshots beside it).
   const initPath = `${site.outputs.scratch.root.replace(/\/+$/, '')}/shells/${jobName}-${Date.now()}.sh`;
   const input: InteractiveShellInput = {
@@ -342,10 +343,15 @@ async function siteOf(opts: ShellOptions, profile: ClusterProfile): Promise<Site
 
 /**
  * What the shell stages, as the stage's job does; without a stage, as a job that stages nothing:
- * KD_GAT_CACHE_ROOT at the scratch caches (of the stack's first dataset).
+ * HPC_CACHE_ROOT (and the pipeline's own cache-root variable) at the scratch caches (of the stack's first dataset).
  */
 function dataOf(outputs: StackOutputs, spec?: Spec, stage?: ResolvedStage): InteractiveShellInput['data'] {
-  const common = { cacheDirs: outputs.scratch.cacheDirs, stageDataScript: outputs.scripts.stageData };
+  const variable = (spec?.resolved.pipeline ?? defaultPipeline()).cacheRootVariable;
+  const common = {
+    cacheDirs: outputs.scratch.cacheDirs,
+    stageDataScript: outputs.scripts.stageData,
+    ...(variable !== undefined ? { cacheRootVariable: variable } : {}),
+  };
   if (spec && stage) return { ...common, stage, staging: policiesOf(spec.resolved).staging };
   const dataset = Object.keys(outputs.scratch.cacheDirs)[0];
   return dataset === undefined
@@ -354,10 +360,10 @@ function dataOf(outputs: StackOutputs, spec?: Spec, stage?: ResolvedStage): Inte
 }
 
 function dataLine(data: InteractiveShellInput['data']): string {
-  if (!data) return 'the stack has no dataset caches: nothing staged, no KD_GAT_CACHE_ROOT';
+  if (!data) return 'the stack has no dataset caches: nothing staged, no HPC_CACHE_ROOT';
   const { stage, staging, cacheDirs } = data;
   if (stage.stage === 'preprocess' || !staging.enabled)
-    return `nothing staged (${stage.stage === 'preprocess' ? 'preprocess writes its cache to scratch' : 'staging is off'}): KD_GAT_CACHE_ROOT is the scratch caches' directory, as for the job`;
+    return `nothing staged (${stage.stage === 'preprocess' ? 'preprocess writes its cache to scratch' : 'staging is off'}): HPC_CACHE_ROOT is the scratch caches' directory, as for the job`;
   const datasets = staging.datasets.length > 0 ? staging.datasets : [stage.dataset];
   return `${datasets.map((d) => `${d} (${cacheDirs[d] ?? '?'})`).join(', ')} staged into the job's $TMPDIR, as the job stages it`;
 }
@@ -377,7 +383,7 @@ export const shellCommand: Command = async (ctx) => {
     ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
     allowDirty: values['allow-dirty'] === true,
     repoRoot: REPO_ROOT,
-    infraDir: process.env['KDGAT_INFRA_DIR'] ?? join(REPO_ROOT, 'infra'),
+    infraDir: process.env['HPC_INFRA_DIR'] ?? join(REPO_ROOT, 'infra'),
     terminal: () => process.stdin.isTTY === true,
     log: ctx.say,
   });

@@ -1,5 +1,5 @@
 // `runner sync RUN_DIR`: uploads what the run's jobs tracked offline (W&B on compute nodes, which have
-// no network) with `python -m kdgat tracking-sync --run-dir <run dir>`, run where there is a network:
+// no network) with the site helper `tracking-sync --run-dir <run dir>`, run where there is a network:
 // on a site over SSH on the login node, through the command's SSH master; on a local stack here. It
 // runs in the environment of the run (or of `--stage ID`), activated as the stack outputs say, with the
 // run's code snapshot first on PYTHONPATH as in its jobs.

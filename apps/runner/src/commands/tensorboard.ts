@@ -126,7 +126,7 @@ async function serve(ctx: CommandContext, logDir: LogDir, port: number): Promise
     throw new Error(
       `TensorBoard is not installed for ${python}: it is a dependency of the pipeline (python/pyproject.toml), ` +
         `so \`npm run bootstrap\` (uv sync) installs it in this checkout's python/.venv; or \`${python} -m pip install tensorboard\`, ` +
-        `or set KDGAT_PYTHON to a python that has it`,
+        `or set HPC_PYTHON to a python that has it`,
     );
   ctx.say(
     `TensorBoard: http://127.0.0.1:${port}/ (serving ${logDir.local} on this machine only; Ctrl-C stops it)`,

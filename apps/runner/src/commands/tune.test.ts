@@ -65,7 +65,7 @@ describe('runner tune (dry run)', () => {
     ]);
     const script = readFileSync(join(r.runDir, 'scripts/autoencoder.sbatch'), 'utf8');
     expect(script).toContain(`python -m kdgat tune --study-dir ${join(r.runDir, 'study')}`);
-    expect(script).toContain('kdgat_run_root=$kdgat_run_root/worker_$kdgat_task');
+    expect(script).toContain('hpc_run_root=$hpc_run_root/worker_$hpc_task');
     expect(r.manifest.tune).toEqual({ study: 'tune-vgae', studyDir: join(r.runDir, 'study') });
   });
 

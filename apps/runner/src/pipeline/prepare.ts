@@ -337,7 +337,7 @@ export async function planJobs(spec: Spec, scheduler: Scheduler, study?: StudyHo
     stages: resolved.stages,
     sweepPoints: resolved.sweepPoints,
     maxArraySize: (await scheduler.limits()).maxArraySize,
-    jobName: (stageId) => jobNameFor(experiment, stageId),
+    jobName: (stageId) => jobNameFor(experiment, stageId, resolved.pipeline.name),
   });
   if (study) asStudyPlan(plan, study.tune);
   return plan;

@@ -60,14 +60,14 @@ export async function newRun(
 }
 
 /**
- * A site over SSH: the snapshot of the pipeline's code (python/ for kdgat) the jobs import, put on the site unless it is there
+ * A site over SSH: the snapshot of the pipeline's code (python/ for the default pipeline) the jobs import, put on the site unless it is there
  * already. Refuses a dirty tree unless --allow-dirty. A local site runs the environment's pipeline.
  */
 export async function shipCode(
   site: Site,
   opts: RunOptions,
   log: (line: string) => void,
-  /** The run's pipeline: its declared code travels instead of kdgat's python/. */
+  /** The run's pipeline: its declared code travels instead of the default pipeline's python/. */
   pipeline?: Pick<Pipeline, 'codeDir'>,
 ): Promise<{ recorded: NonNullable<Manifest['code']>; diff?: string } | undefined> {
   if (!site.files) return undefined;

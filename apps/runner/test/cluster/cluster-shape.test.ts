@@ -218,9 +218,9 @@ describe('multi-node training for real', () => {
     expect(log.match(/metrics written to /g)).toHaveLength(1);
     expect(JSON.parse(readFileSync(join(runDir, 'metrics.json'), 'utf8'))).toMatchObject({ world_size: 2 });
     // Each node staged its own copy of the cache onto its own node-local disk.
-    expect(log).toMatch(/kdgat: staging on each of the job's 2 nodes/);
+    expect(log).toMatch(/kdgat-hpc: staging on each of the job's 2 nodes/);
     const staged = [
-      ...log.matchAll(/kdgat stage: caches ready on (c0\d) in (\/tmp\/job\.\d+\/kdgat-cache)/g),
+      ...log.matchAll(/kdgat-hpc stage: caches ready on (c0\d) in (\/tmp\/job\.\d+\/hpc-cache)/g),
     ];
     expect(staged.map((m) => m[1]).sort()).toEqual(['c01', 'c02']);
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const CHROMIUM = process.env['KDGAT_CHROMIUM'] ?? '/usr/bin/chromium';
+export const CHROMIUM = process.env['HPC_CHROMIUM'] ?? '/usr/bin/chromium';
 
 export interface PageCheck {
   consoleErrors: string[];

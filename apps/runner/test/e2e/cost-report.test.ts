@@ -62,7 +62,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
       { mode: 0o755 },
     );
     site.env['PATH'] = `${bin}:${site.env['PATH']}`;
-    reportEnv = { ...site.env, KDGAT_PYTHON: PIPELINE_PYTHON, PYTHONPATH: '' };
+    reportEnv = { ...site.env, HPC_PYTHON: PIPELINE_PYTHON, PYTHONPATH: '' };
   });
 
   it('a run leaves job records; a second plan sizes the requests from them; --right-size applies them', async () => {
@@ -171,7 +171,7 @@ describe('cost, job records, sizes from history and the run report on SLURM', ()
     // Its jobs run in this checkout's python/.venv: the stand-in's rows are the real catalogue's (pyarrow).
     const sweepSite = makeSite({ pipelineVenv: true });
     sweepSite.env['PATH'] = site.env['PATH'];
-    const env = { ...sweepSite.env, KDGAT_PYTHON: PIPELINE_PYTHON, PYTHONPATH: '' };
+    const env = { ...sweepSite.env, HPC_PYTHON: PIPELINE_PYTHON, PYTHONPATH: '' };
     const file = sweepSite.spec(
       'sweep12',
       spec('e2e-sweep12', ['sweep:', '  grid:', '    training.lr: [0.1, 0.05, 0.01, 0.005]', '    training.batch_size: [16, 32, 64]'])

@@ -14,8 +14,8 @@ function run(arg: string): { code: number; out: string } {
 }
 
 export function setup(): void {
-  // Developer convenience for running only the local-scheduler file: KDGAT_E2E_NO_SLURM=1.
-  if (process.env['KDGAT_E2E_NO_SLURM'] === '1') return;
+  // Developer convenience for running only the local-scheduler file: HPC_E2E_NO_SLURM=1.
+  if (process.env['HPC_E2E_NO_SLURM'] === '1') return;
   if (!existsSync(SCRIPT))
     throw new Error(`${SCRIPT} is missing: the e2e tests need the local SLURM cluster`);
   if (run('status').code === 0) return;

@@ -132,7 +132,7 @@ export function makeSite(opts: { pipelineVenv?: boolean } = {}): Site {
     ...process.env,
     PYTHONPATH: [STANDIN, process.env['PYTHONPATH']].filter(Boolean).join(':'),
     // Long enough that a job can be signalled or cancelled while it runs.
-    KDGAT_STANDIN_EPOCH_SECONDS: '1',
+    HPC_STANDIN_EPOCH_SECONDS: '1',
   };
   const site: Site = {
     root,

@@ -28,10 +28,10 @@ export async function startOwnSlurm(knobs: { maxArraySize: number }): Promise<Ow
   const dir = mkdtempSync('/var/tmp/kdgat-slurm-test-');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    KDGAT_SLURM_DIR: dir,
-    KDGAT_SLURMCTLD_PORT: String(await freePort()),
-    KDGAT_SLURMD_PORT: String(await freePort()),
-    KDGAT_SLURM_MAX_ARRAY_SIZE: String(knobs.maxArraySize),
+    HPC_SLURM_DIR: dir,
+    HPC_SLURMCTLD_PORT: String(await freePort()),
+    HPC_SLURMD_PORT: String(await freePort()),
+    HPC_SLURM_MAX_ARRAY_SIZE: String(knobs.maxArraySize),
     SLURM_CONF: join(dir, 'slurm.conf'),
   };
   const script = join(REPO, 'scripts', 'slurm-local.sh');

@@ -21,9 +21,9 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
     site = makeSite({ pipelineVenv: true }); // the real catalogue (pyarrow) writes the rows
     Object.assign(site.env, {
       SLURM_CONF: slurm.conf,
-      KDGAT_STANDIN_EPOCH_SECONDS: '0.1',
-      KDGAT_STANDIN_REQUIRE_INPUTS: '1',
-      KDGAT_STANDIN_FAIL_IF: `training.seed=${FAILING_SEED}`,
+      HPC_STANDIN_EPOCH_SECONDS: '0.1',
+      HPC_STANDIN_REQUIRE_INPUTS: '1',
+      HPC_STANDIN_FAIL_IF: `training.seed=${FAILING_SEED}`,
     });
   }, 200_000);
   afterAll(() => slurm?.stop(), 90_000);
@@ -104,7 +104,7 @@ describe('a chunked sweep chain on a SLURM with MaxArraySize=3', () => {
         '--sort',
         'stage_id,point_index',
       ],
-      { env: { ...site.env, KDGAT_PYTHON: join(PIPELINE_VENV, 'bin', 'python'), PYTHONPATH: '' } },
+      { env: { ...site.env, HPC_PYTHON: join(PIPELINE_VENV, 'bin', 'python'), PYTHONPATH: '' } },
     );
     expect(runs.code, runs.err).toBe(0);
     const rows = (

@@ -36,7 +36,7 @@ describe('train with the local scheduler', () => {
     const metrics = JSON.parse(readFileSync(join(cur.runRoot, 'point_1', 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'));
     expect(metrics.overrides['training.lr']).toBe('0.01');
     const logs = await site.cli(['logs', runDir, '--job', 'curriculum', '--index', '1']);
-    expect(logs.out).toContain('kdgat: epoch 2/2 done');
+    expect(logs.out).toContain('kdgat-hpc: epoch 2/2 done');
   });
 
   it('a CUDA out-of-memory failure exits non-zero with the fix to try', async () => {
@@ -44,8 +44,8 @@ describe('train with the local scheduler', () => {
       'local-oom',
       specYaml({ name: 'e2e-oom', stages: [{ id: 'train', stage: 'curriculum' }] }),
     );
-    site.env['KDGAT_STANDIN_FAIL'] = 'cuda_oom'; // the stand-in fails like a CUDA OOM
-    const r = await site.cli(['train', ...args(spec), '--wait']).finally(() => delete site.env['KDGAT_STANDIN_FAIL']);
+    site.env['HPC_STANDIN_FAIL'] = 'cuda_oom'; // the stand-in fails like a CUDA OOM
+    const r = await site.cli(['train', ...args(spec), '--wait']).finally(() => delete site.env['HPC_STANDIN_FAIL']);
     expect(r.code).toBe(1);
     expect(r.out).toMatch(/train\s+\d+\s+FAILED\s+1:0/);
     expect(r.out).toMatch(/train: CUDA_OOM: the GPU ran out of memory/);

@@ -167,7 +167,7 @@ describe('runner shell', () => {
     );
     expect(text.indexOf('charging (')).toBeLessThan(text.indexOf('allocating: salloc'));
     expect(text.indexOf('allocating: salloc')).toBeLessThan(text.indexOf('salloc: Granted'));
-    await seen('the shell ready', /^kdgat shell: exit this shell to end the allocation$/m);
+    await seen('the shell ready', /^kdgat-hpc shell: exit this shell to end the allocation$/m);
 
     // The shell: on a compute node of the stage's partition, in the job, with its resources.
     const host = await ask('host', '$(hostname)');
@@ -177,7 +177,7 @@ describe('runner shell', () => {
     expect(await ask('cpus', '$(nproc)')).toBe('1');
     // The job's node-local $TMPDIR (the box's prolog makes it per job), the cache staged into it.
     expect(await ask('tmpdir', '$TMPDIR')).toBe(`/tmp/job.${jobId}`);
-    expect(await ask('cache', '$KD_GAT_CACHE_ROOT')).toBe(`/tmp/job.${jobId}/kdgat-cache`);
+    expect(await ask('cache', '$KD_GAT_CACHE_ROOT')).toBe(`/tmp/job.${jobId}/hpc-cache`);
     expect(await ask('staged', '$(cat $KD_GAT_CACHE_ROOT/synth/graphs.pt)')).toBe('graphs of the shell test');
     // The environment and the run's code snapshot: kdgat is imported from the snapshot on scratch.
     await type(`python -c 'import kdgat, torch_geometric; print("KD" "GAT-python=" + kdgat.__file__)'`);
@@ -203,7 +203,7 @@ describe('runner shell', () => {
     expect(await screen()).toMatch(
       /^charging \(kdgat-site; .*\): 2 billed core\(s\) \+ 1 GPU\(s\) on gpu; worst \(held to the time limit 0:10:00\) 0\.1667 GPU-h, 0\.3333 core-h, 2\.00 SU;/m,
     );
-    await seen('the shell ready', /^kdgat shell: exit this shell to end the allocation$/m);
+    await seen('the shell ready', /^kdgat-hpc shell: exit this shell to end the allocation$/m);
     expect(['c01', 'c02']).toContain(await ask('nohost', '$(hostname)'));
     // The profile's CUDA module, loaded as a job of this profile loads it (the box's Lmod tree).
     expect(await ask('nomodules', '$LOADEDMODULES')).toBe('cuda/12.4.1');

@@ -140,7 +140,7 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(outs.length).toBe(3);
     for (const f of outs)
       expect(readFileSync(join(site.onSite(dirs.site), 'logs', f), 'utf8')).toContain(
-        `kdgat: code from ${manifest.code.dir}`,
+        `kdgat-hpc: code from ${manifest.code.dir}`,
       );
 
     // status, logs and report from the laptop, on its local copy.
@@ -181,7 +181,7 @@ describe('the laptop reaches the site only over ssh', () => {
     // sync runs on the login node (where a site has a network), in the run's environment.
     const sync = expectOk(await site.runner(['sync', dirs.local, '--stack', site.stack]));
     expect(sync.out).toContain(`tracking-sync of ${dirs.site} on ${site.user}@${site.host}:${site.port}`);
-    expect(sync.out).toContain(`kdgat: no offline W&B runs below ${dirs.site}`);
+    expect(sync.out).toContain(`kdgat-hpc: no offline W&B runs below ${dirs.site}`);
   });
 
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
@@ -197,7 +197,7 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(kernelJson.display_name).toBe('KD-GAT (cpu-local)');
     const cell = [
       'import kdgat, torch_geometric, os, socket',
-      "print(os.environ['KDGAT_ENV_LOCK_HASH'])",
+      "print(os.environ['HPC_ENV_LOCK_HASH'])",
       'print(kdgat.__file__)',
       'print(socket.gethostname())',
     ].join('\n');

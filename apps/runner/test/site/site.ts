@@ -79,7 +79,7 @@ export interface SshSite {
 export const COMMAND_TIMEOUT_MS = 600_000;
 
 function pulumiBinDir(): string {
-  const cache = join(process.env['KDGAT_TOOLS'] ?? join(homedir(), '.cache', 'kdgat-hpc'), 'pulumi');
+  const cache = join(process.env['HPC_TOOLS'] ?? join(homedir(), '.cache', 'kdgat-hpc'), 'pulumi');
   const versions = spawnSync('ls', [cache], { encoding: 'utf8' }).stdout.trim().split('\n').sort().reverse();
   for (const v of versions) if (existsSync(join(cache, v, 'bin', 'pulumi'))) return join(cache, v, 'bin');
   throw new Error('the Pulumi CLI is not in the tool cache: run `npm run bootstrap` first');
@@ -157,7 +157,7 @@ export async function startSite(): Promise<SshSite> {
     PULUMI_BACKEND_URL: `file://${join(project, 'backend')}`,
     PULUMI_CONFIG_PASSPHRASE: 'kdgat-site-e2e',
     PULUMI_HOME: join(project, '.pulumi-home'),
-    KDGAT_INFRA_DIR: project,
+    HPC_INFRA_DIR: project,
     NO_COLOR: '1',
   };
   const config = {
@@ -275,7 +275,7 @@ export async function startSite(): Promise<SshSite> {
       if (!existsSync(join(bumped, 'node_modules')))
         symlinkSync(join(checkout, 'node_modules'), join(bumped, 'node_modules'));
       return laptop(['bash', join(REPO, 'infra', 'bin', 'pulumi-stack.sh'), 'preview', '--stack', stack], {
-        env: { ...env, KDGAT_INFRA_DIR: bumped },
+        env: { ...env, HPC_INFRA_DIR: bumped },
       });
     },
     nodes: facts['NODES']!.split(' '),

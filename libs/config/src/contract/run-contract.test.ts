@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadExperimentSpec } from '../load/load.ts';
 import { Stage } from '../experiment/primitives.ts';
-import { KDGAT_PIPELINE_DECLARATION } from '../pipeline/pipeline.ts';
+import { DEFAULT_PIPELINE_DECLARATION } from '../pipeline/pipeline.ts';
 import { LOCAL_SPEC } from '../test-support/specs.ts';
 import {
   CATALOGUE_DIR,
@@ -31,7 +31,7 @@ describe('run contract', () => {
   it("the stage enum is the file's stage list, in order, here and in the kdgat pipeline declaration", () => {
     const names = file.stages.map((s) => s.name);
     expect(Stage.options).toEqual(names);
-    expect(KDGAT_PIPELINE_DECLARATION.stages).toEqual(names);
+    expect(DEFAULT_PIPELINE_DECLARATION.stages).toEqual(names);
     // The editor schema takes any stage name: a spec's pipeline says which (checked at load).
     expect(experimentSchema.properties.stages.items.properties.stage.enum).toBeUndefined();
   });

@@ -1,16 +1,13 @@
 // The run contract: the facts the job scripts, the runner and the Python pipeline share (requeue exit
 // status, acknowledgement file, signal variable, run-dir layout, the stages and what each logs per
-// epoch). Declared once, in python/src/kdgat/contract/run_contract.json — shipped inside the Python
-// package, so the pipeline on a compute node has it — and read here, validated at load.
+// epoch). Declared once, in the default pipeline's package (RUN_CONTRACT_FILE) — shipped inside it,
+// so the pipeline on a compute node has it — and read here, validated at load.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { RUN_CONTRACT_FILE } from '../pipeline/default-package.ts';
 import { REQUEUE_SIGNALS } from '../script-values.ts';
 
-/** Where the file lives (the Python package's `kdgat/contract/`). */
-export const RUN_CONTRACT_FILE = new URL(
-  '../../../../python/src/kdgat/contract/run_contract.json',
-  import.meta.url,
-);
+export { RUN_CONTRACT_FILE };
 
 const Ident = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a snake_case name');
 const FileName = z.string().regex(/^[A-Za-z0-9._-]+$/, 'a file name');

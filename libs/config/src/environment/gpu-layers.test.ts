@@ -31,7 +31,7 @@ import { LockfileError, pipelinePins, projectDependencies } from './uv-lock.ts';
 const repoFile = (path: string) => readFileSync(new URL(`../../../../${path}`, import.meta.url), 'utf8');
 const UV_LOCK = repoFile('python/uv.lock');
 const PYPROJECT = repoFile('python/pyproject.toml');
-const KDGAT_DEPENDENCIES = projectDependencies(PYPROJECT);
+const PIPELINE_DEPENDENCIES = projectDependencies(PYPROJECT);
 
 /** python/uv.lock with one package's version changed (its [[package]] entry and nothing else). */
 function bump(lock: string, name: string, from: string, to: string): string {
@@ -155,7 +155,7 @@ describe("the pipeline's pins, read from python/uv.lock", () => {
   });
   it("include kdgat's own dependencies at pyproject.toml's pins, torch's CUDA 12.8 libraries on linux, and no dev tools", () => {
     const pins = pipelinePins(UV_LOCK, linuxX86_64('3.12'));
-    expect(dependencyMismatches(pins, KDGAT_DEPENDENCIES)).toEqual([]);
+    expect(dependencyMismatches(pins, PIPELINE_DEPENDENCIES)).toEqual([]);
     expect(pins).toContainEqual({ name: 'nvidia-nvjitlink-cu12', version: '12.8.93' });
     expect(pins.map((p) => p.name)).not.toContain('pytest');
     expect(pins.map((p) => p.name)).not.toContain('kdgat');
@@ -222,7 +222,7 @@ describe("every site environment carries kdgat's runtime dependencies exactly (p
   });
   it('the CPU conda environment installs every pipeline pin for its Python with pip, no CUDA pin', () => {
     const cpu = environmentPresets['gnn-cpu'];
-    expect(dependencyMismatches(sitePackages(cpu), KDGAT_DEPENDENCIES)).toEqual([]);
+    expect(dependencyMismatches(sitePackages(cpu), PIPELINE_DEPENDENCIES)).toEqual([]);
     expect(cpu.backend === 'conda' && cpu.dependencies.some((d) => d.startsWith('cuda'))).toBe(false);
     const noPip = { ...cpu, dependencies: ['python=3.12'] };
     expect(environmentProblems(noPip).map((p) => p.message)).toEqual([
@@ -230,16 +230,16 @@ describe("every site environment carries kdgat's runtime dependencies exactly (p
     ]);
   });
   it.each(layered.map((e) => [e.name, e] as const))('preset %s', (_name, env) => {
-    expect(dependencyMismatches(sitePackages(env), KDGAT_DEPENDENCIES)).toEqual([]);
+    expect(dependencyMismatches(sitePackages(env), PIPELINE_DEPENDENCIES)).toEqual([]);
   });
   it.each(GPU_LAYER_NAMES)('layer %s', (name) => {
-    expect(dependencyMismatches(gpuLayerPins(name), KDGAT_DEPENDENCIES)).toEqual([]);
+    expect(dependencyMismatches(gpuLayerPins(name), PIPELINE_DEPENDENCIES)).toEqual([]);
   });
   it('the check bites: a dependency missing from a list, or pinned otherwise, is named with both versions', () => {
     const pins = sitePackages(environmentPresets['gnn-rapids']).filter((p) => p.name !== 'optuna');
     const numpy = pins.findIndex((p) => p.name === 'numpy');
     pins[numpy] = { name: 'numpy', version: '2.3.0' };
-    expect(dependencyMismatches(pins, KDGAT_DEPENDENCIES)).toEqual([
+    expect(dependencyMismatches(pins, PIPELINE_DEPENDENCIES)).toEqual([
       { name: 'numpy', expected: '2.4.6', found: '2.3.0' },
       { name: 'optuna', expected: '5.0.0' },
     ]);

@@ -166,7 +166,7 @@ const CONDA_TO_PIP: Record<string, string> = { pytorch: 'torch', pytorch_geometr
 export const pipNameOfConda = (conda: string): string => normaliseName(CONDA_TO_PIP[conda] ?? conda);
 
 /**
- * The dependencies (`name==version`, e.g. kdgat's `[project].dependencies`) that a package list
+ * The dependencies (`name==version`, e.g. the default pipeline's `[project].dependencies`) that a package list
  * lacks or pins otherwise: `[]` when the list carries every one exactly.
  */
 export function dependencyMismatches(

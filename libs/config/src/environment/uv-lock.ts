@@ -1,9 +1,10 @@
 // The pipeline's pinned runtime dependencies, read from python/uv.lock (the one place they are
-// declared): the packages the `kdgat` project needs at run time (not its dev group), followed
+// declared): the packages the default pipeline's project needs at run time (not its dev group), followed
 // through uv.lock's dependency graph with each edge's marker evaluated for the target machine —
 // the list `uv export --no-dev --no-emit-project` prints, for one platform.
 import { evaluateMarker, type MarkerEnvironment } from './markers.ts';
 import { parseToml, type TomlTable, type TomlValue } from './toml.ts';
+import { DEFAULT_LOCK_PROJECT } from '../pipeline/default-package.ts';
 
 /** A pinned package: PEP 503 normalised name and exact version. */
 export interface Pin {
@@ -86,7 +87,7 @@ function lockPackages(text: string, file: string): LockPackage[] {
 export function pipelinePins(
   text: string,
   env: MarkerEnvironment,
-  project = 'kdgat',
+  project = DEFAULT_LOCK_PROJECT,
   file = 'python/uv.lock',
 ): Pin[] {
   const packages = lockPackages(text, file);

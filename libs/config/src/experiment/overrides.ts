@@ -1,5 +1,5 @@
 // Overrides (`-O training.lr 0.001`, `lr=0.01`) are checked against the pipeline's own JSON Schema
-// (kdgat's: `python -m kdgat schema`, checked in at libs/config/schema/pipeline.schema.json; a declared
+// (the default pipeline's: its `schema` command's output, checked in at libs/config/schema/pipeline.schema.json; a declared
 // pipeline's: its declaration's schema.file), so a typo or a
 // wrong type is caught before anything is queued.
 import { didYouMean } from '../errors.ts';

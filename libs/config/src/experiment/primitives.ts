@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { STAGES } from '../contract/run-contract.ts';
 import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
 
-/** The pipeline's stages come from the run contract (python/src/kdgat/contract/run_contract.json). */
+/** The pipeline's stages come from the run contract (RUN_CONTRACT_FILE, in the default pipeline's package). */
 export { STAGES };
 export const Stage = z.enum(STAGES);
 export const Model = z.enum(['gat', 'vgae']);

@@ -25,7 +25,7 @@ import {
   type StageView,
 } from './rules.ts';
 import type { ExperimentSpec, Scalar, StageInput } from './schema.ts';
-import { isKdgat, type Pipeline } from '../pipeline/pipeline.ts';
+import { DEFAULT_PIPELINE_NAME, isDefaultPipeline, type Pipeline } from '../pipeline/pipeline.ts';
 import { resolveTune, type ResolvedTune } from './tune.ts';
 
 export interface Resources {
@@ -61,7 +61,7 @@ export interface ResolvedExperiment {
   specHash: string;
   cluster: ClusterProfile;
   partition: Partition;
-  /** The training code every stage runs (kdgat unless the spec names another declaration). */
+  /** The training code every stage runs (the default pipeline unless the spec names another declaration). */
   pipeline: Pipeline;
   /** The experiment's environment: every stage's unless the stage names its own. */
   environment: EnvironmentSpec;
@@ -175,11 +175,11 @@ export function resolveExperiment(
   };
 
   const stages: ResolvedStage[] = spec.stages.map((s, i) => {
-    if (isKdgat(pipeline)) problems.push(...stageOrderProblems(spec.stages, i));
+    if (isDefaultPipeline(pipeline)) problems.push(...stageOrderProblems(spec.stages, i));
     else if (s.inputs?.length)
       problems.push({
         path: ['stages', i, 'inputs'],
-        message: `inputs from earlier runs are checked by kdgat's graph-cache digests: pipeline ${pipeline.name} writes none`,
+        message: `inputs from earlier runs are checked by ${DEFAULT_PIPELINE_NAME}'s graph-cache digests: pipeline ${pipeline.name} writes none`,
         expected: 'no inputs: (give the earlier output to the stage through an override)',
       });
     const named = s.resources.partition;
@@ -231,19 +231,19 @@ export function resolveExperiment(
     warnings.push(
       `overrides not checked: pipeline ${pipeline.name} publishes no config schema (schema.file in its declaration), so they are passed to it as written`,
     );
-  if (isKdgat(pipeline)) {
-    // Rules about kdgat's own config (loader workers, the fused cuGraph layer).
+  if (isDefaultPipeline(pipeline)) {
+    // Rules about the default pipeline's own config (loader workers, the fused cuGraph layer).
     warnings.push(...workerWarnings(stages));
     problems.push(...cugraphProblems(spec, environments, stages, sweepPoints));
   }
   problems.push(...budgetProblems(spec, cluster));
 
   let tune: ResolvedTune | undefined;
-  if (spec.tune && !(isKdgat(pipeline) && pipeline.configSchema)) {
+  if (spec.tune && !(isDefaultPipeline(pipeline) && pipeline.configSchema)) {
     problems.push({
       path: ['tune'],
-      message: `a tune study runs kdgat's Optuna workers: pipeline ${pipeline.name} has none`,
-      expected: 'no tune: section, or pipeline kdgat',
+      message: `a tune study runs ${DEFAULT_PIPELINE_NAME}'s Optuna workers: pipeline ${pipeline.name} has none`,
+      expected: `no tune: section, or pipeline ${DEFAULT_PIPELINE_NAME}`,
     });
   } else if (spec.tune) {
     const t = resolveTune(spec.tune, {

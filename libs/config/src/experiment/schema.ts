@@ -71,7 +71,7 @@ export const StageInputSchema = z
 export const StageSpecSchema = z
   .object({
     id: SafeName,
-    /** A stage, model and scale of the experiment's pipeline (kdgat's: see STAGES, gat|vgae, large|small). */
+    /** A stage, model and scale of the experiment's pipeline (the default's: see STAGES, gat|vgae, large|small). */
     stage: SafeName,
     model: SafeName,
     scale: SafeName,
@@ -102,7 +102,7 @@ export const ExperimentSpecSchema = z
     /** An environment preset (`gnn-rapids`, `cpu-local`, …) or a path to an EnvironmentSpec YAML file. */
     environment: z.string().min(1),
     /**
-     * The training code every stage runs: `kdgat` (the default) or a path to a pipeline declaration
+     * The training code every stage runs: the default pipeline's name (DEFAULT_PIPELINE_NAME) or a path to a pipeline declaration
      * (.yaml/.yml: its command, override style, requeue contract, schema and code; see
      * libs/config/src/pipeline/pipeline.ts).
      */

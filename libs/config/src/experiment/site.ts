@@ -13,7 +13,7 @@ export interface SiteView {
 /**
  * Every dataset a job reads from the scratch cache must have a cache dir on the site: the staging
  * list when staging names one, otherwise each stage's own dataset (what the job script stages or
- * points KD_GAT_CACHE_ROOT at).
+ * points the pipeline's cache-root variable at).
  */
 export function siteProblems(resolved: ResolvedExperiment, site: SiteView): Problem[] {
   const known = Object.keys(site.cacheDirs);

@@ -1,10 +1,11 @@
-// study.json, the contract between `runner tune` (which writes it) and `python -m kdgat tune` (whose
-// workers read it). Python owns it: pydantic `StudyConfig` in python/src/kdgat/tune/study.py, whose JSON
-// Schema `python -m kdgat schema study` exports to libs/config/schema/study.schema.json (checked in; a
+// study.json, the contract between `runner tune` (which writes it) and the default pipeline's `tune` helper (whose
+// workers read it). Python owns it: pydantic `StudyConfig` in the default pipeline's `tune/study.py`, whose JSON
+// Schema its `schema study` command exports to libs/config/schema/study.schema.json (checked in; a
 // test keeps it fresh). Here the validator is built from that schema, and the spec's `tune:` section
 // takes its bounds and defaults from it, so the two cannot disagree.
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { SITE_HELPER_MODULE } from '../pipeline/default-package.ts';
 import type { Scalar } from './primitives.ts';
 import type { ResolvedTune } from './tune.ts';
 
@@ -23,7 +24,7 @@ interface StudyJsonSchema {
   $defs: Record<string, { properties: Record<string, StudyProperty> }>;
 }
 
-/** The checked-in JSON Schema of study.json (`python -m kdgat schema study`). */
+/** The checked-in JSON Schema of study.json (`python -m <SITE_HELPER_MODULE> schema study`). */
 export const STUDY_SCHEMA = JSON.parse(readFileSync(STUDY_SCHEMA_FILE, 'utf8')) as StudyJsonSchema;
 
 /** A property of the study schema: `nTrials` (top level) or `HyperbandSpec.minResource` (a definition's). */
@@ -32,7 +33,7 @@ export function studyProperty(path: string): StudyProperty {
   const prop = b === undefined ? STUDY_SCHEMA.properties[a] : STUDY_SCHEMA.$defs[a]?.properties[b];
   if (!prop)
     throw new Error(
-      `${STUDY_SCHEMA_FILE.pathname} has no property ${path}: regenerate it (python -m kdgat schema study)`,
+      `${STUDY_SCHEMA_FILE.pathname} has no property ${path}: regenerate it (python -m ${SITE_HELPER_MODULE} schema study)`,
     );
   // An optional field (`int | None`): the bounds are the non-null member's.
   const value = prop.anyOf?.find((m) => m.type !== 'null');

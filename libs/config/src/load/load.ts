@@ -14,8 +14,8 @@ import { ExperimentSpecSchema, type ExperimentSpec } from '../experiment/schema.
 import { siteProblems, type SiteView } from '../experiment/site.ts';
 import {
   declaredNameProblems,
-  KDGAT_PIPELINE_DECLARATION,
-  KDGAT_PIPELINE_NAME,
+  DEFAULT_PIPELINE_DECLARATION,
+  DEFAULT_PIPELINE_NAME,
   PipelineDeclarationSchema,
   type Pipeline,
   type PipelineDeclaration,
@@ -26,7 +26,7 @@ import { parseYaml, type PositionedYaml } from './yaml.ts';
 const PIPELINE_SCHEMA = new URL('../../schema/pipeline.schema.json', import.meta.url);
 let pipelineSchemaCache: object | undefined;
 
-/** The Python pipeline's JSON Schema (`python -m kdgat schema`, checked in). The one reader of it. */
+/** The default pipeline's config JSON Schema (its `schema` command's output, checked in). The one reader of it. */
 export function loadPipelineSchema(): object {
   pipelineSchemaCache ??= JSON.parse(readFileSync(PIPELINE_SCHEMA, 'utf8')) as object;
   return pipelineSchemaCache;
@@ -101,14 +101,14 @@ function topLevelKeys(schema: z.ZodType): string[] {
   return keysAt(schema, []);
 }
 
-/** The kdgat pipeline: its declaration, with the schema `python -m kdgat schema` wrote. */
-export function kdgatPipeline(): Pipeline {
-  const { code: _none, schema: _file, ...rest } = KDGAT_PIPELINE_DECLARATION;
+/** The default pipeline: its declaration, with the config schema its package wrote. */
+export function defaultPipeline(): Pipeline {
+  const { code: _none, schema: _file, ...rest } = DEFAULT_PIPELINE_DECLARATION;
   return { ...rest, codePaths: ['src'], configSchema: loadPipelineSchema() };
 }
 
 /**
- * A pipeline by name (`kdgat`) or by its declaration file, with its code dir and config schema
+ * A pipeline by name (the default's) or by its declaration file, with its code dir and config schema
  * resolved beside the file. Problems are reported at `where` (the spec's `pipeline:` field).
  */
 function loadPipelineRef(
@@ -116,8 +116,8 @@ function loadPipelineRef(
   baseDir: string,
   where: { file?: string; line?: number; col?: number },
 ): Ref<Pipeline> {
-  const presets: Record<string, PipelineDeclaration> = { [KDGAT_PIPELINE_NAME]: KDGAT_PIPELINE_DECLARATION };
-  if (ref === KDGAT_PIPELINE_NAME) return { value: kdgatPipeline(), issues: [] };
+  const presets: Record<string, PipelineDeclaration> = { [DEFAULT_PIPELINE_NAME]: DEFAULT_PIPELINE_DECLARATION };
+  if (ref === DEFAULT_PIPELINE_NAME) return { value: defaultPipeline(), issues: [] };
   const loaded = loadReferenced(
     'pipeline',
     ref,
@@ -133,10 +133,10 @@ function loadPipelineRef(
   const refused = (path: string, message: string, found: string, expected: string): void => {
     issues.push({ ...where, path, message, expected, found });
   };
-  if (decl.name === KDGAT_PIPELINE_NAME)
+  if (decl.name === DEFAULT_PIPELINE_NAME)
     refused(
       'pipeline',
-      `${loaded.file} declares the name kdgat, which is the built-in pipeline's`,
+      `${loaded.file} declares the name ${DEFAULT_PIPELINE_NAME}, which is the built-in pipeline's`,
       JSON.stringify(decl.name),
       'another name',
     );
@@ -256,7 +256,7 @@ export function validateExperiment(
   const pipeline =
     typeof obj['pipeline'] === 'string'
       ? loadPipelineRef(obj['pipeline'], baseDir, at(['pipeline']))
-      : { value: kdgatPipeline(), issues: [] };
+      : { value: defaultPipeline(), issues: [] };
   issues.push(...cluster.issues, ...environment.issues, ...pipeline.issues);
   if (environment.value) {
     for (const p of environmentProblems(environment.value))

@@ -7,7 +7,7 @@ import { sitePackages } from '../environment/gpu-layers.ts';
 import { EnvironmentSpecSchema } from '../environment/schema.ts';
 import { SpecValidationError } from '../errors.ts';
 import { loadExperimentSpec, loadPipeline } from '../load/load.ts';
-import { KDGAT_PIPELINE_DECLARATION, overrideWords, stageCommand } from './pipeline.ts';
+import { DEFAULT_PIPELINE_DECLARATION, overrideWords, stageCommand } from './pipeline.ts';
 
 // A pipeline is declared: the repository's example declaration of tiny-lightning (a project that
 // knows nothing of kdgat-hpc), and declarations made here with one mistake each.
@@ -206,7 +206,7 @@ describe('a declared pipeline', () => {
 describe('kdgat, the default declaration', () => {
   it('is the command the job scripts ran before declarations existed', () => {
     const stage = { stage: 'autoencoder', model: 'vgae', scale: 'large', dataset: 'hcrl_sa' };
-    expect(stageCommand(KDGAT_PIPELINE_DECLARATION, stage)).toEqual([
+    expect(stageCommand(DEFAULT_PIPELINE_DECLARATION, stage)).toEqual([
       'python',
       '-m',
       'kdgat',

@@ -7,6 +7,13 @@ import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
 import { RUN_CONTRACT, STAGES } from '../contract/run-contract.ts';
 import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
+import {
+  DEFAULT_CACHE_ROOT_VARIABLE,
+  DEFAULT_PIPELINE_NAME,
+  SITE_HELPER_MODULE,
+} from './default-package.ts';
+
+export { DEFAULT_PIPELINE_NAME, SITE_HELPER_MODULE };
 
 /**
  * The placeholders a command word may hold. `{stage}` … `{dataset}` are filled when the job script
@@ -108,6 +115,12 @@ export const PipelineDeclarationSchema = z
       .strict()
       .optional(),
     requeue: z.enum(REQUEUE_CONTRACTS),
+    /**
+     * The environment variable the pipeline reads the root of the job's dataset caches from (staged
+     * to node-local disk, or the scratch caches when staging is off): `<root>/<dataset>`. The job
+     * exports it before the command runs. Absent: the job exports only its own HPC_CACHE_ROOT.
+     */
+    cacheRootVariable: ruleString(SCRIPT_VALUES.envName).optional(),
     /** Where a stage leaves what the runner reads, inside its run dir. */
     outputs: z
       .object({
@@ -146,14 +159,13 @@ export interface Pipeline extends Omit<PipelineDeclaration, 'code' | 'schema'> {
   configSchema?: object;
 }
 
-/** The default pipeline: kdgat, as the run contract (python/src/kdgat/contract/run_contract.json) describes it. */
-export const KDGAT_PIPELINE_NAME = 'kdgat';
-export const KDGAT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarationSchema.parse({
-  name: KDGAT_PIPELINE_NAME,
+/** The default pipeline, as the run contract it shares with the job scripts and the runner describes it. */
+export const DEFAULT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarationSchema.parse({
+  name: DEFAULT_PIPELINE_NAME,
   command: [
     'python',
     '-m',
-    'kdgat',
+    SITE_HELPER_MODULE,
     '{stage}',
     '--model',
     '{model}',
@@ -169,6 +181,7 @@ export const KDGAT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarati
   scales: ['large', 'small'],
   overrides: 'dash-O',
   requeue: 'handshake',
+  cacheRootVariable: DEFAULT_CACHE_ROOT_VARIABLE,
   outputs: {
     metrics: RUN_CONTRACT.runDir.files.metrics,
     checkpoint: RUN_CONTRACT.runDir.files.checkpoint,
@@ -176,7 +189,14 @@ export const KDGAT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclarati
   },
 });
 
-export const isKdgat = (p: Pick<Pipeline, 'name'>): boolean => p.name === KDGAT_PIPELINE_NAME;
+/** The default pipeline: its package's own files and workers (graph-cache digests, tune workers) are there. */
+export const isDefaultPipeline = (p: Pick<Pipeline, 'name'>): boolean => p.name === DEFAULT_PIPELINE_NAME;
+
+/** The argv words before the first placeholder: the program a hand-run script hands its arguments to. */
+export const commandProgram = (d: Pick<PipelineDeclaration, 'command'>): string[] => {
+  const first = d.command.findIndex((w) => w.includes('{'));
+  return first < 0 ? [...d.command] : d.command.slice(0, first);
+};
 
 /**
  * A stage's stage, model and scale must be ones its pipeline declares (checked on the spec as

@@ -32,7 +32,7 @@ export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly str
 
 /**
  * Where the runner ships the pipeline's code to a site over SSH: `<scratch root>/code/<tree>`, one
- * directory per git tree of python/ (a job's `kdgat_code`; its `src/` goes first on PYTHONPATH).
+ * directory per git tree of python/ (a job's `hpc_code`; its `src/` goes first on PYTHONPATH).
  */
 export function codeRootFor(scratchRoot: string): string {
   return `${scratchRoot.replace(/\/+$/, '')}/code`;
@@ -41,7 +41,7 @@ export function codeRootFor(scratchRoot: string): string {
 /** The link in the code root that each ship re-points to its snapshot: the code of the latest run shipped. */
 export const CURRENT_CODE_LINK = 'current';
 
-/** `<scratch root>/code/current`: what a notebook kernel imports `kdgat` from unless it names its code. */
+/** `<scratch root>/code/current`: what a notebook kernel imports the default pipeline from unless it names its code. */
 export function currentCodeFor(scratchRoot: string): string {
   return `${codeRootFor(scratchRoot)}/${CURRENT_CODE_LINK}`;
 }

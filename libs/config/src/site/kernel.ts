@@ -25,7 +25,7 @@ const KERNEL_RULES = {
   code: {
     pattern: /^\/[A-Za-z0-9_./+@,=-]*$/,
     expected:
-      'an absolute path on the site of letters, digits and _ . / + @ , = - holding src/kdgat (a code snapshot, or the python/ of a checkout)',
+      'an absolute path on the site of letters, digits and _ . / + @ , = - holding src/ with the default pipeline package (a code snapshot, or the python/ of a checkout)',
   },
 } as const satisfies Record<string, ValueRule>;
 
@@ -49,7 +49,7 @@ export const KernelDeclarationSchema = z.strictObject(
      */
     modules: z.array(ruled(SCRIPT_VALUES.moduleName)).default([]),
     /**
-     * The directory the kernel imports `kdgat` from (its `src/` goes first on PYTHONPATH, as in a
+     * The directory the kernel imports the default pipeline from (its `src/` goes first on PYTHONPATH, as in a
      * job). Default on a site over SSH: `<scratch>/code/current`, the code of the latest run
      * shipped; on this machine: the environment's own (a local site ships no code).
      */
@@ -87,7 +87,7 @@ export function kernelsDirFor(
 }
 
 /**
- * What a kernel imports `kdgat` from when it declares no `code`: on a site over SSH the code of the
+ * What a kernel imports the default pipeline from when it declares no `code`: on a site over SSH the code of the
  * latest run shipped (`<scratch>/code/current`, re-pointed by each run's upload); on this machine
  * nothing (undefined): a local site ships no code, its jobs and kernels use the environment's own.
  */

@@ -1,6 +1,6 @@
 // Studies on disk: `<runsDir>/studies/<name>` links to the `study/` dir of the run that created it
 // (study.json, journal.log, trials/, report/). The numbers come from the pipeline's own
-// `python -m kdgat tune-report`, run with the stack's environment: one reader of the journal.
+// the site helper `tune-report`, run with the stack's environment: one reader of the journal.
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import {
@@ -9,6 +9,7 @@ import {
   type ResolvedTune,
   type Scalar,
   type StudyConfig,
+  SITE_HELPER_MODULE,
 } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { StackOutputs } from '../stack/outputs.ts';
@@ -92,7 +93,7 @@ export interface StudyReport {
   [key: string]: unknown;
 }
 
-/** `python -m kdgat tune-report`: the text, or the parsed report with `json`. */
+/** The site helper `tune-report`: the text, or the parsed report with `json`. */
 export async function runTuneReport(
   stack: StackOutputs,
   studyDir: string,
@@ -111,15 +112,15 @@ export async function runTuneReport(
   const python = pythonOf(stack);
   if (!existsSync(python))
     throw new Error(
-      `no python at ${python} (the environment of the stack's outputs): run \`nx run infra:up\`, or set KDGAT_PYTHON`,
+      `no python at ${python} (the environment of the stack's outputs): run \`nx run infra:up\`, or set HPC_PYTHON`,
     );
-  const args = ['-m', 'kdgat', 'tune-report', '--study-dir', studyDir];
+  const args = ['-m', SITE_HELPER_MODULE, 'tune-report', '--study-dir', studyDir];
   if (opts.json) args.push('--json');
   if (!opts.plots) args.push('--no-plots');
   const r = await runCommand(python, args, { env: { ...process.env, MPLBACKEND: 'Agg' } });
   if (r.code !== 0)
     throw new Error(
-      `python -m kdgat tune-report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`,
+      `python -m ${SITE_HELPER_MODULE} tune-report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`,
     );
   return opts.json ? (JSON.parse(r.stdout) as StudyReport) : r.stdout;
 }

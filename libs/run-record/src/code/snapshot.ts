@@ -1,4 +1,4 @@
-// The pipeline's code as a run takes it to a site: the tracked tree of its directory (kdgat's:
+// The pipeline's code as a run takes it to a site: the tracked tree of its directory (the default pipeline's:
 // `python/` of this repository; a declared pipeline's: its `code.path`, in whatever git repository
 // holds it), named by its git tree hash (content-addressed: the same code is uploaded once and
 // reused by later runs). A working tree with changes there is refused unless the user allows it;
@@ -11,7 +11,7 @@ import { CURRENT_CODE_LINK } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
 import type { SiteFiles } from '@kdgat/transport';
 
-/** kdgat's directory of this repository, the code that travels by default. */
+/** The default pipeline's directory of this repository, the code that travels by default. */
 export const CODE_PATH = 'python';
 
 /** Where the code that travels is: a git repository and a directory of it (`.` for all of it). */
@@ -21,7 +21,7 @@ export interface CodeSource {
 }
 
 /**
- * The source of a pipeline's code: kdgat's `python/` of `repoRoot`, or a declared pipeline's
+ * The source of a pipeline's code: the default pipeline's `python/` of `repoRoot`, or a declared pipeline's
  * directory, inside the git repository that holds it (refused when none does: a site receives a
  * committed tree, never a copy of whatever is on disk).
  */
@@ -106,7 +106,7 @@ export async function materializeGitCode(
   return dir;
 }
 
-/** The snapshot of the code (kdgat's `python/` unless `source` names another) a run at this moment would take. */
+/** The snapshot of the code (the default pipeline's `python/` unless `source` names another) a run at this moment would take. */
 export async function codeSnapshot(
   repoOrSource: string | CodeSource,
   opts: { allowDirty: boolean },
@@ -125,7 +125,7 @@ export async function codeSnapshot(
   }
   if (!opts.allowDirty) throw new DirtyTreeError(changed, path);
   // The working tree as a commit would take it, through an index of its own (the user's is untouched).
-  const dir = mkdtempSync(join(tmpdir(), 'kdgat-index-'));
+  const dir = mkdtempSync(join(tmpdir(), 'hpc-index-'));
   try {
     const env = { GIT_INDEX_FILE: join(dir, 'index') };
     await git(repo, ['read-tree', 'HEAD'], env);
@@ -172,7 +172,7 @@ async function putSnapshot(
   files: SiteFiles,
   dest: string,
 ): Promise<boolean> {
-  const dir = mkdtempSync(join(tmpdir(), 'kdgat-code-'));
+  const dir = mkdtempSync(join(tmpdir(), 'hpc-code-'));
   try {
     const tar = await runCommand(
       'sh',

@@ -4,7 +4,7 @@
 //
 //   NODE_FAIL      → the same script, `--exclude=<node>` (task.nodes, else the job record's host)
 //   OUT_OF_MEMORY  → `--mem` raised to max(2 × request, 1.5 × peak), whole GB, at most the node's
-//   GPU_OOM        → `--export=ALL,KD_GAT_OOM_BATCH_SIZE=<half the batch the back-off gave up at>`
+//   GPU_OOM        → `--export=ALL,<contract oom.batchSizeEnv>=<half the batch the back-off gave up at>`
 //   TIMEOUT        → (no requeue acknowledged) `--time` sized from the epochs left, at most the partition's
 //   DEPENDENCY     → a job cancelled because its upstream failed: resubmitted after the upstream's resubmission
 //   anything else  → stop, with the triage line

@@ -90,7 +90,7 @@ function states(entries: [string, TaskStatus[]][]): Map<string, TaskStatus[]> {
 
 function jobRecord(over: Omit<Partial<JobRecord>, 'used'> & { used?: Partial<JobRecord['used']> }): JobRecord {
   return {
-    schema: 'kdgat.job-record/1',
+    schema: 'kdgat-hpc.job-record/1',
     jobId: '100',
     arrayJobId: null,
     arrayTaskId: null,

@@ -51,7 +51,7 @@ describe('triageTask', () => {
   it('preempted and requeued: says how often and that it resumed', () => {
     const t = triageTask(
       task('COMPLETED', { restarts: 2, exitCode: '0:0' }),
-      'kdgat: checkpoint acknowledged; requeueing job 7',
+      'kdgat-hpc: checkpoint acknowledged; requeueing job 7',
       ctx,
     )!;
     expect(t.kind).toBe('PREEMPTED_REQUEUED');
@@ -61,16 +61,16 @@ describe('triageTask', () => {
   it('missing staged data: build the cache for the dataset', () => {
     const t = triageTask(
       task('FAILED', { exitCode: '66:0' }),
-      'kdgat: staging failed: cache /fs/scratch/x/cache/hcrl_sa does not exist',
+      'kdgat-hpc: staging failed: cache /fs/scratch/x/cache/hcrl_sa does not exist',
       ctx,
     )!;
     expect(t.kind).toBe('MISSING_STAGED_DATA');
-    expect(t.fix).toMatch(/preprocess --dataset hcrl_sa/);
+    expect(t.fix).toMatch(/preprocess stage for hcrl_sa/);
   });
 
   it("missing staged data: stage_data.sh's own message", () => {
     const tail =
-      "kdgat stage: ERROR: dataset hcrl_sa: source directory '/fs/scratch/p/kd-gat/cache/hcrl_sa' does not exist (was the cache built? run the preprocess stage)";
+      "kdgat-hpc stage: ERROR: dataset hcrl_sa: source directory '/fs/scratch/p/kd-gat/cache/hcrl_sa' does not exist (was the cache built? run the preprocess stage)";
     expect(triageTask(task('FAILED', { exitCode: '1:0' }), tail, ctx)!.kind).toBe('MISSING_STAGED_DATA');
   });
 

@@ -26,9 +26,9 @@ const CUDA_OOM =
 const HOST_OOM = /oom[-_ ]kill|Out Of Memory|Exceeded job memory limit|MemoryError|Killed process \d+/i;
 const TIME_LIMIT = /DUE TO TIME LIMIT|time limit exceeded/i;
 const NODE = /NODE[_ ]FAIL|node failure|Socket timed out on send\/recv/i;
-// `kdgat stage: ERROR: dataset …` is what @kdgat/slurm-templates' stage_data.sh prints.
+// `kdgat-hpc stage: ERROR: dataset …` is what @kdgat/slurm-templates' stage_data.sh prints.
 const STAGING =
-  /kdgat stage: ERROR|stag(e|ing)[^\n]*(fail|missing|not found|verif|mismatch)|missing staged|cache[^\n]*(does not exist|not found|missing|is empty)|No such file or directory[^\n]*cache|FileNotFoundError[^\n]*(cache|graphs?|processed)|KD_GAT_CACHE_ROOT[^\n]*(not|missing|unset)/i;
+  /kdgat-hpc stage: ERROR|stag(e|ing)[^\n]*(fail|missing|not found|verif|mismatch)|missing staged|cache[^\n]*(does not exist|not found|missing|is empty)|No such file or directory[^\n]*cache|FileNotFoundError[^\n]*(cache|graphs?|processed)|CACHE_ROOT[^\n]*(not|missing|unset)/i;
 const REQUEUE = /requeue/i;
 
 /** Returns null for a task that completed cleanly without restarts. */
@@ -98,7 +98,7 @@ export function triageTask(
     return {
       kind: 'MISSING_STAGED_DATA',
       what: `the staged data for ${dataset} was missing or failed verification`,
-      fix: `build the cache first (python -m kdgat preprocess --dataset ${dataset}, into the stack's scratch cacheDirs) and check staging.datasets; \`pulumi up\` creates the cache layout`,
+      fix: `build the cache first (the pipeline's preprocess stage for ${dataset}, into the stack's scratch cacheDirs) and check staging.datasets; \`pulumi up\` creates the cache layout`,
     };
   }
   if (state === 'CANCELLED' && /Dependency/i.test(task.reason ?? '')) {

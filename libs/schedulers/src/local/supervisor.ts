@@ -104,7 +104,7 @@ async function runTask(task: LocalTaskRecord): Promise<void> {
     mkdirSync(dirname(err), { recursive: true });
     errFd = openSync(err, 'a');
   }
-  const tmp = mkdtempSync(join(tmpdir(), `kdgat-local-${task.jobId}-`));
+  const tmp = mkdtempSync(join(tmpdir(), `hpc-local-${task.jobId}-`));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...exported,
@@ -119,7 +119,7 @@ async function runTask(task: LocalTaskRecord): Promise<void> {
     SLURM_NODELIST: hostname(),
     SLURMD_NODENAME: hostname(),
     SLURM_RESTART_COUNT: '0',
-    KDGAT_SCHEDULER: 'local',
+    HPC_SCHEDULER: 'local',
     TMPDIR: tmp,
   };
   if (isArray) {

@@ -63,15 +63,15 @@ const COMMAND_TIMEOUT_S = 120;
  * $1: the ids joined with commas, $2: the squeue format, then the ids.
  */
 const QUERY_SCRIPT = `ids=$1
-squeue -h -r --jobs="$ids" -o "$2"; echo "@@kdgat squeue $?"
+squeue -h -r --jobs="$ids" -o "$2"; echo "@@hpc squeue $?"
 shift 2
-for id in "$@"; do scontrol show job -o "$id" 2>/dev/null; echo "@@kdgat scontrol $id $?"; done`;
+for id in "$@"; do scontrol show job -o "$id" 2>/dev/null; echo "@@hpc scontrol $id $?"; done`;
 
 /**
  * The poll's third section where the cluster keeps accounting: one sacct for every job, steps
  * included (what was used is in the steps; never one sacct per job: slurmdbd is shared).
  */
-const SACCT_SECTION = `sacct -n -P --jobs="$ids" -o ${SACCT_FIELDS} 2>/dev/null; echo "@@kdgat sacct $?"`;
+const SACCT_SECTION = `sacct -n -P --jobs="$ids" -o ${SACCT_FIELDS} 2>/dev/null; echo "@@hpc sacct $?"`;
 
 /** QUERY_SCRIPT with the sacct section where accounting is on. */
 export function queryScript(accounting: boolean): string {
@@ -95,7 +95,7 @@ export function splitQueryOutput(stdout: string): {
   let sacct: Section | undefined;
   let buf: string[] = [];
   for (const line of stdout.split('\n')) {
-    const m = /^@@kdgat (squeue|scontrol|sacct)(?: (\S+))? (\d+)$/.exec(line);
+    const m = /^@@hpc (squeue|scontrol|sacct)(?: (\S+))? (\d+)$/.exec(line);
     if (!m) {
       buf.push(line);
       continue;

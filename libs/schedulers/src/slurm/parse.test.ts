@@ -122,10 +122,10 @@ describe('one poll as one call', () => {
   it("splits squeue and each job's scontrol section, with their statuses", () => {
     const out = [
       '101|N/A|101|RUNNING|0:05|None',
-      '@@kdgat squeue 0',
+      '@@hpc squeue 0',
       'JobId=101 JobName=a JobState=RUNNING Restarts=0 ExitCode=0:0',
-      '@@kdgat scontrol 101 0',
-      '@@kdgat scontrol 102 1',
+      '@@hpc scontrol 101 0',
+      '@@hpc scontrol 102 1',
       '',
     ].join('\n');
     const { squeue, scontrol } = splitQueryOutput(out);

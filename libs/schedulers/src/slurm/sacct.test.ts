@@ -188,12 +188,12 @@ function fakeSite(opts: {
       if (argv[0] === 'sh' && argv[1] === '-c') {
         const script = argv[2]!;
         const ids = argv.slice(6);
-        const out = [opts.squeue ?? '', `@@kdgat squeue 0`];
+        const out = [opts.squeue ?? '', `@@hpc squeue 0`];
         for (const id of ids) {
           const text = opts.scontrol?.[id];
-          out.push(...(text ? [text, `@@kdgat scontrol ${id} 0`] : [`@@kdgat scontrol ${id} 1`]));
+          out.push(...(text ? [text, `@@hpc scontrol ${id} 0`] : [`@@hpc scontrol ${id} 1`]));
         }
-        if (script.includes('sacct')) out.push(opts.sacct ?? '', `@@kdgat sacct ${opts.sacctCode ?? 0}`);
+        if (script.includes('sacct')) out.push(opts.sacct ?? '', `@@hpc sacct ${opts.sacctCode ?? 0}`);
         return ok(out.join('\n') + '\n');
       }
       return { code: 127, stdout: '', stderr: `unexpected ${argv.join(' ')}`, timedOut: false };
@@ -309,10 +309,10 @@ describe('one poll as one call, with sacct', () => {
 
   it('splits the sacct section from the others', () => {
     const { sacct } = splitQueryOutput(
-      '@@kdgat squeue 0\n@@kdgat scontrol 1 1\n550|550|RUNNING|0:0|1|00:00:00||c08|4|4G\n@@kdgat sacct 0\n',
+      '@@hpc squeue 0\n@@hpc scontrol 1 1\n550|550|RUNNING|0:0|1|00:00:00||c08|4|4G\n@@hpc sacct 0\n',
     );
     expect(sacct).toEqual({ text: '550|550|RUNNING|0:0|1|00:00:00||c08|4|4G', code: 0 });
-    expect(splitQueryOutput('@@kdgat squeue 0\n').sacct).toBeUndefined();
+    expect(splitQueryOutput('@@hpc squeue 0\n').sacct).toBeUndefined();
   });
 });
 

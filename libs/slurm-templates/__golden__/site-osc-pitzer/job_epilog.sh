@@ -1,8 +1,8 @@
 #!/bin/bash
 # job_epilog.sh (P5): what a finished job used, printed at the end of its log.
 # Rendered by @kdgat/slurm-templates for cluster profile osc-pitzer: re-render, do not edit.
-kdgat_cluster=pitzer
-kdgat_post_job_hint='gpu-seff -M {cluster} {jobid}'
+hpc_cluster=pitzer
+hpc_post_job_hint='gpu-seff -M {cluster} {jobid}'
 
 # ---- @kdgat/slurm-templates src/shell/epilog.sh ----
 # job_epilog.sh (P5): what a finished job used, printed at the end of its log.
@@ -15,19 +15,19 @@ kdgat_post_job_hint='gpu-seff -M {cluster} {jobid}'
 # RUN_DIR/gpu_samples.csv (the job's nvidia-smi sampler), and appends one JSON line per attempt to
 # RUN_DIR/job_record.jsonl: requested vs used CPUs and memory, GPU memory and utilisation, elapsed vs
 # time limit, data-wait, exit state. The job script passes what it asked for and what it used in
-# KDGAT_RECORD_REQUEST / KDGAT_RECORD_STAGE ("key=value" words), KDGAT_CHILD_CPU_TICKS and
-# KDGAT_SIGNALLED. Needs only bash, awk and sort; the row of the catalogue of all runs (a stage that
-# ended without its pipeline writing one) is `python -m kdgat catalogue-append`, with the job's python
-# when the environment was activated. Reports what it can and always exits 0.
+# HPC_RECORD_REQUEST / HPC_RECORD_STAGE ("key=value" words), HPC_CHILD_CPU_TICKS and
+# HPC_SIGNALLED. Needs only bash, awk and sort; the row of the catalogue of all runs (a stage that
+# ended without its pipeline writing one) is `python -m $HPC_HELPER_MODULE catalogue-append`, with the job's
+# python when the environment was activated. Reports what it can and always exits 0.
 set -uo pipefail
 
-# Inputs (assigned before this text): kdgat_cluster (the cluster's name), kdgat_post_job_hint (the
+# Inputs (assigned before this text): hpc_cluster (the cluster's name), hpc_post_job_hint (the
 # profile's postJobHint, '{cluster}' and '{jobid}' filled in here; '' for none).
-declare -g kdgat_cluster kdgat_post_job_hint
-kdgat_idle_below=10
+declare -g hpc_cluster hpc_post_job_hint
+hpc_idle_below=10
 
-# kdgat_epilog RUN_DIR [EXIT_STATUS] [START_EPOCH] [STATE]: the report and the job record.
-kdgat_epilog() {
+# hpc_epilog RUN_DIR [EXIT_STATUS] [START_EPOCH] [STATE]: the report and the job record.
+hpc_epilog() {
   run_dir=${1:?usage: job_epilog.sh RUN_DIR [EXIT_STATUS] [START_EPOCH] [STATE]}
   status=${2:-}
   start=${3:-}
@@ -46,8 +46,8 @@ kdgat_epilog() {
     elapsed=$(printf '%02d:%02d:%02d' $((secs / 3600)) $((secs % 3600 / 60)) $((secs % 60)))
   fi
 
-  echo '==================== kdgat job epilog ===================='
-  printf 'job:              %s on %s\n' "$job_label" "$kdgat_cluster"
+  echo '==================== kdgat-hpc job epilog ===================='
+  printf 'job:              %s on %s\n' "$job_label" "$hpc_cluster"
   printf 'state:            %s%s\n' "$state" "${status:+ (exit status $status)}"
   printf 'elapsed:          %s\n' "$elapsed"
   printf 'run dir:          %s\n' "$run_dir"
@@ -75,7 +75,7 @@ kdgat_epilog() {
       u == "" && $2 ~ /^[0-9]+ *%?$/ { u = $2; m = $4 }
       u != "" { sub(/ *%/, "", u); sub(/ *MiB/, "", m); print u, m }' "$samples" |
       sort -n -k1,1 |
-      awk -v idle_below="$kdgat_idle_below" '
+      awk -v idle_below="$hpc_idle_below" '
       { u[NR] = $1; sum += $1; if ($1 < idle_below) idle++; if ($2 + 0 > mem) mem = $2 + 0 }
       function rank(q,   i) { i = int(q * NR); if (i < q * NR) i++; if (i < 1) i = 1; return u[i] }
       END { if (NR > 0) printf "%d %.1f %d %d %.4f %d", NR, sum / NR, rank(0.5), rank(0.95), idle / NR, mem }')
@@ -84,7 +84,7 @@ kdgat_epilog() {
   if [[ -n $stats ]]; then
     read -r gpu_n gpu_mean gpu_p50 gpu_p95 gpu_idle gpu_mem <<<"$stats"
     printf 'GPU utilisation:  %d samples: mean %.1f%%, p50 %d%%, p95 %d%%, idle (< %d%%) %.1f%% of samples; peak memory.used %d MiB\n' \
-      "$gpu_n" "$gpu_mean" "$gpu_p50" "$gpu_p95" "$kdgat_idle_below" "$(awk -v f="$gpu_idle" 'BEGIN { printf "%.1f", 100 * f }')" "$gpu_mem"
+      "$gpu_n" "$gpu_mean" "$gpu_p50" "$gpu_p95" "$hpc_idle_below" "$(awk -v f="$gpu_idle" 'BEGIN { printf "%.1f", 100 * f }')" "$gpu_mem"
   else
     echo 'GPU utilisation:  no samples (no nvidia-smi on the node, or the job ended before the first sample)'
   fi
@@ -115,15 +115,15 @@ kdgat_epilog() {
     grep -o "\"$1\"[[:space:]]*:[[:space:]]*[^,}[:space:]]*" "$metrics" | head -n 1 | sed 's/.*:[[:space:]]*//'
   }
   declare -A req=() who=()
-  for kv in ${KDGAT_RECORD_REQUEST:-}; do req[${kv%%=*}]=${kv#*=}; done
-  for kv in ${KDGAT_RECORD_STAGE:-}; do who[${kv%%=*}]=${kv#*=}; done
+  for kv in ${HPC_RECORD_REQUEST:-}; do req[${kv%%=*}]=${kv#*=}; done
+  for kv in ${HPC_RECORD_STAGE:-}; do who[${kv%%=*}]=${kv#*=}; done
   end=$(date +%s)
   secs=''
   if [[ $start =~ ^[0-9]+$ ]]; then secs=$((end - start)); fi
   cpu_seconds='' mean_cpus=''
-  if [[ ${KDGAT_CHILD_CPU_TICKS:-} =~ ^[0-9]+$ ]]; then
+  if [[ ${HPC_CHILD_CPU_TICKS:-} =~ ^[0-9]+$ ]]; then
     ticks=$(getconf CLK_TCK 2>/dev/null || echo 100)
-    cpu_seconds=$(awk -v t="$KDGAT_CHILD_CPU_TICKS" -v h="$ticks" 'BEGIN { printf "%.2f", t / h }')
+    cpu_seconds=$(awk -v t="$HPC_CHILD_CPU_TICKS" -v h="$ticks" 'BEGIN { printf "%.2f", t / h }')
     if [[ -n $secs ]] && ((secs > 0)); then
       mean_cpus=$(awk -v c="$cpu_seconds" -v s="$secs" 'BEGIN { printf "%.3f", c / s }')
     fi
@@ -154,7 +154,7 @@ kdgat_epilog() {
     [[ -n $rss && $rss != null ]] && rss_source=pipeline
   fi
   signalled=false
-  if [[ ${KDGAT_SIGNALLED:-} == 1 || $state == REQUEUED ]]; then signalled=true; fi
+  if [[ ${HPC_SIGNALLED:-} == 1 || $state == REQUEUED ]]; then signalled=true; fi
   limit_hit=$signalled
   if [[ $state == TERMINATED && ${req[timeSeconds]:-} =~ ^[0-9]+$ && -n $secs ]] && ((secs + 90 >= req[timeSeconds])); then
     limit_hit=true
@@ -163,7 +163,7 @@ kdgat_epilog() {
   if [[ -n $gpu_n ]]; then
     gpu_json="{\"samples\":$gpu_n,\"meanUtil\":$gpu_mean,\"idleShare\":$gpu_idle,\"peakMemUsedMiB\":$gpu_mem}"
   fi
-  record="{\"schema\":\"kdgat.job-record/1\",\"jobId\":$(json_str "$job_id"),\"arrayJobId\":$(json_str "${SLURM_ARRAY_JOB_ID:-}"),\"arrayTaskId\":$(json_str "${SLURM_ARRAY_TASK_ID:-}")"
+  record="{\"schema\":\"kdgat-hpc.job-record/1\",\"jobId\":$(json_str "$job_id"),\"arrayJobId\":$(json_str "${SLURM_ARRAY_JOB_ID:-}"),\"arrayTaskId\":$(json_str "${SLURM_ARRAY_TASK_ID:-}")"
   record+=",\"restart\":${SLURM_RESTART_COUNT:-0},\"host\":$(json_str "$(hostname)")"
   for k in stageId stage model scale dataset; do record+=",\"$k\":$(json_str "${who[$k]:-}")"; done
   record+=",\"state\":$(json_str "$state"),\"exitStatus\":$(json_num "$status"),\"start\":$(json_num "$start"),\"end\":$end,\"elapsedSeconds\":$(json_num "$secs")"
@@ -181,10 +181,12 @@ kdgat_epilog() {
   # own when the stage returns or raises; this one covers a stage killed, cancelled or out of time
   # (--unless-recorded: nothing when the row is there in this state). A requeued job ends no stage.
   if [[ $state != REQUEUED ]]; then
-    if command -v python >/dev/null 2>&1; then
+    if [[ -z ${HPC_HELPER_MODULE-} ]]; then
+      echo 'catalogue:        no row written: HPC_HELPER_MODULE is not set (not a job script of the runner)'
+    elif command -v python >/dev/null 2>&1; then
       bound=()
       if command -v timeout >/dev/null 2>&1; then bound=(timeout 300); fi
-      if answer=$("${bound[@]}" python -m kdgat catalogue-append --stage-dir "$run_dir" --state "$state" \
+      if answer=$("${bound[@]}" python -m "$HPC_HELPER_MODULE" catalogue-append --stage-dir "$run_dir" --state "$state" \
         ${secs:+--elapsed "$secs"} --unless-recorded 2>&1); then
         answer=${answer##*$'\n'}
         printf 'catalogue:        %s\n' "${answer#catalogue: }"
@@ -196,8 +198,8 @@ kdgat_epilog() {
     fi
   fi
 
-  if [[ -n $kdgat_post_job_hint ]]; then
-    hint=${kdgat_post_job_hint//\{cluster\}/"$kdgat_cluster"}
+  if [[ -n $hpc_post_job_hint ]]; then
+    hint=${hpc_post_job_hint//\{cluster\}/"$hpc_cluster"}
     hint=${hint//\{jobid\}/"$job_id"}
     printf 'next:             %s\n' "$hint"
   fi
@@ -205,4 +207,4 @@ kdgat_epilog() {
   exit 0
 }
 
-kdgat_epilog "$@"
+hpc_epilog "$@"

@@ -77,10 +77,10 @@ describe('job_epilog.sh', () => {
       SLURM_ARRAY_JOB_ID: '4240',
       SLURM_ARRAY_TASK_ID: '2',
       SLURM_RESTART_COUNT: '1',
-      KDGAT_RECORD_REQUEST: 'cpus=8 memGB=85 gpus=2 timeSeconds=600 partition=gpu tasks=2',
-      KDGAT_RECORD_STAGE: 'stageId=ae stage=autoencoder model=vgae scale=small dataset=synth',
-      KDGAT_CHILD_CPU_TICKS: String(150 * 100), // getconf CLK_TCK is 100 on Linux
-      KDGAT_SIGNALLED: '1',
+      HPC_RECORD_REQUEST: 'cpus=8 memGB=85 gpus=2 timeSeconds=600 partition=gpu tasks=2',
+      HPC_RECORD_STAGE: 'stageId=ae stage=autoencoder model=vgae scale=small dataset=synth',
+      HPC_CHILD_CPU_TICKS: String(150 * 100), // getconf CLK_TCK is 100 on Linux
+      HPC_SIGNALLED: '1',
     };
     const start = Math.floor(Date.now() / 1000) - 100;
     const r = runBash(epilog, [`${sb.dir}/run`, '75', String(start), 'REQUEUED'], {
@@ -91,13 +91,13 @@ describe('job_epilog.sh', () => {
     expect(r.stdout).toContain('idle (< 10%) 50.0% of samples');
     runBash(epilog, [`${sb.dir}/run`, '143', String(start - 500), 'TERMINATED'], {
       cwd: sb.dir,
-      env: sb.env({ ...env, KDGAT_SIGNALLED: '' }),
+      env: sb.env({ ...env, HPC_SIGNALLED: '' }),
     });
     const lines = readFileSync(`${sb.dir}/run/job_record.jsonl`, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(2);
     const first = JSON.parse(lines[0]!);
     expect(first).toMatchObject({
-      schema: 'kdgat.job-record/1',
+      schema: 'kdgat-hpc.job-record/1',
       jobId: '4242',
       arrayJobId: '4240',
       arrayTaskId: '2',
@@ -215,6 +215,15 @@ describe('job_epilog.sh', () => {
     const r = runBash(epilog, [`${sb.dir}/run`, '1'], { cwd: sb.dir, env: sb.env({ PATH: sb.bin }) });
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('catalogue:        no row written: no python on PATH');
+  });
+
+  it('says the row is not written when no job script named the helpers (HPC_HELPER_MODULE unset)', () => {
+    const env = sb.env();
+    delete env['HPC_HELPER_MODULE'];
+    const r = runBash(epilog, [`${sb.dir}/run`, '1'], { cwd: sb.dir, env });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('catalogue:        no row written: HPC_HELPER_MODULE is not set');
+    expect(sb.calls('python-catalogue')).toEqual([]);
   });
 
   it('prints a hostile post-job hint as text and never runs it', () => {

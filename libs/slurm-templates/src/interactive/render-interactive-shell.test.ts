@@ -142,7 +142,7 @@ describe('renderInteractiveShell: the init', () => {
       input: [
         'echo "bashrc=$FROM_BASHRC venv=$VIRTUAL_ENV"',
         'echo "pythonpath=$PYTHONPATH"',
-        'echo "cache=$KD_GAT_CACHE_ROOT"',
+        'echo "cache=$HPC_CACHE_ROOT"',
         'echo "options=$-"',
         'exit',
         '',
@@ -153,18 +153,18 @@ describe('renderInteractiveShell: the init', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(`bashrc=yes venv=${sb.dir}/venv\n`);
     expect(r.stdout).toContain(`pythonpath=${sb.dir}/code/src\n`);
-    expect(r.stdout).toContain(`cache=${sb.tmp}/kdgat-cache\n`);
+    expect(r.stdout).toContain(`cache=${sb.tmp}/hpc-cache\n`);
     expect(r.stdout).toMatch(/^options=[^u\n]*$/m);
-    expect(r.stdout).toContain(`kdgat: code from ${sb.dir}/code`);
-    expect(r.stdout).toMatch(/kdgat stage: hcrl_sa: .* -> /);
+    expect(r.stdout).toContain(`kdgat-hpc: code from ${sb.dir}/code`);
+    expect(r.stdout).toMatch(/kdgat-hpc stage: hcrl_sa: .* -> /);
     expect(r.stdout).toContain(
-      `kdgat shell: job 42 on ${spawnSync('hostname', { encoding: 'utf8' }).stdout.trim()}, partition gpu; TMPDIR=${sb.tmp}; KD_GAT_CACHE_ROOT=${sb.tmp}/kdgat-cache`,
+      `kdgat-hpc shell: job 42 on ${spawnSync('hostname', { encoding: 'utf8' }).stdout.trim()}, partition gpu; TMPDIR=${sb.tmp}; HPC_CACHE_ROOT=${sb.tmp}/hpc-cache`,
     );
-    expect(readFileSync(join(sb.tmp, 'kdgat-cache', 'hcrl_sa', 'graphs.pt'), 'utf8')).toBe('graphs');
-    expect(r.stderr).toContain('(kdgat autoencoder) ');
+    expect(readFileSync(join(sb.tmp, 'hpc-cache', 'hcrl_sa', 'graphs.pt'), 'utf8')).toBe('graphs');
+    expect(r.stderr).toContain('(hpc autoencoder) ');
   });
 
-  it('without staging, points KD_GAT_CACHE_ROOT at the scratch caches and copies nothing', () => {
+  it('without staging, points HPC_CACHE_ROOT at the scratch caches and copies nothing', () => {
     const cache = join(sb.dir, 'scratch', 'cache', 'hcrl_sa');
     sb.write('scratch/cache/hcrl_sa/graphs.pt', 'graphs');
     sb.write('venv/bin/activate', '');
@@ -181,12 +181,12 @@ describe('renderInteractiveShell: the init', () => {
       }),
     );
     const r = spawnSync('bash', ['--rcfile', sb.write('init.sh', init), '-i'], {
-      input: 'echo "cache=$KD_GAT_CACHE_ROOT"\nexit\n',
+      input: 'echo "cache=$HPC_CACHE_ROOT"\nexit\n',
       encoding: 'utf8',
       env: sb.env(),
     });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(`cache=${join(sb.dir, 'scratch', 'cache')}\n`);
-    expect(existsSync(join(sb.tmp, 'kdgat-cache'))).toBe(false);
+    expect(existsSync(join(sb.tmp, 'hpc-cache'))).toBe(false);
   });
 });

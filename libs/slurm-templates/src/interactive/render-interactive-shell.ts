@@ -5,17 +5,21 @@
  * would start it: a step that holds no resources, so `srun` inside the shell still runs), and the
  * init that bash reads there instead of ~/.bashrc. The init is made of the job script's own parts:
  * its environment section (modules, activation, the code snapshot on PYTHONPATH), its staging
- * values and `kdgat_stage_caches` of src/shell/job-run.sh; nothing of them is written twice.
+ * values and `hpc_stage_caches` of src/shell/job-run.sh; nothing of them is written twice.
  */
 import type { EnvironmentView, PartitionView, ProfileView, StageView, StagingPolicy } from '../inputs.ts';
 import { shq } from '../quote/shq.ts';
 import { RULES, requireAbsolutePath, requireMatch } from '../quote/validate.ts';
-import { UNAVAILABLE_EXIT_STATUS, environmentLines } from '../script-sections/script-sections.ts';
+import {
+  UNAVAILABLE_EXIT_STATUS,
+  cacheRootVariableValue,
+  environmentLines,
+} from '../script-sections/script-sections.ts';
 import { assign, shellFunctionLines } from '../shell/shell-files.ts';
 import { allocationDirectives, stagingLines } from '../train-job/render-train-job.ts';
 
 export interface InteractiveShellInput {
-  /** The allocation's name in the queue (`kdgat-<experiment>-<stage>-shell`). */
+  /** The allocation's name in the queue (`hpc-<experiment>-<stage>-shell`). */
   jobName: string;
   /** What the prompt calls the session, e.g. `train`; a name (letters, digits, `._-`). */
   label: string;
@@ -33,6 +37,8 @@ export interface InteractiveShellInput {
     stage: Pick<StageView, 'stage' | 'dataset'>;
     staging: StagingPolicy;
     cacheDirs: Record<string, string>;
+    /** The environment variable the stage's pipeline reads the caches' root from, if it declares one. */
+    cacheRootVariable?: string;
     /** The site's installed stage_data.sh (stack output `scripts.stageData`). */
     stageDataScript: string;
   };
@@ -74,7 +80,7 @@ function initLines(input: InteractiveShellInput, label: string): string[] {
   const { data } = input;
   return [
     '# shellcheck shell=bash',
-    `# kdgat shell (${label}): what its job sees before the pipeline starts.`,
+    `# kdgat-hpc shell (${label}): what its job sees before the pipeline starts.`,
     '# Rendered by @kdgat/slurm-templates for `runner shell`: re-render, do not edit. Read by bash',
     "# (--rcfile) instead of ~/.bashrc: the user's own startup first, then the job's environment.",
     'if [[ -f ~/.bashrc ]]; then',
@@ -82,8 +88,8 @@ function initLines(input: InteractiveShellInput, label: string): string[] {
     '  source ~/.bashrc',
     'fi',
     '',
-    assign('kdgat_profile', input.profile.name),
-    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('hpc_profile', input.profile.name),
+    assign('hpc_unavailable_status', UNAVAILABLE_EXIT_STATUS),
     ...(data ? dataLines(data) : []),
     '',
     ...environmentLines(input.environment, input.profile),
@@ -92,28 +98,30 @@ function initLines(input: InteractiveShellInput, label: string): string[] {
     '',
     ...(data
       ? [
-          // Its inputs, as job-run.sh declares them (kdgat_cache_root is assigned above only when
+          // Its inputs, as job-run.sh declares them (hpc_cache_root is assigned above only when
           // nothing is staged, the one case that reads it).
-          'declare -g kdgat_stage_data_script kdgat_cache_root',
-          'declare -ga kdgat_stage_datasets',
-          ...shellFunctionLines('jobRun', 'kdgat_stage_caches'),
-          'if ! kdgat_stage_caches; then',
-          '  echo "kdgat shell: staging failed (the job would stop here); this shell goes on without it" >&2',
+          'declare -g hpc_stage_data_script hpc_cache_root hpc_cache_root_variable',
+          'declare -ga hpc_stage_datasets',
+          ...shellFunctionLines('jobRun', 'hpc_stage_caches'),
+          'if ! hpc_stage_caches; then',
+          '  echo "kdgat-hpc shell: staging failed (the job would stop here); this shell goes on without it" >&2',
           'fi',
         ]
-      : ['echo "kdgat shell: no stage, so no data staged"']),
+      : ['echo "kdgat-hpc shell: no stage, so no data staged"']),
     '',
-    `PS1=${shq(`(kdgat ${label}) `)}"\${PS1-}"`,
-    "printf 'kdgat shell: job %s on %s, partition %s; TMPDIR=%s; KD_GAT_CACHE_ROOT=%s\\n' \\",
-    '  "${SLURM_JOB_ID-}" "$(hostname)" "${SLURM_JOB_PARTITION-}" "${TMPDIR-}" "${KD_GAT_CACHE_ROOT-}"',
-    'echo "kdgat shell: exit this shell to end the allocation"',
+    `PS1=${shq(`(hpc ${label}) `)}"\${PS1-}"`,
+    "printf 'kdgat-hpc shell: job %s on %s, partition %s; TMPDIR=%s; HPC_CACHE_ROOT=%s%s\\n' \\",
+    '  "${SLURM_JOB_ID-}" "$(hostname)" "${SLURM_JOB_PARTITION-}" "${TMPDIR-}" "${HPC_CACHE_ROOT-}" \\',
+    '  "${hpc_cache_root_variable:+ (also $hpc_cache_root_variable)}"',
+    'echo "kdgat-hpc shell: exit this shell to end the allocation"',
     '',
   ];
 }
 
 function dataLines(data: NonNullable<InteractiveShellInput['data']>): string[] {
   return [
-    assign('kdgat_stage_data_script', requireAbsolutePath('scripts.stageData', data.stageDataScript)),
+    assign('hpc_stage_data_script', requireAbsolutePath('scripts.stageData', data.stageDataScript)),
+    assign('hpc_cache_root_variable', cacheRootVariableValue(data.cacheRootVariable)),
     ...stagingLines({ staging: data.staging, layout: { cacheDirs: data.cacheDirs }, stage: data.stage }),
   ];
 }

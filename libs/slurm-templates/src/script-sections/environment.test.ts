@@ -9,10 +9,10 @@ import { bashSyntax, makeSandbox, shellcheck, type Sandbox } from '../test-suppo
 import { activationSnippet, renderModuleShell } from './script-sections.ts';
 
 // The environment's shell is src/shell/environment.sh; what TypeScript renders around it is values
-// only (each a `kdgat_…=` assignment of one shq word, or an array of them) and the call.
+// only (each a `hpc_…=` assignment of one shq word, or an array of them) and the call.
 const ENVIRONMENT = shellFileLines('environment').join('\n');
 const WORD = String.raw`(?:[A-Za-z0-9_./:=@%+,-]+|'[^']*'|\$'(?:[^'\\]|\\.)*')`;
-const ASSIGNMENT = new RegExp(`^kdgat_[a-z0-9_]+=(?:${WORD}|'')?$`);
+const ASSIGNMENT = new RegExp(`^hpc_[a-z0-9_]+=(?:${WORD}|'')?$`);
 
 /** The rendered lines around environment.sh: `before` from `from` on, `after` up to `until`. */
 function around(text: string, from: number, until: (line: string) => boolean) {
@@ -38,8 +38,8 @@ describe('the environment section (values, environment.sh, one call)', () => {
       const section = around(script, header + 1, (l) => l.startsWith('# ---- '));
       const { after } = section;
       // A job with its pipeline's code (a declared pipeline) adds the code dir and its PYTHONPATH
-      // entries, an array of words: `kdgat_code_paths=(`, one word a line, `)`.
-      const array = section.before.indexOf('kdgat_code_paths=(');
+      // entries, an array of words: `hpc_code_paths=(`, one word a line, `)`.
+      const array = section.before.indexOf('hpc_code_paths=(');
       const before =
         array < 0
           ? section.before
@@ -52,22 +52,22 @@ describe('the environment section (values, environment.sh, one call)', () => {
           expect(word, name).toMatch(/^ {2}[A-Za-z0-9_./-]+$/);
       expect(before.length, name).toBe(array < 0 ? 5 : 6);
       for (const line of before) expect(line, name).toMatch(ASSIGNMENT);
-      expect(after, name).toEqual(['kdgat_environment', '']);
+      expect(after, name).toEqual(['hpc_environment', '']);
     }
   });
 
   it('in the login-node script and the activation snippet, likewise', () => {
     const login = around(renderModuleShell(pitzer)!, 0, () => false);
-    expect(login.before.filter((l) => !/^kdgat_login_modules=\($|^ {2}|^\)$/.test(l))).toEqual([
-      'kdgat_profile=osc-pitzer',
-      'kdgat_unavailable_status=69',
-      'kdgat_lmod_init=/etc/profile.d/lmod.sh',
+    expect(login.before.filter((l) => !/^hpc_login_modules=\($|^ {2}|^\)$/.test(l))).toEqual([
+      'hpc_profile=osc-pitzer',
+      'hpc_unavailable_status=69',
+      'hpc_lmod_init=/etc/profile.d/lmod.sh',
     ]);
-    expect(login.after).toEqual(['kdgat_load_login_modules', 'exec "$@"', '']);
+    expect(login.after).toEqual(['hpc_load_login_modules', 'exec "$@"', '']);
     for (const env of [condaEnv, venvEnv]) {
       const snippet = around(activationSnippet(env, pitzer), 0, () => false);
       for (const line of snippet.before) expect(line).toMatch(ASSIGNMENT);
-      expect(snippet.after).toEqual(['kdgat_activate', '']);
+      expect(snippet.after).toEqual(['hpc_activate', '']);
     }
   });
 });
@@ -117,7 +117,7 @@ describe('activationSnippet (the stack output environment.activate)', () => {
     const r = source(activationSnippet(condaEnv, { ...pitzer, modules: {} }));
     expect(r.status).toBe(69);
     expect(r.stderr).toBe(
-      `kdgat: conda is not on PATH, so environment ${condaEnv.prefix} cannot be activated\n`,
+      `kdgat-hpc: conda is not on PATH, so environment ${condaEnv.prefix} cannot be activated\n`,
     );
   });
 

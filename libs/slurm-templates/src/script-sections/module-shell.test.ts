@@ -51,7 +51,7 @@ describe('renderModuleShell (commands on a login node after the profile modules)
     expect(r.status).toBe(69);
     expect(r.stderr).toContain('unknown: load miniconda3/24.1.2-py310 missing/1');
     expect(r.stderr).toContain(
-      'kdgat: cluster profile osc-pitzer: module load miniconda3/24.1.2-py310 missing/1 failed on',
+      'kdgat-hpc: cluster profile osc-pitzer: module load miniconda3/24.1.2-py310 missing/1 failed on',
     );
     expect(spawnSync('test', ['-e', join(fake.bin, 'ran')]).status).not.toBe(0);
   });

@@ -4,9 +4,9 @@
  * job-run.sh), and the values of the environment for src/shell/environment.sh (also carried by the
  * stack output `environment.activate` and, for login nodes, `renderModuleShell`). Every
  * interpolated value goes through `shq` (`assign`) or has been checked against its rule. Shell
- * variables are prefixed `kdgat_` because the staging script is sourced into the same shell.
+ * variables are prefixed `hpc_` because the staging script is sourced into the same shell.
  */
-import { RUN_CONTRACT } from '@kdgat/config';
+import { RUN_CONTRACT, SITE_HELPER_MODULE } from '@kdgat/config';
 import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
@@ -42,42 +42,52 @@ export function jobValueLines(vars: {
   epilogPath: string;
   requeue: RequeuePolicy;
   gpuSampleSeconds: number;
+  /** The environment variable the pipeline reads the caches' root from (its declaration's). */
+  cacheRootVariable?: string;
 }): string[] {
   return [
-    assign('kdgat_profile', vars.profile.name),
+    assign('hpc_profile', vars.profile.name),
     ...(vars.stageDataPath === undefined
       ? []
-      : [assign('kdgat_stage_data_script', requireAbsolutePath('scripts.stageData', vars.stageDataPath))]),
-    assign('kdgat_epilog_script', requireAbsolutePath('scripts.epilog', vars.epilogPath)),
-    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
-    assign('kdgat_gpu_sample_seconds', requirePositiveInt('gpuSampleSeconds', vars.gpuSampleSeconds)),
+      : [assign('hpc_stage_data_script', requireAbsolutePath('scripts.stageData', vars.stageDataPath))]),
+    assign('hpc_epilog_script', requireAbsolutePath('scripts.epilog', vars.epilogPath)),
+    assign('hpc_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('hpc_gpu_sample_seconds', requirePositiveInt('gpuSampleSeconds', vars.gpuSampleSeconds)),
+    assign('hpc_cache_root_variable', cacheRootVariableValue(vars.cacheRootVariable)),
+    // The tool's helpers (the epilog's catalogue row) are `python -m <this>`.
+    assign('HPC_HELPER_MODULE', requireMatch('helper module', SITE_HELPER_MODULE, RULES.pythonModule), true),
     ...requeueValueLines(vars.requeue),
   ];
+}
+
+/** A pipeline's cache-root variable name, checked ('' when it declares none). */
+export function cacheRootVariableValue(name: string | undefined): string {
+  return name === undefined ? '' : requireMatch('pipeline.cacheRootVariable', name, RULES.envName);
 }
 
 /** The requeue handshake's values: the signal ('' when requeue is off), the budget, status and ack file. */
 function requeueValueLines(policy: RequeuePolicy): string[] {
   const contract = [
-    assign('kdgat_requeue_status', REQUEUE_EXIT_STATUS),
-    assign('kdgat_requeue_ack', REQUEUE_ACK_FILE),
+    assign('hpc_requeue_status', REQUEUE_EXIT_STATUS),
+    assign('hpc_requeue_ack', REQUEUE_ACK_FILE),
   ];
-  if (!policy.enabled) return [assign('kdgat_requeue_signal', ''), ...contract];
+  if (!policy.enabled) return [assign('hpc_requeue_signal', ''), ...contract];
   checkRequeuePolicy(policy);
   const who = policy.contract ?? 'handshake';
   if (who !== 'handshake' && who !== 'lightning')
     throw new TemplateInputError('requeue.contract', who, "'handshake' or 'lightning'");
   return [
-    assign('kdgat_requeue_signal', policy.signal),
+    assign('hpc_requeue_signal', policy.signal),
     assign(REQUEUE_SIGNAL_VARIABLE, policy.signal, true),
-    assign('kdgat_max_restarts', policy.maxRestarts),
-    assign('kdgat_requeue_contract', who),
+    assign('hpc_max_restarts', policy.maxRestarts),
+    assign('hpc_requeue_contract', who),
     ...contract,
   ];
 }
 
 /**
  * Everything after a job script's values: the static start (strict mode, task, traps), the
- * environment (its values, src/shell/environment.sh, `kdgat_environment`), the static run
+ * environment (its values, src/shell/environment.sh, `hpc_environment`), the static run
  * (staging, sampler, pipeline, requeue decision).
  */
 export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string[] {
@@ -91,7 +101,7 @@ export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string
 }
 
 /**
- * A job's environment: its values, src/shell/environment.sh and `kdgat_environment` (the profile's
+ * A job's environment: its values, src/shell/environment.sh and `hpc_environment` (the profile's
  * CUDA module, the activation, the code snapshot first on PYTHONPATH). Every job script has these
  * lines, and so has the init of `runner shell`, which gives a researcher what the job sees.
  */
@@ -102,14 +112,14 @@ export function environmentLines(env: EnvironmentView, profile: ProfileView): st
   return [
     "# ---- the environment: the profile's CUDA module, then the environment's activation ----",
     // The init is validated where it is needed: for the CUDA module, else for the conda module.
-    assign('kdgat_lmod_init', lmodInit || activation.lmodInit),
-    assign('kdgat_cuda_module', cuda),
+    assign('hpc_lmod_init', lmodInit || activation.lmodInit),
+    assign('hpc_cuda_module', cuda),
     ...activation.lines,
     ...(env.code !== undefined
       ? [
-          assign('kdgat_code', requireAbsolutePath('environment.code', env.code)),
+          assign('hpc_code', requireAbsolutePath('environment.code', env.code)),
           ...assignArray(
-            'kdgat_code_paths',
+            'hpc_code_paths',
             (env.codePaths ?? ['src']).map((p, i) => [
               requireMatch(`environment.codePaths[${i}]`, p, RULES.codePath),
             ]),
@@ -117,7 +127,7 @@ export function environmentLines(env: EnvironmentView, profile: ProfileView): st
         ]
       : []),
     ...shellFileLines('environment'),
-    'kdgat_environment',
+    'hpc_environment',
   ];
 }
 
@@ -148,7 +158,7 @@ export function loginModules(profile: Pick<ProfileView, 'modules'>): string[] {
 
 /**
  * A `bash -c` script for commands on a login node (infra's environment builds over SSH): the
- * profile's values, src/shell/environment.sh, `kdgat_load_login_modules` (makes `module` available
+ * profile's values, src/shell/environment.sh, `hpc_load_login_modules` (makes `module` available
  * from the profile's Lmod init where the login did not define it, loads the profile's conda and
  * CUDA modules), then runs its arguments (`exec "$@"`). A missing module system or module ends it
  * with status 69 after the module system's own message. Null without modules.
@@ -157,12 +167,12 @@ export function renderModuleShell(profile: Pick<ProfileView, 'name' | 'modules'>
   const modules = loginModules(profile);
   if (modules.length === 0) return null;
   return [
-    assign('kdgat_profile', profile.name),
-    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
-    assign('kdgat_lmod_init', lmodInitValue(profile)),
-    ...assignArray('kdgat_login_modules', [modules]),
+    assign('hpc_profile', profile.name),
+    assign('hpc_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('hpc_lmod_init', lmodInitValue(profile)),
+    ...assignArray('hpc_login_modules', [modules]),
     ...shellFileLines('environment'),
-    'kdgat_load_login_modules',
+    'hpc_load_login_modules',
     'exec "$@"',
     '',
   ].join('\n');
@@ -171,23 +181,23 @@ export function renderModuleShell(profile: Pick<ProfileView, 'name' | 'modules'>
 /**
  * The stack output `environment.activate`: a snippet a user can source (bash) that activates the
  * environment as a job does (the conda module first where conda is not on PATH): the values,
- * src/shell/environment.sh, `kdgat_activate`.
+ * src/shell/environment.sh, `hpc_activate`.
  */
 export function activationSnippet(env: EnvironmentView, profile: ProfileView): string {
   const activation = activationValues(env, profile);
   return [
-    assign('kdgat_profile', profile.name),
-    assign('kdgat_unavailable_status', UNAVAILABLE_EXIT_STATUS),
-    assign('kdgat_lmod_init', activation.lmodInit),
+    assign('hpc_profile', profile.name),
+    assign('hpc_unavailable_status', UNAVAILABLE_EXIT_STATUS),
+    assign('hpc_lmod_init', activation.lmodInit),
     ...activation.lines,
     ...shellFileLines('environment'),
-    'kdgat_activate',
+    'hpc_activate',
     '',
   ].join('\n');
 }
 
 /**
- * The values of the activation (kdgat_conda_module, kdgat_env_backend, kdgat_env_target), and the
+ * The values of the activation (hpc_conda_module, hpc_env_backend, hpc_env_target), and the
  * Lmod init it needs ('' unless conda comes from a module).
  */
 function activationValues(env: EnvironmentView, profile: ProfileView): { lines: string[]; lmodInit: string } {
@@ -202,9 +212,9 @@ function activationValues(env: EnvironmentView, profile: ProfileView): { lines: 
     const activate = `${requireAbsolutePath('environment.prefix', env.prefix).replace(/\/+$/, '')}/bin/activate`;
     return {
       lines: [
-        assign('kdgat_conda_module', ''),
-        assign('kdgat_env_backend', 'venv'),
-        assign('kdgat_env_target', activate),
+        assign('hpc_conda_module', ''),
+        assign('hpc_env_backend', 'venv'),
+        assign('hpc_env_target', activate),
       ],
       lmodInit: '',
     };
@@ -221,11 +231,11 @@ function activationValues(env: EnvironmentView, profile: ProfileView): { lines: 
   return {
     lines: [
       assign(
-        'kdgat_conda_module',
+        'hpc_conda_module',
         fromModule ? requireMatch('profile.modules.conda', conda, RULES.moduleName) : '',
       ),
-      assign('kdgat_env_backend', 'conda'),
-      assign('kdgat_env_target', target),
+      assign('hpc_env_backend', 'conda'),
+      assign('hpc_env_target', target),
     ],
     lmodInit,
   };

@@ -5,187 +5,188 @@
 # this text; the activation of the environment and then job-run.sh follow it.
 #
 # Inputs of every job script:
-#   kdgat_profile             the cluster profile's name (for messages)
-#   kdgat_epilog_script       job_epilog.sh, run by the EXIT trap
-#   kdgat_unavailable_status  exit status when the node lacks what the job needs (69, EX_UNAVAILABLE)
-#   kdgat_requeue_signal      the pre-timeout signal (USR1 ...) forwarded to the pipeline; '' = no requeue
-#   kdgat_requeue_contract    who requeues at that signal: handshake (job-run.sh's kdgat_requeue) or
+#   hpc_profile             the cluster profile's name (for messages)
+#   hpc_epilog_script       job_epilog.sh, run by the EXIT trap
+#   hpc_unavailable_status  exit status when the node lacks what the job needs (69, EX_UNAVAILABLE)
+#   hpc_requeue_signal      the pre-timeout signal (USR1 ...) forwarded to the pipeline; '' = no requeue
+#   hpc_requeue_contract    who requeues at that signal: handshake (job-run.sh's hpc_requeue) or
 #                             lightning (the pipeline itself, with `scontrol requeue`)
-# Inputs of a per-run script (renderTrainJob), read by kdgat_run_task:
-#   kdgat_experiment, kdgat_stage_id   for the first line of the log
-#   kdgat_run_root            the pipeline's --run-root (an array task or a tune worker adds its own dir)
-#   kdgat_run_subdir          the run dir below the run root: <dataset>/<model>_<scale>_<stage>
-#   kdgat_cmd                 the pipeline's command (its declaration's template, filled but for
+# Inputs of a per-run script (renderTrainJob), read by hpc_run_task:
+#   hpc_experiment, hpc_stage_id   for the first line of the log
+#   hpc_run_root            the pipeline's --run-root (an array task or a tune worker adds its own dir)
+#   hpc_run_subdir          the run dir below the run root: <dataset>/<model>_<scale>_<stage>
+#   hpc_cmd                 the pipeline's command (its declaration's template, filled but for
 #                             {run_root} and {run_dir}, filled here), completed with the overrides
-#   kdgat_overrides           the stage's overrides, already in the pipeline's style (-O key value ...)
-#   kdgat_override_style      how a sweep point's override reaches the pipeline: dash-O, hydra or flags
-#   kdgat_array_table, kdgat_array_size, kdgat_first_point   (sweep arrays) the table of overrides,
+#   hpc_overrides           the stage's overrides, already in the pipeline's style (-O key value ...)
+#   hpc_override_style      how a sweep point's override reaches the pipeline: dash-O, hydra or flags
+#   hpc_array_table, hpc_array_size, hpc_first_point   (sweep arrays) the table of overrides,
 #                             the number of tasks, the global index of task 0
-#   kdgat_tune_workers        (tune studies) the number of workers
-# Inputs of a hand-use script, read by kdgat_hand_args:
-#   kdgat_usage               the usage line
-#   kdgat_hand_stage          the stage it runs ('' = the first argument names it)
-#   kdgat_runs_dir            --run-root when the arguments give none
-#   kdgat_run_name_parts, kdgat_run_name_separator   the run dir's name <dataset>/<part><sep><part>...
+#   hpc_tune_workers        (tune studies) the number of workers
+# Inputs of a hand-use script, read by hpc_hand_args:
+#   hpc_usage               the usage line
+#   hpc_hand_stage          the stage it runs ('' = the first argument names it)
+#   hpc_hand_program        the program the arguments are handed to (the default pipeline's, e.g. python -m <module>)
+#   hpc_runs_dir            --run-root when the arguments give none
+#   hpc_run_name_parts, hpc_run_name_separator   the run dir's name <dataset>/<part><sep><part>...
 #                             (the run contract's layout: model, scale, stage joined by _)
-#   kdgat_cache_root          the scratch directory of the dataset caches
-#   kdgat_stage_datasets      (job-run.sh) set here for the training script
+#   hpc_cache_root          the scratch directory of the dataset caches
+#   hpc_stage_datasets      (job-run.sh) set here for the training script
 # Inputs that only some scripts have are read as ${name:-}.
 
 set -euo pipefail
 if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404)); then
-  echo "kdgat: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
-  exit "$kdgat_unavailable_status"
+  echo "kdgat-hpc: this job script needs bash >= 4.4 (found $BASH_VERSION)" >&2
+  exit "$hpc_unavailable_status"
 fi
-declare -g kdgat_profile kdgat_epilog_script kdgat_unavailable_status kdgat_requeue_signal
-declare -g kdgat_requeue_contract kdgat_max_restarts
-declare -g kdgat_experiment kdgat_stage_id kdgat_run_root kdgat_run_subdir kdgat_array_table
-declare -g kdgat_array_size kdgat_first_point kdgat_tune_workers kdgat_usage kdgat_hand_stage
-declare -g kdgat_runs_dir kdgat_cache_root kdgat_run_name_separator kdgat_override_style
-declare -ga kdgat_cmd kdgat_overrides kdgat_run_name_parts kdgat_words
+declare -g hpc_profile hpc_epilog_script hpc_unavailable_status hpc_requeue_signal
+declare -g hpc_requeue_contract hpc_max_restarts
+declare -g hpc_experiment hpc_stage_id hpc_run_root hpc_run_subdir hpc_array_table
+declare -g hpc_array_size hpc_first_point hpc_tune_workers hpc_usage hpc_hand_stage
+declare -g hpc_runs_dir hpc_cache_root hpc_run_name_separator hpc_override_style
+declare -ga hpc_cmd hpc_overrides hpc_run_name_parts hpc_words hpc_hand_program
 
-kdgat_job_start=$(date +%s)
-kdgat_job_id=${SLURM_JOB_ID:-local-$$}
-kdgat_state=FAILED
-kdgat_sampler_pid=''
-kdgat_pipeline_pid=''
-kdgat_signal_count=0
-kdgat_signal_time=''
-kdgat_run_dir=''
-kdgat_point_overrides=()
+hpc_job_start=$(date +%s)
+hpc_job_id=${SLURM_JOB_ID:-local-$$}
+hpc_state=FAILED
+hpc_sampler_pid=''
+hpc_pipeline_pid=''
+hpc_signal_count=0
+hpc_signal_time=''
+hpc_run_dir=''
+hpc_point_overrides=()
 
-# kdgat_override_words KEY VALUE: the words of one override in the pipeline's style (kdgat_words).
-kdgat_override_words() {
-  case ${kdgat_override_style:-dash-O} in
-    dash-O) kdgat_words=(-O "$1" "$2") ;;
-    hydra) kdgat_words=("$1=$2") ;;
-    flags) kdgat_words=("--$1" "$2") ;;
+# hpc_override_words KEY VALUE: the words of one override in the pipeline's style (hpc_words).
+hpc_override_words() {
+  case ${hpc_override_style:-dash-O} in
+    dash-O) hpc_words=(-O "$1" "$2") ;;
+    hydra) hpc_words=("$1=$2") ;;
+    flags) hpc_words=("--$1" "$2") ;;
     *)
-      echo "kdgat: override style '$kdgat_override_style' is not dash-O, hydra or flags" >&2
+      echo "kdgat-hpc: override style '$hpc_override_style' is not dash-O, hydra or flags" >&2
       exit 64
       ;;
   esac
 }
 
-# kdgat_array_task: an array task's sweep point. Its overrides come from the rendered table next to
+# hpc_array_task: an array task's sweep point. Its overrides come from the rendered table next to
 # the script (read as data, never evaluated); it runs under <run root>/point_<global index>.
-kdgat_array_task() {
+hpc_array_task() {
   local index key encoded value
-  kdgat_task=${SLURM_ARRAY_TASK_ID:-}
-  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_array_size)); then
-    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a task of this array (0-$((kdgat_array_size - 1)))" >&2
+  hpc_task=${SLURM_ARRAY_TASK_ID:-}
+  if [[ ! $hpc_task =~ ^[0-9]+$ ]] || ((hpc_task >= hpc_array_size)); then
+    echo "kdgat-hpc: SLURM_ARRAY_TASK_ID='$hpc_task' is not a task of this array (0-$((hpc_array_size - 1)))" >&2
     exit 64
   fi
   while IFS=$'\t' read -r index key encoded; do
-    [[ $index == "$kdgat_task" ]] || continue
+    [[ $index == "$hpc_task" ]] || continue
     printf -v value '%b' "$encoded"
-    kdgat_override_words "$key" "$value"
-    kdgat_point_overrides+=("${kdgat_words[@]}")
-  done <"$kdgat_array_table"
-  if ((kdgat_first_point == 0)); then
-    kdgat_run_root=$kdgat_run_root/point_$kdgat_task
+    hpc_override_words "$key" "$value"
+    hpc_point_overrides+=("${hpc_words[@]}")
+  done <"$hpc_array_table"
+  if ((hpc_first_point == 0)); then
+    hpc_run_root=$hpc_run_root/point_$hpc_task
   else
-    kdgat_run_root=$kdgat_run_root/point_$((kdgat_task + kdgat_first_point))
+    hpc_run_root=$hpc_run_root/point_$((hpc_task + hpc_first_point))
   fi
 }
 
-# kdgat_tune_task: a study worker. Every task pulls trials from the same study; each keeps its own
+# hpc_tune_task: a study worker. Every task pulls trials from the same study; each keeps its own
 # run root.
-kdgat_tune_task() {
-  kdgat_task=${SLURM_ARRAY_TASK_ID:-0}
-  if [[ ! $kdgat_task =~ ^[0-9]+$ ]] || ((kdgat_task >= kdgat_tune_workers)); then
-    echo "kdgat: SLURM_ARRAY_TASK_ID='$kdgat_task' is not a worker of this study (0-$((kdgat_tune_workers - 1)))" >&2
+hpc_tune_task() {
+  hpc_task=${SLURM_ARRAY_TASK_ID:-0}
+  if [[ ! $hpc_task =~ ^[0-9]+$ ]] || ((hpc_task >= hpc_tune_workers)); then
+    echo "kdgat-hpc: SLURM_ARRAY_TASK_ID='$hpc_task' is not a worker of this study (0-$((hpc_tune_workers - 1)))" >&2
     exit 64
   fi
-  kdgat_run_root=$kdgat_run_root/worker_$kdgat_task
+  hpc_run_root=$hpc_run_root/worker_$hpc_task
 }
 
-# kdgat_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
-# kdgat_cmd and sets kdgat_run_dir.
-kdgat_run_task() {
-  if [[ -n ${kdgat_array_table:-} ]]; then kdgat_array_task; fi
-  if ((${kdgat_tune_workers:-0} > 0)); then kdgat_tune_task; fi
-  kdgat_run_dir=$kdgat_run_root/$kdgat_run_subdir
+# hpc_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
+# hpc_cmd and sets hpc_run_dir.
+hpc_run_task() {
+  if [[ -n ${hpc_array_table:-} ]]; then hpc_array_task; fi
+  if ((${hpc_tune_workers:-0} > 0)); then hpc_tune_task; fi
+  hpc_run_dir=$hpc_run_root/$hpc_run_subdir
   # The declaration's {run_root} and {run_dir}, known only now (a task or worker has its own root).
   # The replacement is quoted: bash 5.2 reads an unquoted & there as the matched text.
   local i word
-  for i in "${!kdgat_cmd[@]}"; do
-    word=${kdgat_cmd[i]//'{run_root}'/"$kdgat_run_root"}
-    kdgat_cmd[i]=${word//'{run_dir}'/"$kdgat_run_dir"}
+  for i in "${!hpc_cmd[@]}"; do
+    word=${hpc_cmd[i]//'{run_root}'/"$hpc_run_root"}
+    hpc_cmd[i]=${word//'{run_dir}'/"$hpc_run_dir"}
   done
-  kdgat_cmd+=("${kdgat_overrides[@]}" "${kdgat_point_overrides[@]}")
-  printf 'kdgat: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$kdgat_experiment" \
-    "$kdgat_stage_id" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+  hpc_cmd+=("${hpc_overrides[@]}" "${hpc_point_overrides[@]}")
+  printf 'kdgat-hpc: experiment %s, stage %s, job %s on %s (cluster profile %s)\n' "$hpc_experiment" \
+    "$hpc_stage_id" "$hpc_job_id" "$(hostname)" "$hpc_profile"
 }
 
-# kdgat_hand_args ARG...: what a hand-use script runs, from its arguments
-# (STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...): sets kdgat_cmd,
-# kdgat_run_dir and, for a training stage, the dataset to stage.
-kdgat_hand_args() {
+# hpc_hand_args ARG...: what a hand-use script runs, from its arguments
+# (STAGE --model M --scale S --dataset D [--run-root DIR] [-O key value]...): sets hpc_cmd,
+# hpc_run_dir and, for a training stage, the dataset to stage.
+hpc_hand_args() {
   local args i name part run_name=''
-  if [[ -n $kdgat_hand_stage ]]; then
-    set -- "$kdgat_hand_stage" "$@"
+  if [[ -n $hpc_hand_stage ]]; then
+    set -- "$hpc_hand_stage" "$@"
   elif (($# < 1)); then
-    echo "$kdgat_usage" >&2
+    echo "$hpc_usage" >&2
     exit 64
   fi
-  kdgat_stage=$1 kdgat_model='' kdgat_scale='' kdgat_dataset='' kdgat_run_root=''
+  hpc_stage=$1 hpc_model='' hpc_scale='' hpc_dataset='' hpc_run_root=''
   args=("$@")
   for ((i = 1; i + 1 < ${#args[@]}; i++)); do
     case ${args[i]} in
-      --model) kdgat_model=${args[i + 1]} ;;
-      --scale) kdgat_scale=${args[i + 1]} ;;
-      --dataset) kdgat_dataset=${args[i + 1]} ;;
-      --run-root) kdgat_run_root=${args[i + 1]} ;;
+      --model) hpc_model=${args[i + 1]} ;;
+      --scale) hpc_scale=${args[i + 1]} ;;
+      --dataset) hpc_dataset=${args[i + 1]} ;;
+      --run-root) hpc_run_root=${args[i + 1]} ;;
     esac
   done
-  for name in "$kdgat_stage" "$kdgat_model" "$kdgat_scale" "$kdgat_dataset"; do
+  for name in "$hpc_stage" "$hpc_model" "$hpc_scale" "$hpc_dataset"; do
     if [[ ! $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
-      printf 'kdgat: %q is not a stage, model, scale or dataset name\n%s\n' "$name" "$kdgat_usage" >&2
+      printf 'kdgat-hpc: %q is not a stage, model, scale or dataset name\n%s\n' "$name" "$hpc_usage" >&2
       exit 64
     fi
   done
-  kdgat_cmd=(python -m kdgat "$@")
-  if [[ -z $kdgat_run_root ]]; then
-    kdgat_run_root=$kdgat_runs_dir
-    kdgat_cmd+=(--run-root "$kdgat_run_root")
+  hpc_cmd=("${hpc_hand_program[@]}" "$@")
+  if [[ -z $hpc_run_root ]]; then
+    hpc_run_root=$hpc_runs_dir
+    hpc_cmd+=(--run-root "$hpc_run_root")
   fi
-  local -A parts=([model]=$kdgat_model [scale]=$kdgat_scale [stage]=$kdgat_stage)
-  for part in "${kdgat_run_name_parts[@]}"; do
-    run_name+=${run_name:+$kdgat_run_name_separator}${parts[$part]}
+  local -A parts=([model]=$hpc_model [scale]=$hpc_scale [stage]=$hpc_stage)
+  for part in "${hpc_run_name_parts[@]}"; do
+    run_name+=${run_name:+$hpc_run_name_separator}${parts[$part]}
   done
-  kdgat_run_dir=$kdgat_run_root/$kdgat_dataset/$run_name
+  hpc_run_dir=$hpc_run_root/$hpc_dataset/$run_name
   # The training script stages the dataset's cache; preprocess writes it (to scratch).
-  if [[ -z $kdgat_hand_stage ]]; then
+  if [[ -z $hpc_hand_stage ]]; then
     # shellcheck disable=SC2034 # staged by job-run.sh
-    kdgat_stage_datasets=("$kdgat_dataset" "$kdgat_cache_root/$kdgat_dataset")
+    hpc_stage_datasets=("$hpc_dataset" "$hpc_cache_root/$hpc_dataset")
   fi
-  printf 'kdgat: %s, job %s on %s (cluster profile %s)\n' "$kdgat_stage" "$kdgat_job_id" "$(hostname)" "$kdgat_profile"
+  printf 'kdgat-hpc: %s, job %s on %s (cluster profile %s)\n' "$hpc_stage" "$hpc_job_id" "$(hostname)" "$hpc_profile"
 }
 
 # The epilog always runs (P5), and the job ends with the status it was going to end with.
 # shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
-kdgat_finish() {
+hpc_finish() {
   local status=$?
   trap - EXIT
-  if [[ -n $kdgat_sampler_pid ]]; then
+  if [[ -n $hpc_sampler_pid ]]; then
     # The sampler only ends by this kill, so its exit status says nothing.
-    kill "$kdgat_sampler_pid" 2>/dev/null || :
-    wait "$kdgat_sampler_pid" 2>/dev/null || :
+    kill "$hpc_sampler_pid" 2>/dev/null || :
+    wait "$hpc_sampler_pid" 2>/dev/null || :
   fi
-  if [[ $status -eq 0 ]]; then kdgat_state=COMPLETED; fi
+  if [[ $status -eq 0 ]]; then hpc_state=COMPLETED; fi
   # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
-  if [[ $kdgat_state != REQUEUED ]] && declare -F kdgat_stage_cleanup >/dev/null; then kdgat_stage_cleanup; fi
+  if [[ $hpc_state != REQUEUED ]] && declare -F hpc_stage_cleanup >/dev/null; then hpc_stage_cleanup; fi
   # For the job record: CPU time of the finished children (the pipeline and its loader workers:
   # fields 16-17 of /proc/$$/stat, in clock ticks) and whether the pre-timeout signal came.
-  local kdgat_stat kdgat_fields
-  if read -r kdgat_stat </proc/$$/stat 2>/dev/null; then
-    read -ra kdgat_fields <<<"${kdgat_stat##*) }"
-    export KDGAT_CHILD_CPU_TICKS=$((kdgat_fields[13] + kdgat_fields[14]))
+  local hpc_stat hpc_fields
+  if read -r hpc_stat </proc/$$/stat 2>/dev/null; then
+    read -ra hpc_fields <<<"${hpc_stat##*) }"
+    export HPC_CHILD_CPU_TICKS=$((hpc_fields[13] + hpc_fields[14]))
   fi
-  export KDGAT_SIGNALLED=${kdgat_signal_time:+1}
-  bash "$kdgat_epilog_script" "$kdgat_run_dir" "$status" "$kdgat_job_start" "$kdgat_state" ||
-    echo "kdgat: the epilog failed with status $? (job status unchanged)" >&2
+  export HPC_SIGNALLED=${hpc_signal_time:+1}
+  bash "$hpc_epilog_script" "$hpc_run_dir" "$status" "$hpc_job_start" "$hpc_state" ||
+    echo "kdgat-hpc: the epilog failed with status $? (job status unchanged)" >&2
   exit "$status"
 }
 
@@ -193,24 +194,24 @@ kdgat_finish() {
 # So does SLURM when a pipeline that requeues itself (Lightning) has run `scontrol requeue`: then the
 # job's restart count has risen past this run's, and the job is recorded as requeued.
 # shellcheck disable=SC2317 # run by the TERM trap (shellcheck 0.9 does not follow traps)
-kdgat_terminate() {
-  kdgat_state=TERMINATED
-  if [[ ${kdgat_requeue_contract:-} == lightning && -n $kdgat_signal_time ]] && kdgat_requeued_by_pipeline; then
+hpc_terminate() {
+  hpc_state=TERMINATED
+  if [[ ${hpc_requeue_contract:-} == lightning && -n $hpc_signal_time ]] && hpc_requeued_by_pipeline; then
     # shellcheck disable=SC2034 # read by the EXIT trap
-    kdgat_state=REQUEUED
-    echo "kdgat: SIGTERM after the pipeline requeued job ${SLURM_JOB_ID:-} itself (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
+    hpc_state=REQUEUED
+    echo "kdgat-hpc: SIGTERM after the pipeline requeued job ${SLURM_JOB_ID:-} itself (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
     trap '' TERM
     exit 143
   fi
-  echo "kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2
-  if [[ -n $kdgat_pipeline_pid ]]; then kill -TERM "$kdgat_pipeline_pid" 2>/dev/null || :; fi
+  echo "kdgat-hpc: SIGTERM (scancel, or the time limit reached): stopping the pipeline" >&2
+  if [[ -n $hpc_pipeline_pid ]]; then kill -TERM "$hpc_pipeline_pid" 2>/dev/null || :; fi
   exit 143
 }
 
-# kdgat_requeued_by_pipeline: SLURM counts this job's restarts past this run's own (the pipeline ran
+# hpc_requeued_by_pipeline: SLURM counts this job's restarts past this run's own (the pipeline ran
 # `scontrol requeue`).
 # shellcheck disable=SC2317 # called by the TERM trap (shellcheck 0.9 does not follow traps)
-kdgat_requeued_by_pipeline() {
+hpc_requeued_by_pipeline() {
   local job restarts
   [[ -n ${SLURM_JOB_ID:-} ]] && command -v scontrol >/dev/null 2>&1 || return 1
   job=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) || return 1
@@ -222,29 +223,29 @@ kdgat_requeued_by_pipeline() {
 # The pre-timeout signal: forward it to the pipeline, which checkpoints and acknowledges (handshake)
 # or requeues the job itself (lightning).
 # shellcheck disable=SC2317 # run by the signal trap (shellcheck 0.9 does not follow traps)
-kdgat_forward_signal() {
-  kdgat_signal_count=$((kdgat_signal_count + 1))
-  kdgat_signal_time=$(date +%s)
+hpc_forward_signal() {
+  hpc_signal_count=$((hpc_signal_count + 1))
+  hpc_signal_time=$(date +%s)
   # A pipeline that requeues itself on the signal (Lightning) knows no restart budget: past it, the
   # signal is not passed on, and the job runs to its time limit (the runner's recovery decides then).
-  if [[ ${kdgat_requeue_contract:-} == lightning ]] && ((${SLURM_RESTART_COUNT:-0} >= kdgat_max_restarts)); then
-    echo "kdgat: SIG$kdgat_requeue_signal: restart ${SLURM_RESTART_COUNT:-0} reached the maximum of $kdgat_max_restarts: not passing it to the pipeline, which would requeue itself"
+  if [[ ${hpc_requeue_contract:-} == lightning ]] && ((${SLURM_RESTART_COUNT:-0} >= hpc_max_restarts)); then
+    echo "kdgat-hpc: SIG$hpc_requeue_signal: restart ${SLURM_RESTART_COUNT:-0} reached the maximum of $hpc_max_restarts: not passing it to the pipeline, which would requeue itself"
     return 0
   fi
-  if [[ -n $kdgat_pipeline_pid ]]; then
-    echo "kdgat: SIG$kdgat_requeue_signal: time limit near, asking the pipeline (pid $kdgat_pipeline_pid) to checkpoint"
-    kill -s "$kdgat_requeue_signal" "$kdgat_pipeline_pid" 2>/dev/null || echo "kdgat: the pipeline had already exited"
+  if [[ -n $hpc_pipeline_pid ]]; then
+    echo "kdgat-hpc: SIG$hpc_requeue_signal: time limit near, asking the pipeline (pid $hpc_pipeline_pid) to checkpoint"
+    kill -s "$hpc_requeue_signal" "$hpc_pipeline_pid" 2>/dev/null || echo "kdgat-hpc: the pipeline had already exited"
   else
-    echo "kdgat: SIG$kdgat_requeue_signal before the pipeline started: nothing to checkpoint"
+    echo "kdgat-hpc: SIG$hpc_requeue_signal before the pipeline started: nothing to checkpoint"
   fi
 }
 
 # Installed before anything slow (modules, staging) so an early signal is handled, not fatal.
-kdgat_install_traps() {
-  trap kdgat_finish EXIT
-  trap kdgat_terminate TERM
-  if [[ -n $kdgat_requeue_signal ]]; then trap kdgat_forward_signal "$kdgat_requeue_signal"; fi
+hpc_install_traps() {
+  trap hpc_finish EXIT
+  trap hpc_terminate TERM
+  if [[ -n $hpc_requeue_signal ]]; then trap hpc_forward_signal "$hpc_requeue_signal"; fi
 }
 
-if [[ -n ${kdgat_usage:-} ]]; then kdgat_hand_args "$@"; else kdgat_run_task; fi
-kdgat_install_traps
+if [[ -n ${hpc_usage:-} ]]; then hpc_hand_args "$@"; else hpc_run_task; fi
+hpc_install_traps

@@ -42,7 +42,7 @@ export function shellFileLines(name: ShellFile): string[] {
 
 /**
  * One function of a shell file, with the comment above it, for a script that needs it without the
- * rest of the file: the init of `runner shell` stages as a job does (`kdgat_stage_caches` of
+ * rest of the file: the init of `runner shell` stages as a job does (`hpc_stage_caches` of
  * job-run.sh) but runs no pipeline. shfmt keeps every function of these files as `name() {` …
  * `}` at the start of a line (`nx run slurm-templates:lint`).
  */
@@ -59,7 +59,7 @@ export function shellFunctionLines(name: ShellFile, fn: string): string[] {
   ];
 }
 
-const NAME = /^(kdgat_[a-z0-9_]+|[A-Z][A-Z0-9_]*)$/;
+const NAME = /^(hpc_[a-z0-9_]+|[A-Z][A-Z0-9_]*)$/;
 
 function checkName(name: string): string {
   if (!NAME.test(name)) throw new Error(`slurm-templates: ${name} is not a variable name of the templates`);

@@ -3,7 +3,7 @@
 # Installed on the cluster as stage_data.sh by renderStageData (src/stage-data/render-stage-data.ts),
 # which puts the two defaults below in front of this text.
 #
-# Sourced by job scripts:  source stage_data.sh; kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...
+# Sourced by job scripts:  source stage_data.sh; hpc_stage_data NAME SRC_DIR [NAME SRC_DIR]...
 # Run by hand:             bash stage_data.sh NAME SRC_DIR [NAME SRC_DIR]...   (prints the cache root)
 #
 # For each dataset: SRC_DIR must exist and hold files, else staging fails with a message (the original
@@ -20,75 +20,75 @@
 # Files already present and verified are not copied again: re-staging after a requeue costs one listing.
 # Jobs that share a local disk (TMPDIR=/tmp) share the staged copy; flock serialises the staging.
 #
-# Root: $TMPDIR/kdgat-cache (node-local and per job on SLURM clusters), else /tmp/kdgat-job-<id>/kdgat-cache.
-# Exports KD_GAT_CACHE_ROOT=<root>; the pipeline reads <root>/<dataset>.
-# Tunables: KDGAT_STAGE_JOBS (parallel copies), KDGAT_STAGE_RESERVE_MB (free space kept on the local
+# Root: $TMPDIR/hpc-cache (node-local and per job on SLURM clusters), else /tmp/hpc-job-<id>/hpc-cache.
+# Exports HPC_CACHE_ROOT=<root>; the pipeline reads <root>/<dataset>.
+# Tunables: HPC_STAGE_JOBS (parallel copies), HPC_STAGE_RESERVE_MB (free space kept on the local
 # disk); their defaults are the inputs below.
 
-# Inputs (assigned before this text): kdgat_stage_default_jobs (parallel copies),
-# kdgat_stage_default_reserve_mb (MB kept free on the local disk).
-declare -g kdgat_stage_default_jobs kdgat_stage_default_reserve_mb
+# Inputs (assigned before this text): hpc_stage_default_jobs (parallel copies),
+# hpc_stage_default_reserve_mb (MB kept free on the local disk).
+declare -g hpc_stage_default_jobs hpc_stage_default_reserve_mb
 
-kdgat_stage_root() {
+hpc_stage_root() {
   local base=${TMPDIR:-}
-  if [[ -z $base ]]; then base=/tmp/kdgat-job-${SLURM_JOB_ID:-$$}; fi
-  printf '%s/kdgat-cache\n' "${base%/}"
+  if [[ -z $base ]]; then base=/tmp/hpc-job-${SLURM_JOB_ID:-$$}; fi
+  printf '%s/hpc-cache\n' "${base%/}"
 }
 
-kdgat_stage_now() {
+hpc_stage_now() {
   date +%s.%N
 }
 
-# kdgat_stage_list DIR: one NUL-terminated record per regular file, "size<TAB>mtime-seconds<TAB>path".
-kdgat_stage_list() {
+# hpc_stage_list DIR: one NUL-terminated record per regular file, "size<TAB>mtime-seconds<TAB>path".
+hpc_stage_list() {
   find "$1" -type f -printf '%s\t%T@\t%P\0'
 }
 
-kdgat_stage_fail() {
-  printf 'kdgat stage: ERROR: dataset %s: %s\n' "$1" "$2" >&2
+hpc_stage_fail() {
+  printf 'kdgat-hpc stage: ERROR: dataset %s: %s\n' "$1" "$2" >&2
   return 1
 }
 
-# kdgat_stage_report NAME START TOTAL_BYTES COPIED_BYTES FILES COPIED_FILES REUSED DEST
-kdgat_stage_report() {
-  awk -v name="$1" -v start="$2" -v end="$(kdgat_stage_now)" -v total="$3" -v copied="$4" \
+# hpc_stage_report NAME START TOTAL_BYTES COPIED_BYTES FILES COPIED_FILES REUSED DEST
+hpc_stage_report() {
+  awk -v name="$1" -v start="$2" -v end="$(hpc_stage_now)" -v total="$3" -v copied="$4" \
     -v files="$5" -v ncopied="$6" -v reused="$7" -v dest="$8" 'BEGIN {
       secs = end - start; if (secs < 0.001) secs = 0.001
       rate = copied > 0 ? sprintf("%.1f MB/s", copied / 1e6 / secs) : "nothing to copy"
-      printf "kdgat stage: %s: %.1f MB in %d file(s); copied %d (%.1f MB) in %.2f s, %s; %d already staged and verified -> %s\n",
+      printf "kdgat-hpc stage: %s: %.1f MB in %d file(s); copied %d (%.1f MB) in %.2f s, %s; %d already staged and verified -> %s\n",
         name, total / 1e6, files, ncopied, copied / 1e6, secs, rate, reused, dest
     }'
 }
 
-# kdgat_stage_link NAME SRC DEST PARTIAL: fall back to reading scratch through DEST -> SRC.
-kdgat_stage_link() {
+# hpc_stage_link NAME SRC DEST PARTIAL: fall back to reading scratch through DEST -> SRC.
+hpc_stage_link() {
   rm -rf -- "$4"
   if ! ln -s -- "$2" "$3"; then
-    kdgat_stage_fail "$1" "cannot link '$3' to '$2'"
+    hpc_stage_fail "$1" "cannot link '$3' to '$2'"
     return 1
   fi
 }
 
-# kdgat_stage_dataset NAME SRC_DIR ROOT: stage one dataset into ROOT/NAME.
-kdgat_stage_dataset() {
+# hpc_stage_dataset NAME SRC_DIR ROOT: stage one dataset into ROOT/NAME.
+hpc_stage_dataset() {
   local name=$1 src=${2%/} root=$3
   local dest=$root/$name partial=$root/$name.partial
   local start size mtime rel
   local files=0 total_bytes=0 need_bytes=0 reused=0 stale=0 extra=0 avail_kb reserve_kb
   local -A want=() have=()
   local -a need=()
-  start=$(kdgat_stage_now)
+  start=$(hpc_stage_now)
 
   if [[ ! -d $src ]]; then
-    kdgat_stage_fail "$name" "source directory '$src' does not exist (was the cache built? run the preprocess stage)"
+    hpc_stage_fail "$name" "source directory '$src' does not exist (was the cache built? run the preprocess stage)"
     return 1
   fi
   if [[ -z $(find "$src" -type f -print -quit) ]]; then
-    kdgat_stage_fail "$name" "source directory '$src' holds no files (was the cache built? run the preprocess stage)"
+    hpc_stage_fail "$name" "source directory '$src' holds no files (was the cache built? run the preprocess stage)"
     return 1
   fi
   if ! mkdir -p -- "$root"; then
-    kdgat_stage_fail "$name" "cannot create the staging root '$root'"
+    hpc_stage_fail "$name" "cannot create the staging root '$root'"
     return 1
   fi
 
@@ -96,21 +96,21 @@ kdgat_stage_dataset() {
     want[$rel]="$size ${mtime%.*}"
     files=$((files + 1))
     total_bytes=$((total_bytes + size))
-  done < <(kdgat_stage_list "$src")
+  done < <(hpc_stage_list "$src")
 
   # A complete staging that still matches the source is used in place, without a rename, so that
   # other jobs reading it on a shared local disk are not disturbed.
   if [[ -d $dest && ! -L $dest ]]; then
     while IFS=$'\t' read -r -d '' size mtime rel; do
       have[$rel]="$size ${mtime%.*}"
-    done < <(kdgat_stage_list "$dest")
+    done < <(hpc_stage_list "$dest")
     if ((${#have[@]} == files)); then
       for rel in "${!want[@]}"; do
         if [[ ${have[$rel]:-} == "${want[$rel]}" ]]; then reused=$((reused + 1)); fi
       done
     fi
     if ((reused == files)); then
-      kdgat_stage_report "$name" "$start" "$total_bytes" 0 "$files" 0 "$reused" "$dest"
+      hpc_stage_report "$name" "$start" "$total_bytes" 0 "$files" 0 "$reused" "$dest"
       return 0
     fi
     reused=0
@@ -122,19 +122,19 @@ kdgat_stage_dataset() {
   if [[ -d $dest ]]; then
     rm -rf -- "$partial"
     if ! mv -T -- "$dest" "$partial"; then
-      kdgat_stage_fail "$name" "cannot move '$dest' aside"
+      hpc_stage_fail "$name" "cannot move '$dest' aside"
       return 1
     fi
   fi
   if ! mkdir -p -- "$partial"; then
-    kdgat_stage_fail "$name" "cannot create '$partial'"
+    hpc_stage_fail "$name" "cannot create '$partial'"
     return 1
   fi
 
   have=()
   while IFS=$'\t' read -r -d '' size mtime rel; do
     have[$rel]="$size ${mtime%.*}"
-  done < <(kdgat_stage_list "$partial")
+  done < <(hpc_stage_list "$partial")
   for rel in "${!want[@]}"; do
     if [[ ${have[$rel]:-} == "${want[$rel]}" ]]; then
       reused=$((reused + 1))
@@ -152,27 +152,27 @@ kdgat_stage_dataset() {
     fi
   done
   if ((stale > 0)); then
-    printf 'kdgat stage: %s: %d staged file(s) differ from the source in size or mtime (corrupt or stale): copying them again\n' "$name" "$stale"
+    printf 'kdgat-hpc stage: %s: %d staged file(s) differ from the source in size or mtime (corrupt or stale): copying them again\n' "$name" "$stale"
   fi
   if ((extra > 0)); then
-    printf 'kdgat stage: %s: removed %d staged file(s) no longer in the source\n' "$name" "$extra"
+    printf 'kdgat-hpc stage: %s: removed %d staged file(s) no longer in the source\n' "$name" "$extra"
   fi
 
   avail_kb=$(df -Pk -- "$partial" | awk 'NR == 2 { print $4 }')
-  reserve_kb=$((${KDGAT_STAGE_RESERVE_MB:-$kdgat_stage_default_reserve_mb} * 1024))
+  reserve_kb=$((${HPC_STAGE_RESERVE_MB:-$hpc_stage_default_reserve_mb} * 1024))
   if ((need_bytes / 1024 + reserve_kb > avail_kb)); then
-    printf 'kdgat stage: WARNING: %s: %d MB still to copy but %s has %d MB free (keeping %d MB): reading it from scratch directly at %s\n' \
+    printf 'kdgat-hpc stage: WARNING: %s: %d MB still to copy but %s has %d MB free (keeping %d MB): reading it from scratch directly at %s\n' \
       "$name" $((need_bytes / 1048576)) "$root" $((avail_kb / 1024)) $((reserve_kb / 1024)) "$src" >&2
-    kdgat_stage_link "$name" "$src" "$dest" "$partial"
+    hpc_stage_link "$name" "$src" "$dest" "$partial"
     return
   fi
 
   if ((${#need[@]} > 0)); then
     # Largest files first so the parallel copies finish together.
     if ! printf '%s\0' "${need[@]}" | sort -z -t $'\t' -k1,1nr | cut -z -f2- |
-      (cd -- "$src" && xargs -0 -r -n 1 -P "${KDGAT_STAGE_JOBS:-$kdgat_stage_default_jobs}" cp --parents --preserve=timestamps -t "$partial" --); then
-      printf 'kdgat stage: WARNING: %s: copying to %s failed: reading it from scratch directly at %s\n' "$name" "$root" "$src" >&2
-      kdgat_stage_link "$name" "$src" "$dest" "$partial"
+      (cd -- "$src" && xargs -0 -r -n 1 -P "${HPC_STAGE_JOBS:-$hpc_stage_default_jobs}" cp --parents --preserve=timestamps -t "$partial" --); then
+      printf 'kdgat-hpc stage: WARNING: %s: copying to %s failed: reading it from scratch directly at %s\n' "$name" "$root" "$src" >&2
+      hpc_stage_link "$name" "$src" "$dest" "$partial"
       return
     fi
   fi
@@ -182,71 +182,71 @@ kdgat_stage_dataset() {
   have=()
   while IFS=$'\t' read -r -d '' size mtime rel; do
     have[$rel]="$size ${mtime%.*}"
-  done < <(kdgat_stage_list "$partial")
+  done < <(hpc_stage_list "$partial")
   for rel in "${!want[@]}"; do
     if [[ ${have[$rel]:-missing} != "${want[$rel]}" ]]; then
       bad+=("$rel (source: ${want[$rel]}, staged: ${have[$rel]:-missing})")
     fi
   done
   if ((${#bad[@]} > 0)); then
-    kdgat_stage_fail "$name" "${#bad[@]} staged file(s) do not match the source (size mtime): $(printf '%s; ' "${bad[@]}")"
+    hpc_stage_fail "$name" "${#bad[@]} staged file(s) do not match the source (size mtime): $(printf '%s; ' "${bad[@]}")"
     return 1
   fi
   if ! mv -T -- "$partial" "$dest"; then
-    kdgat_stage_fail "$name" "cannot rename '$partial' to '$dest'"
+    hpc_stage_fail "$name" "cannot rename '$partial' to '$dest'"
     return 1
   fi
 
-  kdgat_stage_report "$name" "$start" "$total_bytes" "$need_bytes" "$files" "${#need[@]}" "$reused" "$dest"
+  hpc_stage_report "$name" "$start" "$total_bytes" "$need_bytes" "$files" "${#need[@]}" "$reused" "$dest"
 }
 
-# kdgat_stage_cleanup: remove the per-job directory made when TMPDIR was unset (SLURM removes a
+# hpc_stage_cleanup: remove the per-job directory made when TMPDIR was unset (SLURM removes a
 # per-job TMPDIR itself). Job scripts call it at the end unless the job was requeued.
-kdgat_stage_cleanup() {
+hpc_stage_cleanup() {
   local root
   if [[ -z ${TMPDIR:-} ]]; then
-    root=$(kdgat_stage_root)
-    rm -rf -- "${root%/kdgat-cache}"
+    root=$(hpc_stage_root)
+    rm -rf -- "${root%/hpc-cache}"
   fi
 }
 
-# kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...: stage each dataset, export KD_GAT_CACHE_ROOT.
-kdgat_stage_data() {
+# hpc_stage_data NAME SRC_DIR [NAME SRC_DIR]...: stage each dataset, export HPC_CACHE_ROOT.
+hpc_stage_data() {
   local root
   if (($# == 0 || $# % 2 != 0)); then
-    echo 'kdgat stage: usage: kdgat_stage_data NAME SRC_DIR [NAME SRC_DIR]...' >&2
+    echo 'kdgat-hpc stage: usage: hpc_stage_data NAME SRC_DIR [NAME SRC_DIR]...' >&2
     return 2
   fi
-  root=$(kdgat_stage_root)
+  root=$(hpc_stage_root)
   while (($# > 0)); do
     if [[ ! $1 =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
-      kdgat_stage_fail "$1" 'dataset names are letters, digits, . _ - (they name a directory)'
+      hpc_stage_fail "$1" 'dataset names are letters, digits, . _ - (they name a directory)'
       return 1
     fi
     if ! mkdir -p -- "$root"; then
-      kdgat_stage_fail "$1" "cannot create the staging root '$root'"
+      hpc_stage_fail "$1" "cannot create the staging root '$root'"
       return 1
     fi
     if command -v flock >/dev/null 2>&1; then
       # Jobs sharing a node-local disk stage one dataset one at a time; later ones find it verified.
       {
         if ! flock -n 9; then
-          printf 'kdgat stage: %s: another job on this node is staging it: waiting\n' "$1"
+          printf 'kdgat-hpc stage: %s: another job on this node is staging it: waiting\n' "$1"
           flock 9
         fi
-        kdgat_stage_dataset "$1" "$2" "$root"
+        hpc_stage_dataset "$1" "$2" "$root"
       } 9>"$root/.$1.lock" || return 1
     else
-      kdgat_stage_dataset "$1" "$2" "$root" || return 1
+      hpc_stage_dataset "$1" "$2" "$root" || return 1
     fi
     shift 2
   done
-  export KD_GAT_CACHE_ROOT=$root
+  export HPC_CACHE_ROOT=$root
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   set -euo pipefail
-  kdgat_stage_data "$@"
-  printf 'kdgat stage: caches ready on %s in %s\n' "$(hostname)" "$KD_GAT_CACHE_ROOT" >&2
-  printf '%s\n' "$KD_GAT_CACHE_ROOT"
+  hpc_stage_data "$@"
+  printf 'kdgat-hpc stage: caches ready on %s in %s\n' "$(hostname)" "$HPC_CACHE_ROOT" >&2
+  printf '%s\n' "$HPC_CACHE_ROOT"
 fi

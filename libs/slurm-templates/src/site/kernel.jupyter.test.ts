@@ -48,7 +48,7 @@ describe.runIf(hasVenv)('a kernel of the repository venv, started by jupyter_cli
 
     const cell = [
       'import kdgat, torch_geometric, os, sys',
-      "print(os.environ['KDGAT_ENV_LOCK_HASH'])",
+      "print(os.environ['HPC_ENV_LOCK_HASH'])",
       'print(kdgat.__file__)',
       'print(sys.prefix)',
     ].join('\n');

@@ -35,10 +35,10 @@ describe('renderKernelFiles', () => {
       display_name: 'KD-GAT (gnn-rapids, CUDA 12)',
       language: 'python',
       interrupt_mode: 'signal',
-      env: { KDGAT_ENV_LOCK_HASH: LOCK },
+      env: { HPC_ENV_LOCK_HASH: LOCK },
       metadata: {
         debugger: true,
-        kdgat: {
+        'kdgat-hpc': {
           environment: 'gnn-rapids',
           prefix: condaEnv.prefix,
           lockHash: LOCK,
@@ -56,18 +56,18 @@ describe('renderKernelFiles', () => {
     const kernelShell = shellFileLines('kernel').join('\n');
     expect(script.startsWith('#!/bin/bash\n')).toBe(true);
     expect(script).toContain(`\nset -euo pipefail
-kdgat_kernel_name=gnn-rapids
-kdgat_kernel_modules=(
+hpc_kernel_name=gnn-rapids
+hpc_kernel_modules=(
   cuda/12.4.1
 )
-kdgat_kernel_code=/fs/scratch/PAS1266/kd-gat/code/current
-export KDGAT_ENV_LOCK_HASH=${LOCK}
+hpc_kernel_code=/fs/scratch/PAS1266/kd-gat/code/current
+export HPC_ENV_LOCK_HASH=${LOCK}
 `);
     const at = script.indexOf(activate);
     expect(at).toBeGreaterThan(0);
     // the modules need `module`: the profile's Lmod init, after the activation's own value
-    expect(script.indexOf('kdgat_lmod_init=/etc/profile.d/lmod.sh', at + activate.length)).toBeGreaterThan(0);
-    expect(script.endsWith(`${kernelShell}\nkdgat_start_kernel "$1"\n`)).toBe(true);
+    expect(script.indexOf('hpc_lmod_init=/etc/profile.d/lmod.sh', at + activate.length)).toBeGreaterThan(0);
+    expect(script.endsWith(`${kernelShell}\nhpc_start_kernel "$1"\n`)).toBe(true);
   });
 
   it('defaults: no modules, no Lmod init; a declared name and code win over the environment and the snapshot link', () => {
@@ -77,13 +77,13 @@ export KDGAT_ENV_LOCK_HASH=${LOCK}
     });
     expect(k.dir).toBe(`${KERNELS}/kdgat-dev`);
     expect(k.files['kernel.sh']).toContain(
-      '\nkdgat_kernel_modules=()\nkdgat_kernel_code=/users/PAS1266/jdoe/kd-gat/python\n',
+      '\nhpc_kernel_modules=()\nhpc_kernel_code=/users/PAS1266/jdoe/kd-gat/python\n',
     );
     const afterActivation = k.files['kernel.sh'].slice(k.files['kernel.sh'].indexOf('# ---- the kernel'));
-    expect(afterActivation).not.toContain('kdgat_lmod_init=');
+    expect(afterActivation).not.toContain('hpc_lmod_init=');
     const none = renderKernelFiles({ ...pitzerGpu, codePath: undefined, kernel: { displayName: 'K' } });
-    expect(none.files['kernel.sh']).toContain("\nkdgat_kernel_code=''\n");
-    expect(JSON.parse(none.files['kernel.json']).metadata.kdgat.code).toBeNull();
+    expect(none.files['kernel.sh']).toContain("\nhpc_kernel_code=''\n");
+    expect(JSON.parse(none.files['kernel.json']).metadata['kdgat-hpc'].code).toBeNull();
   });
 
   it('refuses what cannot be a kernel, naming the field', () => {
@@ -126,7 +126,7 @@ describe('kernel.sh, run by bash as Jupyter runs it', () => {
       'envs/cpu-local/bin/python',
       `#!/bin/bash
 printf '%s\\0' "$@" >"$STUB_LOG/python.$(date +%s%N).argv"
-printf '%s\\n%s\\n' "$PYTHONPATH" "$KDGAT_ENV_LOCK_HASH" >"$STUB_LOG/python.env"
+printf '%s\\n%s\\n' "$PYTHONPATH" "$HPC_ENV_LOCK_HASH" >"$STUB_LOG/python.env"
 `,
       0o755,
     );
@@ -178,7 +178,7 @@ printf '%s\\n%s\\n' "$PYTHONPATH" "$KDGAT_ENV_LOCK_HASH" >"$STUB_LOG/python.env"
     const r = run(k);
     expect(r.status).toBe(69);
     expect(r.stderr).toMatch(
-      /^kdgat kernel cpu-local: .*\/code\/current\/src is missing on .*: ship the code with a run, or declare the kernel's code\n$/,
+      /^kdgat-hpc kernel cpu-local: .*\/code\/current\/src is missing on .*: ship the code with a run, or declare the kernel's code\n$/,
     );
     expect(sb.calls('python')).toEqual([]);
   });

@@ -32,14 +32,14 @@ export interface KernelFilesInput {
   /** The site user's Jupyter kernels directory (absolute), e.g. `/users/PAS1266/jdoe/.local/share/jupyter/kernels`. */
   kernelsDir: string;
   /**
-   * What the kernel imports `kdgat` from unless it declares its own `code`: on a site over SSH the
+   * What the kernel imports the default pipeline from unless it declares its own `code`: on a site over SSH the
    * code of the latest run shipped (`<scratch>/code/current`); absent: the environment's own.
    */
   codePath?: string;
 }
 
 /** The environment variable that carries the environment's lock hash into the kernel. */
-export const KERNEL_LOCK_HASH_VARIABLE = 'KDGAT_ENV_LOCK_HASH';
+export const KERNEL_LOCK_HASH_VARIABLE = 'HPC_ENV_LOCK_HASH';
 
 const LOCK_HASH = { pattern: /^[A-Za-z0-9:._-]{1,128}$/, expected: 'a lock hash such as a sha256 in hex' };
 
@@ -69,7 +69,7 @@ export function renderKernelFiles(input: KernelFilesInput): RenderedKernel {
         );
   if (typeof kernel.displayName !== 'string' || kernel.displayName.trim() === '')
     throw new TemplateInputError('kernel.displayName', kernel.displayName, 'a display name');
-  if (typeof environment.activate !== 'string' || !/^kdgat_activate$/m.test(environment.activate))
+  if (typeof environment.activate !== 'string' || !/^hpc_activate$/m.test(environment.activate))
     throw new TemplateInputError(
       'environment.activate',
       environment.activate,
@@ -84,7 +84,7 @@ export function renderKernelFiles(input: KernelFilesInput): RenderedKernel {
     env: { [KERNEL_LOCK_HASH_VARIABLE]: lockHash },
     metadata: {
       debugger: true,
-      kdgat: { environment: envName, prefix, lockHash, code: code ?? null },
+      'kdgat-hpc': { environment: envName, prefix, lockHash, code: code ?? null },
     },
   };
   const script = [
@@ -94,18 +94,18 @@ export function renderKernelFiles(input: KernelFilesInput): RenderedKernel {
     '# Jupyter runs `bash kernel.sh <connection file>` (kernel.json beside it): the values of the kernel,',
     "# the environment's activation (the stack output `activate`), then src/shell/kernel.sh.",
     'set -euo pipefail',
-    assign('kdgat_kernel_name', name),
-    ...assignArray('kdgat_kernel_modules', [modules]),
-    assign('kdgat_kernel_code', code ?? ''),
+    assign('hpc_kernel_name', name),
+    ...assignArray('hpc_kernel_modules', [modules]),
+    assign('hpc_kernel_code', code ?? ''),
     assign(KERNEL_LOCK_HASH_VARIABLE, lockHash, true),
     '',
     "# ---- the environment's activation (stack output environment.activate) ----",
     ...environment.activate.replace(/\n+$/, '').split('\n'),
     '',
     '# ---- the kernel: its modules, its code, then ipykernel in place of this shell ----',
-    ...(modules.length > 0 ? [assign('kdgat_lmod_init', lmodInitValue(profile))] : []),
+    ...(modules.length > 0 ? [assign('hpc_lmod_init', lmodInitValue(profile))] : []),
     ...shellFileLines('kernel'),
-    'kdgat_start_kernel "$1"',
+    'hpc_start_kernel "$1"',
     '',
   ].join('\n');
   return { name, dir, files: { 'kernel.json': `${JSON.stringify(spec, null, 2)}\n`, 'kernel.sh': script } };

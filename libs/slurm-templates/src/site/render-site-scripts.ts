@@ -2,7 +2,7 @@
  * Site scripts that infra installs once per cluster: the staging script, the epilog, and the generic
  * hand-use job scripts of the original plan (`sbatch train_gpu.sh autoencoder --model vgae …`).
  */
-import { RUN_CONTRACT } from '@kdgat/config';
+import { DEFAULT_PIPELINE_DECLARATION, RUN_CONTRACT, commandProgram } from '@kdgat/config';
 import type { EnvironmentView, LayoutView, PartitionView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { renderEpilog } from '../epilog/render-epilog.ts';
 import { TemplateInputError } from '../quote/errors.ts';
@@ -107,8 +107,8 @@ function renderHandScript(
     '# sbatch options on the command line override the defaults above.',
     ...headerLines(
       kind === 'train'
-        ? 'KD-GAT pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).'
-        : 'KD-GAT preprocess stage run by hand: writes the dataset cache to scratch for later staging.',
+        ? `${DEFAULT_PIPELINE_DECLARATION.name} pipeline command run by hand, with staging (P0), GPU sampling and the epilog (P5).`
+        : `${DEFAULT_PIPELINE_DECLARATION.name} preprocess stage run by hand: writes the dataset cache to scratch for later staging.`,
       'the experiment spec and the cluster profile',
     ),
     ...jobValueLines({
@@ -117,17 +117,22 @@ function renderHandScript(
       epilogPath: joinPath(dir, 'job_epilog.sh'),
       requeue,
       gpuSampleSeconds: options.gpuSampleSeconds ?? 10,
+      ...(DEFAULT_PIPELINE_DECLARATION.cacheRootVariable !== undefined
+        ? { cacheRootVariable: DEFAULT_PIPELINE_DECLARATION.cacheRootVariable }
+        : {}),
     }),
     '# The arguments name the stage (train_gpu.sh) and the run; these are the defaults and the usage.',
-    assign('kdgat_usage', usage),
-    assign('kdgat_hand_stage', kind === 'train' ? '' : 'preprocess'),
-    assign('kdgat_runs_dir', requireAbsolutePath('layout.runsDir', layout.runsDir)),
+    assign('hpc_usage', usage),
+    assign('hpc_hand_stage', kind === 'train' ? '' : 'preprocess'),
+    // The default pipeline's program; the arguments follow it.
+    ...assignArray('hpc_hand_program', [commandProgram(DEFAULT_PIPELINE_DECLARATION)]),
+    assign('hpc_runs_dir', requireAbsolutePath('layout.runsDir', layout.runsDir)),
     // The run dir <dataset>/<model>_<scale>_<stage>, as the run contract lays it out.
-    ...assignArray('kdgat_run_name_parts', [RUN_CONTRACT.runDir.nameParts]),
-    assign('kdgat_run_name_separator', RUN_CONTRACT.runDir.separator),
+    ...assignArray('hpc_run_name_parts', [RUN_CONTRACT.runDir.nameParts]),
+    assign('hpc_run_name_separator', RUN_CONTRACT.runDir.separator),
     // train_gpu.sh stages <cache root>/<dataset>; preprocess_gpu.sh writes the cache there.
-    assign('kdgat_cache_root', cacheRoot),
-    ...assignArray('kdgat_stage_datasets', []),
+    assign('hpc_cache_root', cacheRoot),
+    ...assignArray('hpc_stage_datasets', []),
     '',
     ...jobBodyLines(env, profile),
     '',
@@ -152,7 +157,7 @@ function handDirectives(
   }
   const gpusPerNode = Math.max(1, partition.gpusPerNode);
   const d: [string, string | number][] = [
-    ['job-name', kind === 'train' ? 'kdgat-train' : 'kdgat-preprocess'],
+    ['job-name', `${DEFAULT_PIPELINE_DECLARATION.name}-${kind}`],
   ];
   if (profile.account !== undefined && profile.account !== '')
     d.push(['account', requireMatch('profile.account', profile.account, RULES.account)]);

@@ -7,9 +7,9 @@ import { requirePositiveInt } from '../quote/validate.ts';
 import { assign, shellFileLines } from '../shell/shell-files.ts';
 
 export interface StageDataOptions {
-  /** Parallel copies per dataset (KDGAT_STAGE_JOBS overrides it at run time). Default 4. */
+  /** Parallel copies per dataset (HPC_STAGE_JOBS overrides it at run time). Default 4. */
   parallelCopies?: number;
-  /** Free space kept on the node-local disk, in MB (KDGAT_STAGE_RESERVE_MB overrides it). Default 256. */
+  /** Free space kept on the node-local disk, in MB (HPC_STAGE_RESERVE_MB overrides it). Default 256. */
   reserveMB?: number;
 }
 
@@ -20,8 +20,8 @@ export function renderStageData(options: StageDataOptions = {}): string {
     '#!/bin/bash',
     '# stage_data.sh (P0): copy dataset caches from scratch to node-local disk before training.',
     '# Rendered by @kdgat/slurm-templates: re-render, do not edit.',
-    assign('kdgat_stage_default_jobs', jobs),
-    assign('kdgat_stage_default_reserve_mb', reserveMB),
+    assign('hpc_stage_default_jobs', jobs),
+    assign('hpc_stage_default_reserve_mb', reserveMB),
     '',
     ...shellFileLines('stageData'),
     '',

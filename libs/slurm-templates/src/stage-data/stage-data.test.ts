@@ -67,9 +67,9 @@ describe('stage_data.sh', () => {
   it('stages a cache: same bytes, renamed into place, prints size, seconds and MB/s, exports the root', () => {
     const src = makeDataset('hcrl_sa', cacheFiles);
     const r = stage(['hcrl_sa', src]);
-    const root = join(local, 'kdgat-cache');
+    const root = join(local, 'hpc-cache');
     // stderr says only where the caches are ready (a multi-node job's log shows one line per node).
-    expect(r.stderr).toBe(`kdgat stage: caches ready on ${hostname()} in ${root}\n`);
+    expect(r.stderr).toBe(`kdgat-hpc stage: caches ready on ${hostname()} in ${root}\n`);
     expect(r.status).toBe(0);
     expect(r.stdout.trim().split('\n').at(-1)).toBe(root);
     expect(r.stdout).toMatch(
@@ -81,14 +81,14 @@ describe('stage_data.sh', () => {
     expect(existsSync(join(root, 'hcrl_sa.partial'))).toBe(false);
   });
 
-  it('exports KD_GAT_CACHE_ROOT when sourced, for several datasets', () => {
+  it('exports HPC_CACHE_ROOT when sourced, for several datasets', () => {
     const a = makeDataset('hcrl_sa', { 'a.pt': 1000 });
     const b = makeDataset('set_01', { 'b.pt': 2000 });
     const out = execFileSync(
       'bash',
       [
         '-c',
-        'set -euo pipefail; source "$1"; kdgat_stage_data hcrl_sa "$2" set_01 "$3" >/dev/null; echo "$KD_GAT_CACHE_ROOT"',
+        'set -euo pipefail; source "$1"; hpc_stage_data hcrl_sa "$2" set_01 "$3" >/dev/null; echo "$HPC_CACHE_ROOT"',
         'x',
         script,
         a,
@@ -100,8 +100,8 @@ describe('stage_data.sh', () => {
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local },
       },
     );
-    expect(out.trim()).toBe(join(local, 'kdgat-cache'));
-    expect(existsSync(join(local, 'kdgat-cache', 'set_01', 'b.pt'))).toBe(true);
+    expect(out.trim()).toBe(join(local, 'hpc-cache'));
+    expect(existsSync(join(local, 'hpc-cache', 'set_01', 'b.pt'))).toBe(true);
   });
 
   it('a second staging copies nothing and says everything was already staged and verified', () => {
@@ -117,7 +117,7 @@ describe('stage_data.sh', () => {
   it('detects a corrupted staged file (size or mtime differs) and copies only that file again', () => {
     const src = makeDataset('hcrl_sa', cacheFiles);
     expect(stage(['hcrl_sa', src]).status).toBe(0);
-    const staged = join(local, 'kdgat-cache', 'hcrl_sa');
+    const staged = join(local, 'hpc-cache', 'hcrl_sa');
     truncateSync(join(staged, 'train.pt'), 1000); // cut short, as by a full disk
     writeFileSync(join(staged, 'vocab.pkl'), Buffer.alloc(4_000, 7)); // same size, rewritten: mtime moves
     utimesSync(join(staged, 'vocab.pkl'), new Date(), new Date(Date.now() + 5_000));
@@ -134,7 +134,7 @@ describe('stage_data.sh', () => {
   it('resumes an interrupted copy from <dataset>.partial and removes files the source no longer has', () => {
     const src = makeDataset('hcrl_sa', cacheFiles);
     expect(stage(['hcrl_sa', src]).status).toBe(0);
-    const root = join(local, 'kdgat-cache');
+    const root = join(local, 'hpc-cache');
     execFileSync('mv', [join(root, 'hcrl_sa'), join(root, 'hcrl_sa.partial')]);
     rmSync(join(root, 'hcrl_sa.partial', 'val.pt'));
     writeFileSync(join(root, 'hcrl_sa.partial', 'gone.pt'), 'old');
@@ -150,7 +150,7 @@ describe('stage_data.sh', () => {
     const run = () =>
       new Promise<string>((resolve, reject) => {
         const child = spawn('bash', [script, 'hcrl_sa', src], {
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local, KDGAT_STAGE_JOBS: '1' },
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: local, HPC_STAGE_JOBS: '1' },
           stdio: ['ignore', 'pipe', 'pipe'],
         });
         let out = '';
@@ -164,7 +164,7 @@ describe('stage_data.sh', () => {
     expect(outs.filter((o) => /copied 2 \(40\.0 MB\)/.test(o))).toHaveLength(1);
     expect(outs.filter((o) => /copied 0 .* 2 already staged and verified/.test(o))).toHaveLength(2);
     expect(
-      readFileSync(join(local, 'kdgat-cache', 'hcrl_sa', 'train.pt')).equals(
+      readFileSync(join(local, 'hpc-cache', 'hcrl_sa', 'train.pt')).equals(
         readFileSync(join(src, 'train.pt')),
       ),
     ).toBe(true);
@@ -174,7 +174,7 @@ describe('stage_data.sh', () => {
     const r = stage(['hcrl_sa', join(scratch, 'hcrl_sa')]);
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(
-      `kdgat stage: ERROR: dataset hcrl_sa: source directory '${join(scratch, 'hcrl_sa')}' does not exist`,
+      `kdgat-hpc stage: ERROR: dataset hcrl_sa: source directory '${join(scratch, 'hcrl_sa')}' does not exist`,
     );
   });
 
@@ -198,13 +198,13 @@ describe('stage_data.sh', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SLURM_JOB_ID: `test${process.pid}` },
     });
-    const root = `/tmp/kdgat-job-test${process.pid}/kdgat-cache`;
+    const root = `/tmp/hpc-job-test${process.pid}/hpc-cache`;
     try {
       expect(r.status).toBe(0);
       expect(r.stdout.trim().split('\n').at(-1)).toBe(root);
       expect(existsSync(join(root, 'hcrl_sa', 'a.pt'))).toBe(true);
     } finally {
-      rmSync(`/tmp/kdgat-job-test${process.pid}`, { recursive: true, force: true });
+      rmSync(`/tmp/hpc-job-test${process.pid}`, { recursive: true, force: true });
     }
   });
 
@@ -222,15 +222,15 @@ describe('stage_data.sh', () => {
       mkdirSync(small);
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', small]);
       try {
-        const r = stage(['hcrl_sa', src], { TMPDIR: small, KDGAT_STAGE_RESERVE_MB: '0' });
+        const r = stage(['hcrl_sa', src], { TMPDIR: small, HPC_STAGE_RESERVE_MB: '0' });
         expect(r.status).toBe(0);
         expect(r.stderr).toMatch(
           /WARNING: hcrl_sa: 3 MB still to copy but .* has \d+ MB free .*reading it from scratch directly/,
         );
-        const link = join(small, 'kdgat-cache', 'hcrl_sa');
+        const link = join(small, 'hpc-cache', 'hcrl_sa');
         expect(lstatSync(link).isSymbolicLink()).toBe(true);
         expect(readlinkSync(link)).toBe(src);
-        expect(existsSync(join(small, 'kdgat-cache', 'hcrl_sa.partial'))).toBe(false);
+        expect(existsSync(join(small, 'hpc-cache', 'hcrl_sa.partial'))).toBe(false);
       } finally {
         execFileSync('umount', [small]);
       }
@@ -253,6 +253,6 @@ describe('stage_data.sh', () => {
     expect(r.stderr).toMatch(
       /dataset hcrl_sa: 1 staged file\(s\) do not match the source \(size mtime\): train\.pt \(source: 300000 \d+, staged: 10 \d+\)/,
     );
-    expect(existsSync(join(local, 'kdgat-cache', 'hcrl_sa'))).toBe(false);
+    expect(existsSync(join(local, 'hpc-cache', 'hcrl_sa'))).toBe(false);
   });
 });

@@ -15,14 +15,15 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SITE_HELPER_MODULE } from '@kdgat/config';
 
 const STUBS: Record<string, string> = {
-  // python -m kdgat STAGE --model M --scale S --dataset D --run-root R ... (or a declared pipeline's
+  // python -m <module> STAGE --model M --scale S --dataset D --run-root R ... (or a declared pipeline's
   // -m MODULE STAGE ... --output-dir DIR); mode from STUB_PYTHON_MODE.
-  // python -m kdgat catalogue-append ... (the epilog): recorded as python-catalogue.*.argv.
+  // python -m <helpers> catalogue-append ... (the epilog): recorded as python-catalogue.*.argv.
   python: String.raw`#!/bin/bash
 n=$(date +%s%N)
-# The epilog's catalogue row (python -m kdgat catalogue-append ...): recorded apart from the pipeline's calls.
+# The epilog's catalogue row (python -m <helpers> catalogue-append ...): recorded apart from the pipeline's calls.
 if [[ $3 == catalogue-append ]]; then
   printf '%s\0' "$@" >"$STUB_LOG/python-catalogue.$n.argv"
   echo "catalogue: @{STUB_CATALOGUE_ANSWER:-stub row}"
@@ -115,7 +116,7 @@ export interface Sandbox {
 }
 
 export function makeSandbox(options: { stubs?: string[] } = {}): Sandbox {
-  const dir = mkdtempSync(join(tmpdir(), 'kdgat-sandbox-'));
+  const dir = mkdtempSync(join(tmpdir(), 'hpc-sandbox-'));
   const bin = join(dir, 'bin');
   const log = join(dir, 'log');
   const tmp = join(dir, 'tmp');
@@ -136,6 +137,8 @@ export function makeSandbox(options: { stubs?: string[] } = {}): Sandbox {
       LANG: 'C.UTF-8',
       STUB_LOG: log,
       TMPDIR: tmp,
+      // What a job script exports for its epilog (the tool's helpers' module).
+      HPC_HELPER_MODULE: SITE_HELPER_MODULE,
       ...extra,
     }),
     calls: (tool) => recordedCalls(log, tool),

@@ -104,7 +104,7 @@ describe('a declared pipeline in a job script', () => {
       },
     );
     expect(r.status).toBe(69);
-    expect(r.stderr).toContain(`kdgat: the pipeline's code ${join(sb.dir, 'their-code', 'lib')} is missing`);
+    expect(r.stderr).toContain(`kdgat-hpc: the pipeline's code ${join(sb.dir, 'their-code', 'lib')} is missing`);
     expect(sb.calls('python').filter((c) => c[1] !== 'kdgat')).toEqual([]);
   });
 
@@ -138,7 +138,7 @@ describe('a declared pipeline in a job script', () => {
       signal: 'SIGUSR1',
     });
     expect(r.stdout).toContain(
-      'kdgat: SIGUSR1: restart 2 reached the maximum of 2: not passing it to the pipeline, which would requeue itself',
+      'kdgat-hpc: SIGUSR1: restart 2 reached the maximum of 2: not passing it to the pipeline, which would requeue itself',
     );
     expect(existsSync(join(sb.log, 'python.signalled'))).toBe(false);
     expect(sb.calls('scontrol')).toEqual([]);

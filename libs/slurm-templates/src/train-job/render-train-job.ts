@@ -3,7 +3,9 @@
  * `_make_sbatch_string`: a pure function from validated config values to text.
  */
 import {
-  KDGAT_PIPELINE_DECLARATION,
+  DEFAULT_PIPELINE_DECLARATION,
+  DEFAULT_PIPELINE_NAME,
+  SITE_HELPER_MODULE,
   OVERRIDE_STYLES,
   overrideWords,
   parseSlurmTime,
@@ -44,7 +46,7 @@ export interface TrainJobInput {
   /** Experiment name as the user wrote it (any text; the job name uses a slug of it). */
   experiment: string;
   stage: StageView;
-  /** The code the stage runs (its pipeline declaration); absent: kdgat's own command. */
+  /** The code the stage runs (its pipeline declaration); absent: the default pipeline's. */
   pipeline?: PipelineView;
   profile: ProfileView;
   /** Used only to default the GPU type of `--gres` when the stage names none. */
@@ -67,7 +69,7 @@ export interface TrainJobInput {
   arrayTablePath?: string;
   /**
    * A hyperparameter study's workers instead of a stage run: a job array of `workers` tasks, each
-   * running `python -m kdgat tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
+   * running the default pipeline's `tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
    */
   tune?: { studyDir: string; workers: number };
   /** Seconds between GPU samples (default 10). */
@@ -93,7 +95,8 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   const studyDir = tune ? requireAbsolutePath('tune.studyDir', tune.studyDir) : '';
   const arraySize = tune ? workers : points.length;
   const isArray = points.length > 0;
-  const jobName = jobNameFor(input.experiment, stage.id);
+  const pipeline = input.pipeline ?? DEFAULT_PIPELINE_VIEW;
+  const jobName = jobNameFor(input.experiment, stage.id, pipeline.name);
   const runSubdir = runDirPath(stage);
   const runRoot = requireAbsolutePath('runRoot', input.runRoot);
   const multiTask = r.nodes > 1 || r.ntasksPerNode > 1;
@@ -110,8 +113,8 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
   lines.push(
     ...headerLines(
       tune
-        ? `KD-GAT ${stage.stage} study (${jobName}), array of ${workers} tune workers`
-        : `KD-GAT ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
+        ? `${pipeline.name} ${stage.stage} study (${jobName}), array of ${workers} tune workers`
+        : `${pipeline.name} ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
       'the experiment spec and the cluster profile',
     ),
     ...jobValueLines({
@@ -120,11 +123,12 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
       epilogPath: input.scripts.epilog,
       requeue: input.requeue,
       gpuSampleSeconds: input.gpuSampleSeconds ?? 10,
+      ...(pipeline.cacheRootVariable !== undefined ? { cacheRootVariable: pipeline.cacheRootVariable } : {}),
     }),
-    assign('kdgat_experiment', input.experiment),
-    assign('kdgat_stage_id', stage.id),
-    assign('kdgat_run_root', runRoot),
-    assign('kdgat_run_subdir', runSubdir),
+    assign('hpc_experiment', input.experiment),
+    assign('hpc_stage_id', stage.id),
+    assign('hpc_run_root', runRoot),
+    assign('hpc_run_subdir', runSubdir),
   );
 
   let arrayTable: string | undefined;
@@ -139,21 +143,21 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     arrayTable = encodeArrayTable(points);
     lines.push(
       '# Array task i reads its overrides from this table (read as data, never evaluated).',
-      assign('kdgat_array_table', requireAbsolutePath('arrayTablePath', input.arrayTablePath)),
-      assign('kdgat_array_size', points.length),
+      assign('hpc_array_table', requireAbsolutePath('arrayTablePath', input.arrayTablePath)),
+      assign('hpc_array_size', points.length),
       assign(
-        'kdgat_first_point',
+        'hpc_first_point',
         input.firstPoint === undefined || input.firstPoint === 0
           ? 0
           : requirePositiveInt('firstPoint', input.firstPoint),
       ),
     );
   }
-  if (tune) lines.push(assign('kdgat_tune_workers', workers));
+  if (tune) lines.push(assign('hpc_tune_workers', workers));
   lines.push(
     ...recordLines(stage),
     ...stagingLines(input),
-    ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, input.pipeline ?? KDGAT_VIEW, multiTask)),
+    ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, pipeline, multiTask)),
     '',
     ...jobBodyLines(input.environment, profile),
     '',
@@ -177,13 +181,17 @@ function recordLines(stage: StageView): string[] {
   const who = `stageId=${stage.id} stage=${stage.stage} model=${stage.model} scale=${stage.scale} dataset=${stage.dataset}`;
   return [
     '# What this job asked for, for the record the epilog leaves in the run dir (job_record.jsonl).',
-    assign('KDGAT_RECORD_REQUEST', request, true),
-    assign('KDGAT_RECORD_STAGE', who, true),
+    assign('HPC_RECORD_REQUEST', request, true),
+    assign('HPC_RECORD_STAGE', who, true),
   ];
 }
 
-/** `kdgat-<experiment slug>-<stage id>`: the experiment name may be any text, job names may not. */
-export function jobNameFor(experiment: string, stageId: string): string {
+/** `<pipeline>-<experiment slug>-<stage id>`: the experiment name may be any text, job names may not. */
+export function jobNameFor(
+  experiment: string,
+  stageId: string,
+  pipelineName: string = DEFAULT_PIPELINE_NAME,
+): string {
   const slug = experiment
     .normalize('NFKD')
     .replace(/\p{M}+/gu, '') // accents off: ü -> u
@@ -192,7 +200,7 @@ export function jobNameFor(experiment: string, stageId: string): string {
     .slice(0, 48);
   return requireMatch(
     'job name',
-    `kdgat-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'),
+    `${pipelineName}-${slug === '' ? 'x' : slug}-${stageId}`.replace(/--+/g, '-'),
     RULES.jobName,
   );
 }
@@ -281,26 +289,29 @@ function gpuDirective(
   throw new TemplateInputError('profile.gpuDirective', profile.gpuDirective, "'gres' or 'gpus-per-node'");
 }
 
-/** kdgat's study worker (a tune study is kdgat's: @kdgat/config refuses one for another pipeline). */
+/** The default pipeline's study worker (@kdgat/config refuses a tune study for another pipeline). */
 function tuneCommandLines(studyDir: string): string[] {
   return [
-    ...assignArray('kdgat_cmd', [
-      ['python', '-m', 'kdgat', 'tune', '--study-dir', studyDir, '--run-root', '{run_root}'],
+    ...assignArray('hpc_cmd', [
+      ['python', '-m', SITE_HELPER_MODULE, 'tune', '--study-dir', studyDir, '--run-root', '{run_root}'],
     ]),
-    ...assignArray('kdgat_overrides', []),
+    ...assignArray('hpc_overrides', []),
   ];
 }
 
-/** What a job of the default pipeline runs when the caller names none: kdgat's declaration. */
-const KDGAT_VIEW: PipelineView = {
-  name: KDGAT_PIPELINE_DECLARATION.name,
-  command: KDGAT_PIPELINE_DECLARATION.command,
-  overrideStyle: KDGAT_PIPELINE_DECLARATION.overrides,
+/** What a job runs when the caller names no pipeline: the default pipeline's declaration. */
+export const DEFAULT_PIPELINE_VIEW: PipelineView = {
+  name: DEFAULT_PIPELINE_DECLARATION.name,
+  command: DEFAULT_PIPELINE_DECLARATION.command,
+  overrideStyle: DEFAULT_PIPELINE_DECLARATION.overrides,
+  ...(DEFAULT_PIPELINE_DECLARATION.cacheRootVariable !== undefined
+    ? { cacheRootVariable: DEFAULT_PIPELINE_DECLARATION.cacheRootVariable }
+    : {}),
 };
 
 /**
- * What a job stages (`kdgat_stage_datasets`) or, staging nothing, where it reads the caches
- * (`kdgat_cache_root`): for `kdgat_stage_caches` of src/shell/job-run.sh, in a job script and in
+ * What a job stages (`hpc_stage_datasets`) or, staging nothing, where it reads the caches
+ * (`hpc_cache_root`): for `hpc_stage_caches` of src/shell/job-run.sh, in a job script and in
  * the init of `runner shell`.
  */
 export function stagingLines(input: {
@@ -323,7 +334,7 @@ export function stagingLines(input: {
   };
   const scratchRoot = (): string => {
     const dir = cacheDirFor(input.stage.dataset).replace(/\/+$/, '');
-    // The pipeline reads $KD_GAT_CACHE_ROOT/<dataset>: the cache dir must end in the dataset's name.
+    // The pipeline reads $HPC_CACHE_ROOT/<dataset>: the cache dir must end in the dataset's name.
     if (!dir.endsWith(`/${input.stage.dataset}`))
       throw new TemplateInputError(
         `layout.cacheDirs.${input.stage.dataset}`,
@@ -332,28 +343,28 @@ export function stagingLines(input: {
       );
     return dir.slice(0, -input.stage.dataset.length - 1) || '/';
   };
-  // A job that stages nothing sets KD_GAT_CACHE_ROOT to the scratch directory of the caches.
+  // A job that stages nothing sets HPC_CACHE_ROOT to the scratch directory of the caches.
   if (input.stage.stage === 'preprocess') {
     // The cache it builds must outlive the job (node-local $TMPDIR is deleted at job end), and
     // there is nothing to stage before it exists: write it to scratch, where later stages stage it from.
     return [
       '# preprocess builds the graph cache in scratch (never $TMPDIR, which is deleted at job end).',
-      ...assignArray('kdgat_stage_datasets', []),
-      assign('kdgat_cache_root', scratchRoot()),
+      ...assignArray('hpc_stage_datasets', []),
+      assign('hpc_cache_root', scratchRoot()),
     ];
   }
   if (!staging.enabled) {
     return [
       '# Staging is off for this experiment: the pipeline reads the scratch cache directly.',
-      ...assignArray('kdgat_stage_datasets', []),
-      assign('kdgat_cache_root', scratchRoot()),
+      ...assignArray('hpc_stage_datasets', []),
+      assign('hpc_cache_root', scratchRoot()),
     ];
   }
   const datasets = staging.datasets.length > 0 ? staging.datasets : [input.stage.dataset];
   return [
     '# P0: the dataset caches copied to node-local disk (NAME SRC_DIR pairs).',
     ...assignArray(
-      'kdgat_stage_datasets',
+      'hpc_stage_datasets',
       datasets.map((ds) => [ds, cacheDirFor(ds)]),
     ),
   ];
@@ -378,11 +389,11 @@ function commandLines(stage: StageView, pipeline: PipelineView, multiTask: boole
       ? ['# Several tasks: srun starts one per GPU so Lightning picks up DDP from the SLURM environment.']
       : []),
     `# The ${requireName('pipeline.name', pipeline.name)} pipeline's stage command (its declaration).`,
-    ...assignArray('kdgat_cmd', [
+    ...assignArray('hpc_cmd', [
       ...(multiTask ? [['srun', '--kill-on-bad-exit=1', `--cpus-per-task=${r.cpus}`]] : []),
       command,
     ]),
-    ...assignArray('kdgat_overrides', overrides),
-    assign('kdgat_override_style', style),
+    ...assignArray('hpc_overrides', overrides),
+    assign('hpc_override_style', style),
   ];
 }

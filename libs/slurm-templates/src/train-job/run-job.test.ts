@@ -48,9 +48,9 @@ describe('train job script in a sandbox', () => {
       ],
     ]);
     const cacheRoot = readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8');
-    expect(cacheRoot).toBe(join(sb.tmp, 'kdgat-cache'));
+    expect(cacheRoot).toBe(join(sb.tmp, 'hpc-cache'));
     expect(existsSync(join(cacheRoot, 'hcrl_sa', 'graphs.pt'))).toBe(true);
-    expect(r.stdout).toMatch(/kdgat stage: hcrl_sa: 0\.1 MB in 2 file\(s\); copied 2/);
+    expect(r.stdout).toMatch(/kdgat-hpc stage: hcrl_sa: 0\.1 MB in 2 file\(s\); copied 2/);
     expect(readFileSync(join(runDirOf(input.runRoot), 'gpu_samples.csv'), 'utf8')).toContain(
       'utilization.gpu [%]',
     );
@@ -61,16 +61,16 @@ describe('train job script in a sandbox', () => {
     expect(sb.calls('scontrol')).toEqual([]);
   });
 
-  it('without TMPDIR stages under /tmp/kdgat-job-<id> and removes it when the job ends', () => {
+  it('without TMPDIR stages under /tmp/hpc-job-<id> and removes it when the job ends', () => {
     const jobId = `t${process.pid}`;
-    const perJob = `/tmp/kdgat-job-${jobId}`;
+    const perJob = `/tmp/hpc-job-${jobId}`;
     try {
       const r = runBash(writeJob(sb, jobInput(site)), [], {
         cwd: sb.dir,
         env: sb.env({ TMPDIR: '', SLURM_JOB_ID: jobId }),
       });
       expect(r.status).toBe(0);
-      expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(`${perJob}/kdgat-cache`);
+      expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(`${perJob}/hpc-cache`);
       expect(existsSync(perJob)).toBe(false);
     } finally {
       rmSync(perJob, { recursive: true, force: true });
@@ -118,7 +118,7 @@ describe('train job script in a sandbox', () => {
         readyFile: join(sb.log, 'python.started'),
         signal: 'SIGUSR1',
       });
-      expect(r.stdout).toContain('kdgat: SIGUSR1: time limit near, asking the pipeline');
+      expect(r.stdout).toContain('kdgat-hpc: SIGUSR1: time limit near, asking the pipeline');
       expect(existsSync(join(runDirOf(input.runRoot), 'requeue_ack.json'))).toBe(true);
       expect(r.stdout).toContain('checkpoint acknowledged; requeueing job 555 (restart 2 of 3)');
       expect(sb.calls('scontrol')).toEqual([['requeue', '555']]);
@@ -133,7 +133,7 @@ describe('train job script in a sandbox', () => {
         readyFile: join(sb.log, 'module.started'),
         signal: 'SIGUSR1',
       });
-      expect(r.stdout).toContain('kdgat: SIGUSR1 before the pipeline started: nothing to checkpoint');
+      expect(r.stdout).toContain('kdgat-hpc: SIGUSR1 before the pipeline started: nothing to checkpoint');
       expect(r.stdout).toContain('the time limit is near and the pipeline has not started: not starting it');
       expect(sb.calls('python')).toEqual([]);
       expect(sb.calls('scontrol')).toEqual([['requeue', '560']]);
@@ -147,7 +147,7 @@ describe('train job script in a sandbox', () => {
         readyFile: join(sb.log, 'python.started'),
         signal: 'SIGUSR1',
       });
-      expect(r.stdout).toContain('kdgat: not requeueing: restart 3 reached the maximum of 3');
+      expect(r.stdout).toContain('kdgat-hpc: not requeueing: restart 3 reached the maximum of 3');
       expect(sb.calls('scontrol')).toEqual([]);
       expect(r.stdout).toContain('state:            FAILED (exit status 75)');
     });
@@ -174,7 +174,7 @@ describe('train job script in a sandbox', () => {
         readyFile: join(sb.log, 'python.started'),
         signal: 'SIGUSR1',
       });
-      expect(r.stdout).toContain('kdgat: not requeueing: the pipeline wrote no acknowledgement');
+      expect(r.stdout).toContain('kdgat-hpc: not requeueing: the pipeline wrote no acknowledgement');
       expect(r.status).toBe(75);
     });
   });
@@ -186,7 +186,7 @@ describe('train job script in a sandbox', () => {
       readyFile: join(sb.log, 'python.started'),
       signal: 'SIGTERM',
     });
-    expect(r.stderr).toContain('kdgat: SIGTERM (scancel, or the time limit reached): stopping the pipeline');
+    expect(r.stderr).toContain('kdgat-hpc: SIGTERM (scancel, or the time limit reached): stopping the pipeline');
     expect(r.stdout).toContain('state:            TERMINATED (exit status 143)');
     expect(r.status).toBe(143);
     expect(sb.calls('scontrol')).toEqual([]);
@@ -258,7 +258,7 @@ describe('train job script in a sandbox', () => {
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(join(site.layout.root, 'cache'));
-    expect(r.stdout).not.toMatch(/kdgat stage:/);
+    expect(r.stdout).not.toMatch(/kdgat-hpc stage:/);
   });
 
   it('multi-node DDP runs the pipeline through srun', () => {
@@ -334,7 +334,7 @@ describe('site scripts in a sandbox', () => {
         site.layout.runsDir,
       ],
     ]);
-    expect(r.stdout).toContain('kdgat stage: hcrl_sa:');
+    expect(r.stdout).toContain('kdgat-hpc stage: hcrl_sa:');
     expect(existsSync(join(site.layout.runsDir, 'hcrl_sa', 'gat_small_curriculum', 'metrics.json'))).toBe(
       true,
     );
@@ -348,7 +348,7 @@ describe('site scripts in a sandbox', () => {
       { cwd: sb.dir, env: sb.env() },
     );
     expect(r.status).toBe(64);
-    expect(r.stderr).toContain('kdgat: ../x is not a stage, model, scale or dataset name');
+    expect(r.stderr).toContain('kdgat-hpc: ../x is not a stage, model, scale or dataset name');
     expect(sb.calls('python')).toEqual([]);
   });
 

@@ -5,12 +5,14 @@ import { join } from 'node:path';
 import { z } from 'zod';
 
 export const JOB_RECORD_FILE = 'job_record.jsonl';
-export const JOB_RECORD_SCHEMA = 'kdgat.job-record/1';
+export const JOB_RECORD_SCHEMA = 'kdgat-hpc.job-record/1';
+/** Records written before 2026-11-27 name the tool by its short name. */
+const EARLIER_JOB_RECORD_SCHEMA = JOB_RECORD_SCHEMA.replace('-hpc.', '.');
 
 const num = z.number().nullable();
 
 export const JobRecordSchema = z.looseObject({
-  schema: z.literal(JOB_RECORD_SCHEMA),
+  schema: z.enum([JOB_RECORD_SCHEMA, EARLIER_JOB_RECORD_SCHEMA]),
   jobId: z.string(),
   arrayJobId: z.string().nullable(),
   arrayTaskId: z.string().nullable(),

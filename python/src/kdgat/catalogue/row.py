@@ -110,12 +110,12 @@ def _identity(stage_dir: Path, metrics: dict[str, Any] | None) -> dict[str, str 
 
 
 def _env_words(name: str) -> dict[str, str]:
-    """``KDGAT_RECORD_STAGE='stageId=… stage=…'`` (what the job script exports for its epilog)."""
+    """``HPC_RECORD_STAGE='stageId=… stage=…'`` (what the job script exports for its epilog)."""
     return dict(w.split("=", 1) for w in os.environ.get(name, "").split() if "=" in w)
 
 
 def _stage_id(identity: dict[str, str | None], manifest: dict[str, Any] | None) -> str | None:
-    job = _env_words("KDGAT_RECORD_STAGE")
+    job = _env_words("HPC_RECORD_STAGE")
     if job.get("stageId") and all(job.get(k) == identity[k] for k in ("stage", "model", "scale", "dataset")):
         return job["stageId"]
     for s in _stages(manifest):

@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
 def _test_faults_from_env() -> None:
     # A test that starts the pipeline as a subprocess switches the simulated CUDA OOM on this way;
     # otherwise the test-only module is never imported.
-    if os.environ.get("KDGAT_TEST_OOM_ABOVE", "").strip():
+    if os.environ.get("HPC_TEST_OOM_ABOVE", "").strip():
         from kdgat.testing.faults import install_from_env
 
         install_from_env()

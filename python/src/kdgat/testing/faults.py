@@ -3,7 +3,7 @@
 without a GPU.
 
 Off unless a test turns it on, with :func:`simulate_oom` in-process or, for a pipeline started as a
-subprocess, ``KDGAT_TEST_OOM_ABOVE=<graphs>[:<after training forwards>]`` (read by
+subprocess, ``HPC_TEST_OOM_ABOVE=<graphs>[:<after training forwards>]`` (read by
 :func:`kdgat.cli.main`, which then calls :func:`install_from_env`). When on, every training forward
 pass of a model with more than ``above`` graphs in its batch raises ``torch.OutOfMemoryError``
 (once ``after`` training forward passes have run), as a GPU would. It is installed as the models'
@@ -22,7 +22,7 @@ from torch import Tensor
 
 from kdgat.models import forward_check
 
-ENV = "KDGAT_TEST_OOM_ABOVE"
+ENV = "HPC_TEST_OOM_ABOVE"
 
 
 @dataclass
@@ -55,7 +55,7 @@ def _from_env() -> SimulatedOom | None:
 
 
 def install_from_env() -> None:
-    """``KDGAT_TEST_OOM_ABOVE`` set: training forwards from now on run into the simulated OOM."""
+    """``HPC_TEST_OOM_ABOVE`` set: training forwards from now on run into the simulated OOM."""
     injection = _from_env()
     if injection is not None:
         forward_check.install(injection)
