@@ -239,7 +239,7 @@ describe('runner sync', () => {
     const root = mkdtempSync(join(tmpdir(), 'kdgat-sync-unit-'));
     stubPython(
       root,
-      'echo "python -m kdgat-hpc: error: argument command: invalid choice: \'tracking-sync\'" >&2; exit 2',
+      'echo "python -m kdgat: error: argument command: invalid choice: \'tracking-sync\'" >&2; exit 2',
     );
     const s = site(`export PATH=${join(root, 'bin')}:$PATH`);
     const r = await run(['sync', s.runDir]);

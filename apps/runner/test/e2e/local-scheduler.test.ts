@@ -53,7 +53,7 @@ describe('local scheduler', () => {
       `b ${b} 1 1`,
       `b ${b} 2 1`,
     ]);
-    expect(lines[1]!.split(' ')[4]).toMatch(/kdgat-local-/);
+    expect(lines[1]!.split(' ')[4]).toMatch(/hpc-local-/);
     expect(readFileSync(join(dir, `logs/first-${a}.out`), 'utf8')).toBe('');
   });
 

@@ -36,7 +36,7 @@ describe('train with the local scheduler', () => {
     const metrics = JSON.parse(readFileSync(join(cur.runRoot, 'point_1', 'synth', 'gat_small_curriculum', 'metrics.json'), 'utf8'));
     expect(metrics.overrides['training.lr']).toBe('0.01');
     const logs = await site.cli(['logs', runDir, '--job', 'curriculum', '--index', '1']);
-    expect(logs.out).toContain('kdgat-hpc: epoch 2/2 done');
+    expect(logs.out).toContain('kdgat: epoch 2/2 done');
   });
 
   it('a CUDA out-of-memory failure exits non-zero with the fix to try', async () => {

@@ -181,7 +181,7 @@ describe('the laptop reaches the site only over ssh', () => {
     // sync runs on the login node (where a site has a network), in the run's environment.
     const sync = expectOk(await site.runner(['sync', dirs.local, '--stack', site.stack]));
     expect(sync.out).toContain(`tracking-sync of ${dirs.site} on ${site.user}@${site.host}:${site.port}`);
-    expect(sync.out).toContain(`kdgat-hpc: no offline W&B runs below ${dirs.site}`);
+    expect(sync.out).toContain(`kdgat: no offline W&B runs below ${dirs.site}`);
   });
 
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
