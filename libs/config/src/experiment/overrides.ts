@@ -1,6 +1,6 @@
 // Overrides (`-O training.lr 0.001`, `lr=0.01`) are checked against the pipeline's own JSON Schema
 // (the default pipeline's: its `schema` command's output, checked in at libs/config/schema/pipeline.schema.json; a declared
-// pipeline's: its declaration's schema.file), so a typo or a
+// pipeline's: its declaration's schema.file or schema.command), so a typo or a
 // wrong type is caught before anything is queued.
 import { didYouMean } from '../errors.ts';
 

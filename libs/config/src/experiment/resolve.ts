@@ -229,7 +229,7 @@ export function resolveExperiment(
     problems.push(...overrideProblems(spec, stages, sweepPoints, pipeline.configSchema));
   else if (stages.some((s) => Object.keys(s.overrides).length > 0) || sweepPoints.length > 0)
     warnings.push(
-      `overrides not checked: pipeline ${pipeline.name} publishes no config schema (schema.file in its declaration), so they are passed to it as written`,
+      `overrides not checked: pipeline ${pipeline.name} publishes no config schema (schema.file or schema.command in its declaration), so they are passed to it as written`,
     );
   if (isDefaultPipeline(pipeline)) {
     // Rules about the default pipeline's own config (loader workers, the fused cuGraph layer).

@@ -1,5 +1,6 @@
 // The loader: the only part of this library that reads files (specs, the cluster and environment
 // files they reference, and the pipeline's JSON Schema).
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import type { z } from 'zod';
@@ -163,13 +164,10 @@ function loadPipelineRef(
       }
   }
   let configSchema: object | undefined;
-  if (decl.schema) {
+  if (decl.schema && 'file' in decl.schema) {
     const file = resolve(dir, decl.schema.file);
     try {
-      const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
-        throw new Error('not a JSON object');
-      configSchema = parsed;
+      configSchema = jsonObject(readFileSync(file, 'utf8'));
     } catch (e) {
       refused(
         'pipeline',
@@ -178,6 +176,17 @@ function loadPipelineRef(
         'a JSON Schema file, relative to the declaration file',
       );
     }
+  } else if (decl.schema && 'command' in decl.schema && !issues.length) {
+    const cwd = codeDir ?? dir;
+    const printed = schemaFromCommand(decl.schema.command, cwd, (decl.code?.pythonPath ?? []).map((p) => resolve(cwd, p)));
+    if ('schema' in printed) configSchema = printed.schema;
+    else
+      refused(
+        'pipeline',
+        `pipeline ${decl.name}: schema.command (run in ${cwd}) ${printed.problem}`,
+        JSON.stringify(decl.schema.command),
+        'a command that prints the JSON Schema of the config on stdout and exits 0',
+      );
   }
   if (issues.length) return { issues };
   const { code: _code, schema: _schema, ...rest } = decl;
@@ -191,6 +200,33 @@ function loadPipelineRef(
     },
     issues: [],
   };
+}
+
+function jsonObject(text: string): object {
+  const parsed: unknown = JSON.parse(text);
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not a JSON object');
+  return parsed;
+}
+
+/** Runs a declaration's `schema.command` and reads what it prints (bounded: 60 s, 16 MB). */
+function schemaFromCommand(
+  argv: string[],
+  cwd: string,
+  pythonPath: string[],
+): { schema: object } | { problem: string } {
+  const env = { ...process.env };
+  if (pythonPath.length) env['PYTHONPATH'] = [...pythonPath, env['PYTHONPATH']].filter(Boolean).join(':');
+  const r = spawnSync(argv[0]!, argv.slice(1), { cwd, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
+  if (r.error) return { problem: `could not run: ${r.error.message}` };
+  if (r.status !== 0) {
+    const why = (r.stderr || r.stdout).trim().split('\n').slice(-3).join(' | ');
+    return { problem: `exited with ${r.status ?? `signal ${r.signal}`}${why ? `: ${why}` : ''}` };
+  }
+  try {
+    return { schema: jsonObject(r.stdout) };
+  } catch (e) {
+    return { problem: `printed no JSON Schema (${(e as Error).message.split('\n')[0]})` };
+  }
 }
 
 /** A pipeline by name or declaration file, validated (the runner's and the tests' entry). */

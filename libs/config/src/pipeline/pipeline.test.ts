@@ -96,7 +96,7 @@ describe('a declared pipeline', () => {
     const { resolved, warnings } = load(spec(file, STAGE.replace(' }', ', overrides: { anything: 1 } }')));
     expect(resolved.pipeline.configSchema).toBeUndefined();
     expect(warnings).toContain(
-      'overrides not checked: pipeline tiny-lightning publishes no config schema (schema.file in its declaration), so they are passed to it as written',
+      'overrides not checked: pipeline tiny-lightning publishes no config schema (schema.file or schema.command in its declaration), so they are passed to it as written',
     );
   });
 
@@ -185,6 +185,32 @@ describe('a declared pipeline', () => {
       encoding: 'utf8',
     });
     expect(JSON.parse(printed)).toEqual(loadPipeline(TINY).configSchema);
+  });
+
+  it('reads its schema from the command it declares, and checks overrides against it', () => {
+    const file = declaration('schema-command', (t) =>
+      t.replace(/^schema: .*$/m, 'schema: { command: [python3, -m, tiny_lightning.cli, schema] }'),
+    );
+    expect(loadPipeline(file).configSchema).toEqual(loadPipeline(TINY).configSchema);
+    const issues = issuesOf(spec(file, STAGE.replace(' }', ', overrides: { lr: -1 } }')));
+    expect(issues).toEqual(['stages[0].overrides.lr: lr = -1 is not valid for the pipeline']);
+  });
+
+  it('refuses a schema command that fails or prints no schema, with what it said', () => {
+    const failing = declaration('schema-fails', (t) =>
+      t.replace(/^schema: .*$/m, 'schema: { command: [python3, -m, tiny_lightning.cli, nonsense] }'),
+    );
+    expect(issuesOf(spec(failing)).join('\n')).toMatch(
+      /pipeline: pipeline tiny-lightning: schema\.command \(run in .*tiny-lightning\) exited with 2: .*invalid choice/,
+    );
+    const silent = declaration('schema-silent', (t) =>
+      t.replace(/^schema: .*$/m, "schema: { command: [python3, -c, 'print(42)'] }"),
+    );
+    expect(issuesOf(spec(silent)).join('\n')).toMatch(/schema\.command .* printed no JSON Schema \(not a JSON object\)/);
+    const missing = declaration('schema-missing', (t) =>
+      t.replace(/^schema: .*$/m, 'schema: { command: [no-such-program-here] }'),
+    );
+    expect(issuesOf(spec(missing)).join('\n')).toMatch(/schema\.command .* could not run: spawnSync no-such-program-here ENOENT/);
   });
 
   it("provisions its environment from the project's own uv.lock (pipelineLock)", () => {

@@ -107,12 +107,17 @@ export const PipelineDeclarationSchema = z
     scales: z.array(SafeName).min(1),
     overrides: z.enum(OVERRIDE_STYLES),
     /**
-     * The JSON Schema of the pipeline's config, relative to this file: overrides and sweep values are
-     * checked against it. Absent: overrides are passed through quoted, and the plan says they were not checked.
+     * The JSON Schema of the pipeline's config: overrides and sweep values are checked against it.
+     * `file`: relative to this file. `command`: argv that prints it on stdout, run when the spec is
+     * loaded (in the code's directory, its pythonPath first on PYTHONPATH; at most 60 s), so it must
+     * not need the cluster or a GPU. Absent: overrides are passed through quoted, and the plan says
+     * they were not checked.
      */
     schema: z
-      .object({ file: z.string().min(1) })
-      .strict()
+      .union([
+        z.object({ file: z.string().min(1) }).strict(),
+        z.object({ command: z.array(z.string().min(1)).min(1) }).strict(),
+      ])
       .optional(),
     requeue: z.enum(REQUEUE_CONTRACTS),
     /**
