@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { linuxX86_64 } from './markers.ts';
 import type { EnvironmentSpec } from './schema.ts';
+import { requirementsPins } from './requirements.ts';
 import { LockfileError, normaliseName, pipelinePins, type Pin } from './uv-lock.ts';
 
 /** The GPU layers there are (each is python/gpu/<name>.in, locked into <name>.lock). */
@@ -105,8 +106,10 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
     const python = env.python;
     const own = env.pipelineLock;
     if (own)
-      return remembered(sources, `lock:${own.file}:${own.project}:${python}`, () =>
-        pipelinePins(repoFile(own.file), linuxX86_64(python), own.project, own.file),
+      return remembered(sources, `lock:${own.file}:${own.project ?? ''}:${python}`, () =>
+        own.file.endsWith('.txt')
+          ? requirementsPins(repoFile(own.file), linuxX86_64(python), own.file)
+          : pipelinePins(repoFile(own.file), linuxX86_64(python), own.project!, own.file),
       ).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)))
       .map((p) => ({ ...p }))

@@ -74,20 +74,28 @@ export const VenvEnvironmentSchema = z
     pipelinePins: z.boolean().default(false),
     /**
      * With `pipelinePins`: the pins come from this lock instead of python/uv.lock — a researcher's own
-     * pipeline with its own uv.lock (`file`, relative to the repository; `project`, the package in it
-     * whose runtime dependencies are installed).
+     * pipeline with its own lock (`file`, relative to the repository): a uv.lock, with `project`, the
+     * package in it whose runtime dependencies are installed; or a fully pinned requirements file
+     * (`*.txt`, every requirement `name==version`, as `pip-compile` or `uv export` write it).
      */
     pipelineLock: z
       .object({
         file: z
           .string()
           .regex(
-            /^(?!\/)(?!.*(^|\/)\.\.(\/|$))[A-Za-z0-9_./-]+\/uv\.lock$|^uv\.lock$/,
-            'a uv.lock path relative to the repository (no ..)',
+            /^(?!\/)(?!.*(^|\/)\.\.(\/|$))([A-Za-z0-9_./-]+\/)?(uv\.lock|[A-Za-z0-9_.-]+\.txt)$/,
+            'a uv.lock or requirements .txt path relative to the repository (no ..)',
           ),
-        project: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'a project name as in pyproject.toml'),
+        project: z
+          .string()
+          .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'a project name as in pyproject.toml')
+          .optional(),
       })
       .strict()
+      .refine((l) => l.file.endsWith('.txt') || l.project !== undefined, {
+        message: 'a uv.lock needs project: the package in it whose runtime dependencies are installed',
+        path: ['project'],
+      })
       .optional(),
     requirements: z.array(PipRequirement).default([]),
   })

@@ -1,0 +1,63 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { sitePackages } from './gpu-layers.ts';
+import { linuxX86_64 } from './markers.ts';
+import { requirementsPins } from './requirements.ts';
+import { EnvironmentSpecSchema } from './schema.ts';
+import { LockfileError, pipelinePins } from './uv-lock.ts';
+
+const FIXTURE = 'libs/config/src/environment/fixtures/requirements-pinned.txt';
+
+describe('a pinned requirements file as a pipeline lock', () => {
+  it("installs its pins for the site's platform: markers evaluated, hashes and comments ignored", () => {
+    const env = EnvironmentSpecSchema.parse({
+      name: 'theirs',
+      backend: 'venv',
+      python: '3.11',
+      pipelinePins: true,
+      pipelineLock: { file: FIXTURE },
+    });
+    expect(sitePackages(env)).toEqual([
+      { name: 'lightning', version: '2.6.6' },
+      { name: 'numpy', version: '2.3.5' },
+      { name: 'torch-geometric', version: '2.7.0' },
+    ]);
+  });
+
+  it("reads what `uv export` writes from a project's uv.lock as that lock's own pins", () => {
+    const project = new URL('../../../../examples/pipelines/tiny-lightning/', import.meta.url);
+    const exported = execFileSync(
+      'uv',
+      ['export', '--frozen', '--no-dev', '--no-emit-project', '--format', 'requirements-txt'],
+      { cwd: project, encoding: 'utf8', env: { ...process.env, UV_PYTHON_DOWNLOADS: 'never' } },
+    );
+    const lock = readFileSync(new URL('uv.lock', project), 'utf8');
+    const byName = (pins: { name: string }[]) => [...pins].sort((a, b) => (a.name < b.name ? -1 : 1));
+    for (const python of ['3.11', '3.12']) {
+      const env = linuxX86_64(python);
+      expect(byName(requirementsPins(exported, env, 'exported.txt'))).toEqual(
+        byName(pipelinePins(lock, env, 'tiny-lightning')),
+      );
+    }
+  });
+
+  it.each([
+    ['an unpinned requirement', 'numpy>=2\n', /req\.txt:1: numpy>=2 is not pinned: expected name==version/],
+    ['an option', 'torch==2.9.1\n-r other.txt\n', /req\.txt:2: -r other\.txt: options are not read/],
+    ['a package pinned twice', 'a==1\nA==2\n', /req\.txt:2: a is pinned twice \(1 and 2\)/],
+  ])('refuses %s with its line', (_what, text, message) => {
+    expect(() => requirementsPins(text, linuxX86_64('3.11'), 'req.txt')).toThrow(LockfileError);
+    expect(() => requirementsPins(text, linuxX86_64('3.11'), 'req.txt')).toThrow(message);
+  });
+
+  it('needs the project of a uv.lock, not of a requirements file', () => {
+    const lock = (file: string) =>
+      EnvironmentSpecSchema.safeParse({ name: 'x', backend: 'venv', python: '3.11', pipelineLock: { file } });
+    expect(lock('req/requirements.txt').success).toBe(true);
+    const uv = lock('theirs/uv.lock');
+    expect(uv.success).toBe(false);
+    expect(uv.error?.issues[0]?.message).toMatch(/a uv\.lock needs project/);
+    expect(lock('../outside/requirements.txt').success).toBe(false);
+  });
+});
