@@ -176,17 +176,20 @@ describe('renderInteractiveShell: the init', () => {
           stage: autoencoder,
           staging: { enabled: false, datasets: [] },
           cacheDirs: { hcrl_sa: cache },
+          cacheRootVariable: 'THEIR_CACHE',
           stageDataScript: '/nowhere/stage_data.sh',
         },
       }),
     );
     const r = spawnSync('bash', ['--rcfile', sb.write('init.sh', init), '-i'], {
-      input: 'echo "cache=$HPC_CACHE_ROOT"\nexit\n',
+      input: 'echo "cache=$HPC_CACHE_ROOT"\necho "theirs=$THEIR_CACHE"\nexit\n',
       encoding: 'utf8',
       env: sb.env(),
     });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(`cache=${join(sb.dir, 'scratch', 'cache')}\n`);
+    // The pipeline's own name for it (its declaration's cacheRootVariable), as its job exports it.
+    expect(r.stdout).toContain(`theirs=${join(sb.dir, 'scratch', 'cache')}\n`);
     expect(existsSync(join(sb.tmp, 'hpc-cache'))).toBe(false);
   });
 });
