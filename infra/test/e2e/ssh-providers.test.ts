@@ -53,7 +53,7 @@ describe('ssh executor against a real sshd', () => {
 });
 
 function readdir(): string[] {
-  return readdirSync(tmpdir()).filter((f) => f.startsWith('kdgat-ssh-'));
+  return readdirSync(tmpdir()).filter((f) => f.startsWith('hpc-ssh-'));
 }
 
 describe('file and directory providers through ssh', () => {

@@ -2,7 +2,9 @@
 // Pulumi, then the runner — train --wait, status, logs, report, a requeue, --from-manifest, cancel,
 // and a --wait whose SSH master is killed halfway — with the pipeline's code arriving only as the
 // run's snapshot. Needs root (namespaces) and the bootstrap; run by scripts/test.sh.
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JUPYTER_DRIVER, shq } from '@kdgat/slurm-templates';
@@ -323,7 +325,7 @@ describe('the laptop reaches the site only over ssh', () => {
     );
     await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint) || undefined);
     // The SSH master of the waiting runner goes away (a laptop's network drops, a NAT forgets it).
-    const masters = await site.laptop(['pkill', '-9', '-f', 'kdgat-ssh-.*master \\[mux\\]']);
+    const masters = await site.laptop(['pkill', '-9', '-f', 'hpc-ssh-.*master \\[mux\\]']);
     expect(masters.code, said(masters)).toBe(0);
     // The job is signalled as SLURM does before a preemption or the time limit, and requeues itself.
     expectOk(await site.ssh(`scancel --signal=USR1 --batch ${jobId}`));
@@ -532,6 +534,61 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(html).toContain('<h2>Pipeline tiny-lightning</h2>');
     expect(html).toContain('curves from the pipeline&#x27;s per-epoch history (csv/metrics.csv');
     expect(existsSync(join(dirs.local, 'report', 'fit-curves.png'))).toBe(true);
+  });
+
+  it("a pipeline whose code is a git repository at a commit runs that commit's code on the site", async () => {
+    // The researcher's repository: tiny-lightning at one commit, then a later commit that removes its
+    // training code. The declaration names the first commit, so only its code can make the job pass.
+    const name = `tinygit-${Date.now().toString(36)}`;
+    const examples = join(REPO, 'examples', 'pipelines');
+    const repo = mkdtempSync(join(tmpdir(), 'hpc-their-repo-'));
+    cpSync(join(examples, 'tiny-lightning'), repo, { recursive: true });
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'user.name=r', '-c', 'user.email=r@example.org', ...args], {
+        cwd: repo,
+        encoding: 'utf8',
+      }).trim();
+    git('init', '--quiet');
+    git('add', '-A');
+    git('commit', '--quiet', '-m', 'tiny-lightning as it trains');
+    const commit = git('rev-parse', 'HEAD');
+    git('rm', '--quiet', 'src/tiny_lightning/train.py');
+    git('commit', '--quiet', '-m', 'later: the training code moved away');
+    const declaration = readFileSync(join(examples, 'tiny-lightning.pipeline.yaml'), 'utf8')
+      .replace(/^name: .*$/m, `name: ${name}`)
+      .replace(/^code: .*$/m, `code: { git: { url: ${repo}, commit: ${commit} }, pythonPath: [src] }`)
+      .replace('file: tiny-lightning.schema.json', `file: ${join(examples, 'tiny-lightning.schema.json')}`);
+    const declarationFile = join(site.dir, `${name}.pipeline.yaml`);
+    writeFileSync(declarationFile, declaration);
+    const spec = writeSpec(
+      name,
+      [
+        `name: ${name}`,
+        'cluster: local',
+        `environment: ${join(examples, 'tiny-lightning.environment.yaml')}`,
+        `pipeline: ${declarationFile}`,
+        'stages:',
+        '  - id: fit',
+        '    stage: train',
+        '    model: mlp',
+        '    scale: small',
+        '    dataset: synth',
+        '    overrides: { max_epochs: 1 }',
+        '    resources: { cpus: 1, memGB: 3, gpus: { count: 0 }, time: "0:10:00" }',
+        '',
+      ].join('\n'),
+    );
+    const r = expectOk(await site.runner([...trainArgs(spec), '--wait']));
+    expect(r.out).toMatch(/all 1 task\(s\) completed/);
+    expect(r.out + r.err).toContain(`pipeline ${name} at ${commit.slice(0, 12)} from ${repo}`);
+    const dirs = runDirsOf(r.out);
+    const manifest = JSON.parse(readFileSync(join(site.onSite(dirs.site), 'manifest.json'), 'utf8')) as {
+      code: { commit: string; dir: string };
+    };
+    expect(manifest.code.commit).toBe(commit);
+    expect(existsSync(join(site.onSite(manifest.code.dir), 'src', 'tiny_lightning', 'train.py'))).toBe(true);
+    const local = join(dirs.local, 'outputs', 'synth', 'mlp_small_train');
+    expect(JSON.parse(readFileSync(join(local, 'metrics.json'), 'utf8'))).toMatchObject({ epochs: 1 });
   });
 
   it('with the site unreachable, status, logs and report show the local copy and say how old it is', async () => {
