@@ -1,7 +1,12 @@
-"""bench/preprocess: messages/s of the vectorised preprocessing vs a straightforward pandas
+"""bench/preprocess: messages/s per core of the vectorised preprocessing vs a straightforward pandas
 per-window implementation (the baseline, written here), on a generated CAN file.
 
 Run from the repo root:  cd python && uv run python ../bench/preprocess/run.py [--messages 5000000]
+
+Every timing runs --repeat times (default 5), the variants interleaved within each round, and is
+reported as median [min-max]. The thread count is pinned (--threads, default 1: numpy, torch and
+Arrow's pools) and printed, so rates are per core; the CPU seconds of the process are printed beside
+the wall-clock ones (on a shared machine CPU < wall means the process waited for a core).
 
 Prints the figures, the ratio, and one JSON line. The baseline runs on the first
 --baseline-messages messages of the same file and its rate is extrapolated to the whole file
@@ -10,19 +15,42 @@ Prints the figures, the ratio, and one JSON line. The baseline runs on the first
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
-import tempfile
-import time
-from pathlib import Path
+import sys
 
-import numpy as np
-import pandas as pd
 
-from kdgat.data import GraphParams, build_window_graphs, preprocess_dataset, read_can_file
-from kdgat.data.synth import generate_can_traffic, write_can_file
+def _threads_from_argv(argv: list[str]) -> int:
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--threads="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
+# Thread pools size themselves when their library is first imported, so pin them before that.
+THREADS = _threads_from_argv(sys.argv[1:])
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from functools import partial  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TypeVar  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import torch  # noqa: E402
+
+from kdgat.data import GraphParams, build_window_graphs, preprocess_dataset, read_can_file  # noqa: E402
+from kdgat.data.synth import generate_can_traffic, write_can_file  # noqa: E402
 
 
 def pandas_baseline(path: Path, nrows: int, w: int, s: int) -> list[dict[str, np.ndarray]]:
@@ -92,49 +120,96 @@ def pandas_baseline(path: Path, nrows: int, w: int, s: int) -> list[dict[str, np
     return graphs
 
 
+T = TypeVar("T")
+
+
+class Timings:
+    """Wall-clock and CPU seconds of repeated runs of one variant."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def run(self, fn: Callable[[], T]) -> T:
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        self.wall.append(time.perf_counter() - w0)
+        self.cpu.append(time.process_time() - c0)
+        return out
+
+    def rate(self, messages: int) -> tuple[float, float, float]:
+        """Messages/s per core: median, min, max over the runs."""
+        rates = [messages / (s * THREADS) for s in self.wall]
+        return statistics.median(rates), min(rates), max(rates)
+
+    def line(self, label: str, messages: int, note: str = "") -> str:
+        med, lo, hi = self.rate(messages)
+        return (
+            f"{label:<20s} {statistics.median(self.wall):7.2f}s (cpu {statistics.median(self.cpu):6.2f}s)  "
+            f"{med:11,.0f} msg/s/core [{lo:,.0f}-{hi:,.0f}]{note}"
+        )
+
+    def to_json(self, messages: int) -> dict[str, object]:
+        med, lo, hi = self.rate(messages)
+        return {
+            "seconds": [round(s, 3) for s in self.wall],
+            "cpu_seconds": [round(s, 3) for s in self.cpu],
+            "msgs_per_s_per_core": {"median": round(med), "min": round(lo), "max": round(hi)},
+        }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=5_000_000)
     ap.add_argument("--baseline-messages", type=int, default=100_000)
     ap.add_argument("--attack", default="fuzzy", help="attack injected in the generated file")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds of timings (at least 5 advised)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of numpy/torch/Arrow (default 1)")
     ap.add_argument(
         "--workdir", type=Path, default=None, help="where to write the file (default: a temp dir)"
     )
     args = ap.parse_args()
+    torch.set_num_threads(THREADS)
+    pa.set_cpu_count(THREADS)
+    pa.set_io_thread_count(THREADS)
     params = GraphParams()
     w, s = params.window_size, params.stride
+    n = args.messages
+    nb = min(args.baseline_messages, n)
 
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         raw = Path(tmp) / "raw"
         path = raw / "train_bench.csv"
         t0 = time.perf_counter()
-        messages = generate_can_traffic(args.messages, seed=11, attack=args.attack)
+        messages = generate_can_traffic(n, seed=11, attack=args.attack)
         write_can_file(path, messages, "csv")
+        del messages
         gen_s = time.perf_counter() - t0
         size_mb = path.stat().st_size / 1e6
-        print(
-            f"generated {args.messages:,} messages ({args.attack}) -> {path.name}, "
-            f"{size_mb:.0f} MB in {gen_s:.1f}s"
-        )
+        print(f"generated {n:,} messages ({args.attack}) -> {path.name}, {size_mb:.0f} MB in {gen_s:.1f}s")
 
-        # ours, stage by stage (one process: one file)
-        t0 = time.perf_counter()
-        parsed, report = read_can_file(path)
-        parse_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        graphs = build_window_graphs(parsed.can_id, parsed.payload, parsed.label, w, s)
-        graph_s = time.perf_counter() - t0
-        # ours, end to end: sha256 fingerprint, parse, graphs, vocab, normalisation, torch.save
-        t0 = time.perf_counter()
-        info = preprocess_dataset("bench", params, workers=1, raw=raw, cache=Path(tmp) / "cache")
-        e2e_s = time.perf_counter() - t0
-        assert report.malformed == 0 and not info.hit
-
-        # baseline on a prefix, extrapolated
-        nb = min(args.baseline_messages, args.messages)
-        t0 = time.perf_counter()
-        base = pandas_baseline(path, nb, w, s)
-        base_s = time.perf_counter() - t0
+        # One round runs every variant once; rounds repeat, so a slow spell of the shared
+        # machine hits all variants alike. preprocess_dataset gets a fresh cache each time.
+        parse_t, graph_t, both_t, e2e_t, base_t = Timings(), Timings(), Timings(), Timings(), Timings()
+        for r in range(args.repeat):
+            parsed, report = parse_t.run(partial(read_can_file, path))
+            graphs = graph_t.run(
+                partial(build_window_graphs, parsed.can_id, parsed.payload, parsed.label, w, s)
+            )
+            both_t.wall.append(parse_t.wall[-1] + graph_t.wall[-1])
+            both_t.cpu.append(parse_t.cpu[-1] + graph_t.cpu[-1])
+            # ours, end to end: sha256 fingerprint, parse, graphs, vocab, normalisation, torch.save
+            cache = Path(tmp) / f"cache{r}"
+            info = e2e_t.run(partial(preprocess_dataset, "bench", params, workers=1, raw=raw, cache=cache))
+            assert report.malformed == 0 and not info.hit
+            # baseline on a prefix, extrapolated
+            base = base_t.run(partial(pandas_baseline, path, nb, w, s))
+            print(
+                f"round {r + 1}/{args.repeat}: parse {parse_t.wall[-1]:.2f}s, "
+                f"graphs {graph_t.wall[-1]:.2f}s, end to end {e2e_t.wall[-1]:.2f}s, "
+                f"baseline {base_t.wall[-1]:.2f}s",
+                flush=True,
+            )
 
         # same results on the prefix
         for g, ref in enumerate(base):
@@ -142,36 +217,32 @@ def main() -> None:
             c, d = graphs.edge_ptr[g], graphs.edge_ptr[g + 1]
             np.testing.assert_allclose(graphs.x[a:b, 1:], ref["x"][:, 1:], rtol=1e-5, atol=1e-5)
             assert np.array_equal(graphs.edge_index[:, c:d], ref["edge_index"])
-            np.testing.assert_allclose(
-                graphs.edge_attr[c:d], ref["edge_attr"], rtol=1e-5, atol=1e-5
-            )
+            np.testing.assert_allclose(graphs.edge_attr[c:d], ref["edge_attr"], rtol=1e-5, atol=1e-5)
             assert graphs.y[g] == ref["y"]
 
-    n = args.messages
-    ours_rate = n / (parse_s + graph_s)
-    e2e_rate = n / e2e_s
-    base_rate = nb / base_s
+    ours_rate = both_t.rate(n)[0]
+    e2e_rate = e2e_t.rate(n)[0]
+    base_rate = base_t.rate(nb)[0]
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"numpy {np.__version__}, pandas {pd.__version__}"
+        f"threads {THREADS} (rates are per core: messages / (seconds x threads)); "
+        f"numpy {np.__version__}, pandas {pd.__version__}, pyarrow {pa.__version__}"
     )
-    print(f"ours   parse      {parse_s:7.2f}s  {n / parse_s:12,.0f} msg/s")
+    print(f"{args.repeat} rounds, median [min-max] over the rounds; {n:,} messages")
+    print(parse_t.line("ours parse", n))
+    print(graph_t.line("ours graphs", n, f"  ({graphs.num_graphs:,} windows)"))
+    print(both_t.line("ours parse+graphs", n))
     print(
-        f"ours   graphs     {graph_s:7.2f}s  {n / graph_s:12,.0f} msg/s  "
-        f"({graphs.num_graphs:,} windows)"
-    )
-    print(f"ours   parse+graphs {parse_s + graph_s:5.2f}s  {ours_rate:12,.0f} msg/s")
-    print(
-        f"ours   end to end {e2e_s:7.2f}s  {e2e_rate:12,.0f} msg/s  "
-        "(preprocess_dataset: hash, parse, graphs, vocab, normalise, save)"
-    )
-    print(
-        f"pandas baseline   {base_s:7.2f}s  {base_rate:12,.0f} msg/s  "
-        f"measured on the first {nb:,} messages "
-        f"({len(base):,} windows); extrapolated to {n:,}: {n / base_rate:,.0f}s"
+        e2e_t.line("ours end to end", n)
+        + "  (preprocess_dataset: hash, parse, graphs, vocab, normalise, save)"
     )
     print(
-        f"ratio (ours parse+graphs / pandas baseline): {ours_rate / base_rate:,.0f}x; "
+        base_t.line("pandas baseline", nb)
+        + f"  measured on the first {nb:,} messages ({len(base):,} windows); "
+        f"extrapolated to {n:,}: {n / base_rate:,.0f}s"
+    )
+    print(
+        f"ratio (ours parse+graphs / pandas baseline, medians): {ours_rate / base_rate:,.0f}x; "
         f"end to end: {e2e_rate / base_rate:,.0f}x"
     )
     print(f"baseline graphs identical to ours on the prefix: {len(base)} windows checked")
@@ -180,15 +251,18 @@ def main() -> None:
             {
                 "messages": n,
                 "baseline_messages": nb,
-                "ours_msgs_per_s": round(ours_rate),
-                "ours_end_to_end_msgs_per_s": round(e2e_rate),
-                "baseline_msgs_per_s": round(base_rate),
+                "threads": THREADS,
+                "repeat": args.repeat,
+                "ours_msgs_per_s_per_core": round(ours_rate),
+                "ours_end_to_end_msgs_per_s_per_core": round(e2e_rate),
+                "baseline_msgs_per_s_per_core": round(base_rate),
                 "ratio": round(ours_rate / base_rate, 1),
                 "ratio_end_to_end": round(e2e_rate / base_rate, 1),
-                "parse_s": round(parse_s, 3),
-                "graphs_s": round(graph_s, 3),
-                "end_to_end_s": round(e2e_s, 3),
-                "baseline_s": round(base_s, 3),
+                "parse": parse_t.to_json(n),
+                "graphs": graph_t.to_json(n),
+                "parse_graphs": both_t.to_json(n),
+                "end_to_end": e2e_t.to_json(n),
+                "baseline": base_t.to_json(nb),
                 "baseline_extrapolated": nb < n,
             }
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import numpy as np
 import pytest
 
-from kdgat.data import EDGE_FEATURES, NODE_FEATURES, build_window_graphs
+from kdgat.data import EDGE_FEATURES, NODE_FEATURES, build_window_graphs, graphs
 
 
 def reference_graphs(ids: list[int], payload: list[list[int]], labels: list[int], w: int, s: int):
@@ -68,6 +69,7 @@ def reference_graphs(ids: list[int], payload: list[list[int]], labels: list[int]
         (150, 10, 25, 30, 2),  # gaps between windows, mostly distinct IDs
         (64, 2, 1, 3, 3),  # the smallest window
         (99, 100, 100, 4, 4),  # shorter than one window: no graph
+        (700, 300, 200, 40, 5),  # windows too long for the 16-bit byte-sum lanes
     ],
 )
 def test_vectorised_graphs_match_the_reference(n: int, w: int, s: int, n_ids: int, seed: int) -> None:
@@ -140,3 +142,33 @@ def test_invalid_window_parameters_are_named() -> None:
         build_window_graphs(one, np.zeros((4, 8), np.uint8), np.zeros(4, np.uint8), 1, 1)
     with pytest.raises(ValueError, match="stride 0 is invalid"):
         build_window_graphs(one, np.zeros((4, 8), np.uint8), np.zeros(4, np.uint8), 2, 0)
+
+
+@pytest.mark.parametrize(("w", "s"), [(100, 100), (20, 7), (10, 25), (2, 1)])
+@pytest.mark.parametrize("chunk", [1, 150, 1000])
+def test_graphs_built_in_chunks_of_windows_are_the_same_arrays(
+    w: int, s: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(w + s)
+    n = 3000
+    ids = rng.choice(0x800, 25, replace=False).astype(np.uint32)[rng.integers(0, 25, n)]
+    payload = rng.integers(0, 256, (n, 8)).astype(np.uint8)
+    labels = (rng.random(n) < 0.01).astype(np.uint8)
+    whole = build_window_graphs(ids, payload, labels, w, s)
+    monkeypatch.setattr(graphs, "CHUNK_WINDOW_MESSAGES", chunk)
+    chunked = build_window_graphs(ids, payload, labels, w, s)
+    for field in dataclasses.fields(whole):
+        a, b = getattr(whole, field.name), getattr(chunked, field.name)
+        assert a.dtype == b.dtype and a.shape == b.shape, field.name
+        assert a.tobytes() == b.tobytes(), field.name
+
+
+@pytest.mark.parametrize("w", [2, 257, 258, 400])
+def test_byte_means_of_full_bytes_do_not_overflow(w: int) -> None:
+    # byte sums of a window of 0xff bytes: the 16-bit lanes hold up to 257 of them, larger
+    # windows take the float path
+    n = 2 * w
+    ids = np.arange(n, dtype=np.uint32) % 3
+    graphs_ = build_window_graphs(ids, np.full((n, 8), 255, np.uint8), np.zeros(n, np.uint8), w, w)
+    assert graphs_.num_graphs == 2
+    np.testing.assert_array_equal(graphs_.x[:, 1:9], 1.0)

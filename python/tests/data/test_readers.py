@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kdgat.data import DataError, detect_format, read_can_file, readers
+from kdgat.data.synth import generate_can_traffic, write_can_file
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -142,3 +143,79 @@ def test_non_ascii_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     assert report.reasons == {"non-ASCII bytes": 1}
     assert report.examples[0][0] == 3
     assert messages.can_id.tolist() == [0x0A0, 0x0A1]
+
+
+def _general_parse(path: Path, monkeypatch: pytest.MonkeyPatch):
+    """read_can_file with the plain can-train-and-test fast path switched off."""
+    with monkeypatch.context() as m:
+        m.setattr(readers, "_parse_clean_ctt", lambda lines: None)
+        return read_can_file(path)
+
+
+@pytest.mark.parametrize(
+    ("body", "plain"),
+    [
+        # plain lines: the fast path; ids of 1-8 digits, upper case, empty and full payloads
+        (
+            "1672531200.000614,304,fecd,0\n1672531200.5,6D8,074C9d9c7d3fd663,1\n7,0,,0\n"
+            "12.,1fffffff,00,1\n0.000000000000000000001,00000001,abcdefABCDEF0123,0\n",
+            True,
+        ),
+        ("1.5,0a0,,0\n2.5,0a1,,1\n", True),  # every payload empty
+        # long timestamps (more digits than a double holds)
+        ("1672531200.123456789012345678,7ff,01,0\n16725312001234567890,7fe,0102,0\n", True),
+        # not plain: each falls back to the general parser, which counts the bad rows
+        ("1.0,0a0,00,0\n\n1.1,0a1,01,1\n", False),  # empty line
+        ("1.0, 0a0,00,0\n1.1,0a1,01,1\n", False),  # a space
+        ("1.0,0a0,00,0\r\n1.1,0a1,01,1\r\n", True),  # CRLF: Arrow splits lines at \r\n too
+        ("1.0,0a0,00,0\r\n1.1,0a1,01,1\r\r\n", False),  # a stray \r: an empty line
+        ("1e3,0a0,00,0\n.5,0a1,01,1\n+1.0,0a2,,0\n", False),  # other float forms the regex accepts
+        ("1.0.0,0a0,00,0\n1.1,0g1,01,1\n1.2,0a2,012,0\n1.3,0a3,00,2\n1.4,0a4,00\n1.5,,00,0\n", False),
+        ("1.0,123456789,00,0\n1.1,0a1,000102030405060708,0\n" + "9" * 40 + ",0a2,00,0\n", False),
+    ],
+)
+def test_plain_ctt_fast_path_equals_the_general_parser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, plain: bool
+) -> None:
+    path = tmp_path / "x.csv"
+    path.write_bytes(("timestamp,arbitration_id,data_field,attack\n" + body).encode())
+    fast = readers._parse_clean_ctt
+    used: list[bool] = []
+
+    def spy(lines: pa.Array) -> object:
+        out = fast(lines)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(readers, "_parse_clean_ctt", spy)
+    got, got_report = read_can_file(path)
+    assert used == [plain]
+
+    want, want_report = _general_parse(path, monkeypatch)
+    assert got_report.to_json() == want_report.to_json()
+    for name in ("timestamp", "can_id", "dlc", "payload", "label"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert a.tobytes() == b.tobytes(), name
+
+
+def test_plain_ctt_fast_path_on_generated_traffic_in_several_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_can_file(tmp_path / "t.csv", generate_can_traffic(20_000, seed=3, attack="fuzzy"), "csv")
+    monkeypatch.setattr(readers, "BLOCK_SIZE", 1 << 16)
+    fast = readers._parse_clean_ctt
+    used: list[bool] = []
+
+    def spy(lines: pa.Array) -> object:
+        out = fast(lines)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(readers, "_parse_clean_ctt", spy)
+    got, got_report = read_can_file(path)
+    assert len(used) > 1 and all(used) and got_report.malformed == 0
+    want, want_report = _general_parse(path, monkeypatch)
+    assert got_report.to_json() == want_report.to_json()
+    for name in ("timestamp", "can_id", "dlc", "payload", "label"):
+        assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name

@@ -47,7 +47,7 @@ training rows happens afterwards (:mod:`kdgat.data.build`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -139,12 +139,42 @@ class WindowGraphs:
         )
 
 
-def _segments(sorted_keys: npt.NDArray[np.int64] | npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Start offsets of runs of equal values in a sorted array, plus the end: int64[k + 1]."""
-    if len(sorted_keys) == 0:
-        return np.zeros(1, np.int64)
-    change = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
-    return np.concatenate([[0], change, [len(sorted_keys)]]).astype(np.int64)
+#: Largest window whose per-node payload byte sums fit the 16-bit lanes of ``_byte_sums``.
+_MAX_LANE_WINDOW = 65535 // 255
+
+
+def _byte_sums(
+    payload: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], seg_start: npt.NDArray[np.int64], w: int
+) -> npt.NDArray[np.float64]:
+    """Sums of the payload bytes of ``payload[rows]`` over the runs starting at ``seg_start``:
+    float64[k, 8], exact (integers)."""
+    if w > _MAX_LANE_WINDOW:
+        return np.add.reduceat(payload[rows].astype(np.float64), seg_start, axis=0)
+    # Each message as one little-endian uint64; bytes 0, 2, 4, 6 and bytes 1, 3, 5, 7 spread
+    # over four 16-bit lanes each, so one integer reduceat sums four bytes at a time (a lane holds
+    # at most w * 255 <= 65535: no carry into the next lane).
+    words = np.ascontiguousarray(payload).view("<u8").ravel()[rows]
+    lane_mask = np.uint64(0x00FF00FF00FF00FF)
+    even = np.add.reduceat(words & lane_mask, seg_start)
+    odd = np.add.reduceat((words >> np.uint64(8)) & lane_mask, seg_start)
+    sums = np.empty((len(seg_start), 8), np.float64)
+    for lane in range(4):
+        shift = np.uint64(16 * lane)
+        sums[:, 2 * lane] = (even >> shift) & np.uint64(0xFFFF)
+        sums[:, 2 * lane + 1] = (odd >> shift) & np.uint64(0xFFFF)
+    return sums
+
+
+def _runs(sorted_rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Flat mask of the first element of every run of equal values within each row."""
+    first = np.ones(sorted_rows.shape, bool)
+    first[:, 1:] = sorted_rows[:, 1:] != sorted_rows[:, :-1]
+    return first.ravel()
+
+
+#: Window messages (windows x window size) per chunk of ``build_window_graphs``: small enough
+#: that a chunk's arrays stay in the CPU caches, large enough that the per-chunk overhead is nil.
+CHUNK_WINDOW_MESSAGES = 1 << 18
 
 
 def build_window_graphs(
@@ -163,77 +193,100 @@ def build_window_graphs(
     if n < w:
         return WindowGraphs.empty()
     g = (n - w) // stride + 1
+    # Every graph depends on its own window only, so chunks of windows are built one by one.
+    per_chunk = max(1, CHUNK_WINDOW_MESSAGES // w)
+    parts = []
+    for first in range(0, g, per_chunk):
+        a, b = first * stride, (min(first + per_chunk, g) - 1) * stride + w
+        part = _window_graphs(can_id[a:b], payload[a:b], label[a:b], w, stride)
+        parts.append(replace(part, window_start=part.window_start + a))
+    return parts[0] if len(parts) == 1 else WindowGraphs.concat(parts)
+
+
+def _window_graphs(
+    can_id: npt.NDArray[np.uint32],
+    payload: npt.NDArray[np.uint8],
+    label: npt.NDArray[np.uint8],
+    w: int,
+    stride: int,
+) -> WindowGraphs:
+    """``build_window_graphs`` of a stream of at least ``w`` messages."""
+    g = (len(can_id) - w) // stride + 1
+    window_first = np.arange(g, dtype=np.int64) * w  # flat index of each window's first message
     if stride == w:
         msg = np.arange(g * w, dtype=np.int64)
     else:
         msg = ((np.arange(g, dtype=np.int64) * stride)[:, None] + np.arange(w)).ravel()
-    pos = np.tile(np.arange(w, dtype=np.int64), g)
 
-    # --- nodes: distinct CAN IDs per window. Sorting each window's row (stable, so positions
-    # stay ascending within an ID) is much cheaper than one global sort of (window, ID) keys.
-    ids2d = can_id[msg].reshape(g, w)
-    order2d = np.argsort(ids2d, axis=1, kind="stable")
-    sorted2d = np.take_along_axis(ids2d, order2d, axis=1)
-    new_node = np.ones((g, w), bool)
-    new_node[:, 1:] = sorted2d[:, 1:] != sorted2d[:, :-1]
-    new_flat = new_node.ravel()
-    order = (order2d + (np.arange(g, dtype=np.int64) * w)[:, None]).ravel()
-    seg = np.concatenate([np.flatnonzero(new_flat), [g * w]]).astype(np.int64)
+    # --- nodes: distinct CAN IDs per window. Sorting each window's (ID, position) keys groups the
+    # messages of an ID with their positions ascending (as a stable sort by ID would), and a
+    # plain row sort of int64 keys is much cheaper than one global sort or a stable argsort.
+    node_key = np.sort(can_id[msg].astype(np.int64).reshape(g, w) * w + np.arange(w), axis=1)
+    sorted_pos = node_key % w
+    sorted_ids = node_key // w
+    new_node = _runs(sorted_ids)
+    order = (sorted_pos + window_first[:, None]).ravel()
+    seg = np.concatenate([np.flatnonzero(new_node), [g * w]]).astype(np.int64)
     num_nodes = len(seg) - 1
-    node_can_id = sorted2d.ravel()[seg[:-1]].astype(np.uint32)
-    node_graph = seg[:-1] // w
+    node_can_id = sorted_ids.ravel()[seg[:-1]].astype(np.uint32)
     count = np.diff(seg)
     node_of_msg = np.empty(g * w, np.int64)
-    node_of_msg[order] = np.cumsum(new_flat) - 1
+    node_of_msg[order] = np.cumsum(new_node) - 1
+    node_ptr = np.concatenate([[0], np.cumsum(new_node.reshape(g, w).sum(axis=1))]).astype(np.int64)
 
     x = np.zeros((num_nodes, len(NODE_FEATURES)), np.float32)
-    byte_sums = np.add.reduceat(payload[msg[order]].astype(np.float64), seg[:-1], axis=0)
-    x[:, 1:9] = byte_sums / count[:, None] / 255.0
+    x[:, 1:9] = _byte_sums(payload, msg[order], seg[:-1], w) / count[:, None] / 255.0
     x[:, 9] = count
-    x[:, 10] = pos[order[seg[1:] - 1]] / (w - 1)
-    node_ptr = np.searchsorted(node_graph, np.arange(g + 1)).astype(np.int64)
+    x[:, 10] = sorted_pos.ravel()[seg[1:] - 1] / (w - 1)
 
-    # --- edges: distinct (source node, target node) over consecutive messages in a window
+    # --- edges: distinct (source node, target node) over consecutive messages in a window.
+    # Sorting (local source, local target, position) keys per window orders the edges by
+    # (source, target) with the positions of each edge ascending; nodes are numbered window by
+    # window, so this is also the global (source, target) order.
     nodes2d = node_of_msg.reshape(g, w)
-    src = nodes2d[:, :-1].ravel()
-    dst = nodes2d[:, 1:].ravel()
-    tpos = np.tile(np.arange(w - 1, dtype=np.int64), g)
-    # Edges sorted per window by local (source, target): nodes are numbered window by window,
-    # so the flattened order is the global (source, target) order.
-    local = (nodes2d - node_ptr[:-1, None]).astype(np.int64)
-    lkey = local[:, :-1] * w + local[:, 1:]
-    eorder2d = np.argsort(lkey, axis=1, kind="stable")
-    eorder = (eorder2d + (np.arange(g, dtype=np.int64) * (w - 1))[:, None]).ravel()
-    ekey = src * num_nodes + dst
-    ekey_sorted = ekey[eorder]
-    eseg = _segments(ekey_sorted)
+    local = nodes2d - node_ptr[:-1, None]
+    edge_key = np.sort((local[:, :-1] * w + local[:, 1:]) * (w - 1) + np.arange(w - 1), axis=1)
+    tpos = edge_key % (w - 1)
+    pair = edge_key // (w - 1)
+    new_edge = _runs(pair)
+    eseg = np.concatenate([np.flatnonzero(new_edge), [g * (w - 1)]]).astype(np.int64)
     num_edges = len(eseg) - 1
     ecount = np.diff(eseg)
-    ukey = ekey_sorted[eseg[:-1]]
-    usrc, udst = ukey // num_nodes, ukey % num_nodes
-    tpos_sorted = tpos[eorder]
-    first = tpos_sorted[eseg[:-1]]
-    last = tpos_sorted[eseg[1:] - 1]
+    upair = pair.ravel()[eseg[:-1]]
+    lsrc, ldst = upair // w, upair % w
+    edge_ptr = np.concatenate([[0], np.cumsum(new_edge.reshape(g, w - 1).sum(axis=1))]).astype(np.int64)
+    edge_graph = eseg[:-1] // (w - 1)
+    tpos = tpos.ravel()
+    first = tpos[eseg[:-1]]
+    last = tpos[eseg[1:] - 1]
 
-    edge_of_t = np.repeat(np.arange(num_edges, dtype=np.int64), ecount)
-    same = edge_of_t[1:] == edge_of_t[:-1]
-    gaps = np.diff(tpos_sorted)[same].astype(np.float64)
-    sumsq = np.bincount(edge_of_t[1:][same], weights=gaps * gaps, minlength=num_edges)
+    # sum of squared gaps between an edge's consecutive positions (integers: exact)
+    gaps = np.zeros(len(tpos), np.int64)
+    gaps[1:] = np.diff(tpos)
+    gaps[new_edge] = 0
+    sumsq = np.add.reduceat(gaps * gaps, eseg[:-1]).astype(np.float64)
     multi = ecount >= 2
     denom = np.maximum(ecount - 1, 1)
     mean_int = np.where(multi, (last - first) / denom, 0.0)
     var = np.where(multi, sumsq / denom - mean_int * mean_int, 0.0)
     std_int = np.sqrt(np.maximum(var, 0.0))
 
-    reverse = udst * num_nodes + usrc
+    ukey = edge_graph * (w * w) + upair  # ascending: edges are in (window, source, target) order
+    reverse = edge_graph * (w * w) + ldst * w + lsrc
     hit = np.searchsorted(ukey, reverse)
     bidir = (hit < num_edges) & (ukey[np.minimum(hit, num_edges - 1)] == reverse)
 
-    degree = (np.bincount(src, minlength=num_nodes) + np.bincount(dst, minlength=num_nodes)).astype(
-        np.float64
-    )
-    e = np.zeros((num_edges, len(EDGE_FEATURES)), np.float64)
-    e[:, 0] = ecount
+    # deg(v) = transitions from v + transitions into v: every message of v is both, except a
+    # window's first message (no transition into it) and last message (none out of it)
+    degree = 2 * count
+    degree[nodes2d[:, 0]] -= 1
+    degree[nodes2d[:, -1]] -= 1
+    deg_src = degree[lsrc + node_ptr[edge_graph]].astype(np.float64)
+    deg_dst = degree[ldst + node_ptr[edge_graph]].astype(np.float64)
+
+    # float64 columns written straight into float32 (the same rounding as a final astype)
+    e = np.empty((num_edges, len(EDGE_FEATURES)), np.float32)
+    e[:, 0] = ecount.astype(np.float64)
     e[:, 1] = ecount / w
     e[:, 2] = mean_int
     e[:, 3] = std_int
@@ -242,18 +295,15 @@ def build_window_graphs(
     e[:, 6] = last / w
     e[:, 7] = (last - first) / w
     e[:, 8] = bidir
-    e[:, 9] = degree[usrc] * degree[udst]
-    e[:, 10] = degree[usrc] / degree[udst]
+    e[:, 9] = deg_src * deg_dst
+    e[:, 10] = deg_src / deg_dst
 
-    edge_graph = node_graph[usrc]
-    edge_index = np.stack([usrc - node_ptr[edge_graph], udst - node_ptr[edge_graph]])
-    edge_ptr = np.searchsorted(edge_graph, np.arange(g + 1)).astype(np.int64)
     y: npt.NDArray[np.int64] = np.asarray(label[msg].reshape(g, w).any(axis=1), np.int64)
     return WindowGraphs(
         node_can_id=node_can_id,
         x=x,
-        edge_index=edge_index.astype(np.int64),
-        edge_attr=e.astype(np.float32),
+        edge_index=np.stack([lsrc, ldst]).astype(np.int64),
+        edge_attr=e,
         node_ptr=node_ptr,
         edge_ptr=edge_ptr,
         y=y,

@@ -356,6 +356,9 @@ def _parse_ctt(
     report: ParseReport,
     non_ascii: npt.NDArray[np.bool_],
 ) -> CanMessages:
+    clean = _parse_clean_ctt(lines)
+    if clean is not None:
+        return clean
     n = len(lines)
     lines = pc.utf8_trim_whitespace(lines)
     checks = _Checks(n, numbers, _texts_of(lines), report, non_ascii)
@@ -375,6 +378,115 @@ def _parse_ctt(
     checks.add("bad attack flag (expected 0 or 1)", ~(is0 | is1))
     keep = ~checks.bad
     return CanMessages(ts[keep], can_id[keep], dlc[keep], payload[keep], is1[keep].astype(np.uint8))
+
+
+def _string_buffers(arr: pa.Array) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """The bytes of a string array and its ``n + 1`` offsets into them (no copy of the bytes)."""
+    n = len(arr)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int32, count=n + 1, offset=arr.offset * 4).astype(np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+#: Longest field the plain can-train-and-test path takes (longer timestamps: general parser).
+_MAX_PLAIN_FIELD = 32
+
+
+def _gather(
+    padded: npt.NDArray[np.uint8],
+    start: npt.NDArray[np.int64],
+    length: npt.NDArray[np.int64],
+    fill: int,
+    right: bool = False,
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]]:
+    """Fields ``padded[start:start + length]`` as a [n, max length] matrix, left- or
+    right-aligned, the other cells set to ``fill``; and the mask of the field cells. ``padded``
+    has ``_MAX_PLAIN_FIELD`` spare bytes at both ends, so no window runs off it."""
+    width = max(int(length.max()), 1)
+    # uint8 compares: lengths are <= _MAX_PLAIN_FIELD, and narrow types vectorise better
+    col, length8 = np.arange(width, dtype=np.uint8), length.astype(np.uint8)
+    inside = col >= width - length8[:, None] if right else col < length8[:, None]
+    first = start + length - width if right else start
+    # rows of a strided view: one copy of ``width`` bytes per field, no per-byte index
+    cells = np.lib.stride_tricks.sliding_window_view(padded, width)[first]
+    return np.where(inside, cells, np.uint8(fill)), inside
+
+
+def _parse_clean_ctt(lines: pa.Array) -> CanMessages | None:
+    """The messages of a batch of can-train-and-test lines when every line is in the plain form
+    ``digits[.digits],hex{1,8},hex{0,16} (even),0|1`` (no spaces, no empty line), else None.
+
+    The general parser (string kernels per field, a regex for timestamps) gives the same arrays
+    for such a batch; this path reads the line bytes with numpy instead, about 3x faster, and the
+    timestamps still go through Arrow's string -> double cast, so they are bit for bit the same.
+    """
+    n = len(lines)
+    if n == 0:
+        return None
+    data, offsets = _string_buffers(lines)
+    spare = np.zeros(_MAX_PLAIN_FIELD, np.uint8)
+    padded = np.concatenate([spare, data[offsets[0] : offsets[-1]], spare])
+    offsets = offsets - offsets[0] + _MAX_PLAIN_FIELD
+    # exactly three commas per line: the i-th triple of the batch's commas lies in line i
+    comma_at = np.flatnonzero(padded == ord(","))
+    if len(comma_at) != 3 * n:
+        return None
+    commas = comma_at.reshape(n, 3)
+    if (commas[:, 0] < offsets[:-1]).any() or (commas[:, 2] >= offsets[1:]).any():
+        return None
+    ts_start, ts_len = offsets[:-1], commas[:, 0] - offsets[:-1]
+    id_start, id_len = commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1
+    data_start, data_len = commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1
+    flag_start, flag_len = commas[:, 2] + 1, offsets[1:] - commas[:, 2] - 1
+    if (
+        (ts_len < 1).any()
+        or (ts_len > _MAX_PLAIN_FIELD).any()
+        or (id_len < 1).any()
+        or (id_len > 8).any()
+        or (data_len > 16).any()
+        or (data_len % 2).any()
+        or (flag_len != 1).any()
+    ):
+        return None
+
+    # attack: "0" or "1"
+    flag = padded[flag_start]
+    if ((flag != ord("0")) & (flag != ord("1"))).any():
+        return None
+    label = (flag - ord("0")).astype(np.uint8)
+
+    # arbitration_id: 1-8 hex digits, read as if left-padded with "0"
+    nib = _HEX[_gather(padded, id_start, id_len, fill=ord("0"), right=True)[0]]
+    if (nib == 255).any():
+        return None
+    can_id = np.zeros(n, np.uint32)
+    for k in range(nib.shape[1]):
+        can_id = can_id << np.uint32(4) | nib[:, k]
+
+    # data_field: 0-16 hex digits, an even count, read as if right-padded with "0"
+    nib = _HEX[_gather(padded, data_start, data_len, fill=ord("0"))[0]]
+    if (nib == 255).any():
+        return None
+    used = int(data_len.max()) // 2
+    payload = np.zeros((n, 8), np.uint8)
+    payload[:, :used] = nib[:, 0 : 2 * used : 2] << 4 | nib[:, 1 : 2 * used : 2]
+    dlc = (data_len // 2).astype(np.uint8)
+
+    # timestamp: digits with at most one '.', not first; copied into a string array for the cast
+    cells, inside = _gather(padded, ts_start, ts_len, fill=ord("0"))
+    dot = cells == ord(".")
+    digit = cells - np.uint8(ord("0")) <= 9  # uint8: bytes below "0" wrap round to large values
+    if not (digit | dot).all() or dot[:, 0].any():
+        return None
+    dot_row = np.flatnonzero(dot) // dot.shape[1]
+    if (dot_row[1:] == dot_row[:-1]).any():
+        return None
+    ts_offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(ts_len, out=ts_offsets[1:])
+    ts_text = pa.StringArray.from_buffers(n, pa.py_buffer(ts_offsets), pa.py_buffer(cells[inside]))
+    timestamp = np.asarray(pc.cast(ts_text, pa.float64()).to_numpy(zero_copy_only=False), np.float64)
+    return CanMessages(timestamp, can_id, dlc, payload, label)
 
 
 def _parse_text(
