@@ -30,7 +30,8 @@ describe('a pinned requirements file as a pipeline lock', () => {
     const exported = execFileSync(
       'uv',
       ['export', '--frozen', '--no-dev', '--no-emit-project', '--format', 'requirements-txt'],
-      { cwd: project, encoding: 'utf8', env: { ...process.env, UV_PYTHON_DOWNLOADS: 'never' } },
+      // No colour: under nx (FORCE_COLOR) uv would colour its header comment.
+      { cwd: project, encoding: 'utf8', env: { ...withoutColour(process.env), UV_PYTHON_DOWNLOADS: 'never', NO_COLOR: '1' } },
     );
     const lock = readFileSync(new URL('uv.lock', project), 'utf8');
     const byName = (pins: { name: string }[]) => [...pins].sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -61,3 +62,8 @@ describe('a pinned requirements file as a pipeline lock', () => {
     expect(lock('../outside/requirements.txt').success).toBe(false);
   });
 });
+
+function withoutColour(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { FORCE_COLOR: _force, CLICOLOR_FORCE: _clicolor, ...rest } = env;
+  return rest;
+}
