@@ -42,8 +42,8 @@ export function jobValueLines(vars: {
   epilogPath: string;
   requeue: RequeuePolicy;
   gpuSampleSeconds: number;
-  /** The environment variable the pipeline reads the caches' root from (its declaration's). */
-  cacheRootVariable?: string;
+  /** The environment variable the pipeline reads the caches' root from (its declaration's; none: undefined). */
+  cacheRootVariable: string | undefined;
 }): string[] {
   return [
     assign('hpc_profile', vars.profile.name),

@@ -117,9 +117,7 @@ function renderHandScript(
       epilogPath: joinPath(dir, 'job_epilog.sh'),
       requeue,
       gpuSampleSeconds: options.gpuSampleSeconds ?? 10,
-      ...(DEFAULT_PIPELINE_DECLARATION.cacheRootVariable !== undefined
-        ? { cacheRootVariable: DEFAULT_PIPELINE_DECLARATION.cacheRootVariable }
-        : {}),
+      cacheRootVariable: DEFAULT_PIPELINE_DECLARATION.cacheRootVariable,
     }),
     '# The arguments name the stage (train_gpu.sh) and the run; these are the defaults and the usage.',
     assign('hpc_usage', usage),

@@ -123,7 +123,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
       epilogPath: input.scripts.epilog,
       requeue: input.requeue,
       gpuSampleSeconds: input.gpuSampleSeconds ?? 10,
-      ...(pipeline.cacheRootVariable !== undefined ? { cacheRootVariable: pipeline.cacheRootVariable } : {}),
+      cacheRootVariable: pipeline.cacheRootVariable,
     }),
     assign('hpc_experiment', input.experiment),
     assign('hpc_stage_id', stage.id),
