@@ -118,4 +118,50 @@ describe('buildPlan', () => {
     expect(plan.jobs[5]!.points).toEqual(plan.jobs[2]!.points);
     expect(plan.jobs.slice(0, 3).every((j) => j.aftercorr === undefined)).toBe(true);
   });
+
+  it('spreads a sharded stage over an array of shard tasks and a join after them, which later stages wait for', () => {
+    const plan = buildPlan({
+      experiment: 'pp',
+      specHash: 'h',
+      stages: [{ ...stage('pre', [], 3), shards: 8 }, stage('ae', ['pre'])],
+      sweepPoints: [],
+      maxArraySize: 1001,
+    });
+    expect(plan.jobs).toEqual([
+      {
+        key: 'pre.shards',
+        stageId: 'pre',
+        name: 'pp-pre',
+        scriptFile: 'scripts/pre.shards.sbatch',
+        dependsOn: [],
+        array: { size: 8, concurrency: 3, firstPoint: 0 },
+        shards: { count: 8, task: true },
+      },
+      {
+        key: 'pre',
+        stageId: 'pre',
+        name: 'pp-pre',
+        scriptFile: 'scripts/pre.sbatch',
+        dependsOn: ['pre.shards'],
+        shards: { count: 8, task: false },
+      },
+      { key: 'ae', stageId: 'ae', name: 'pp-ae', scriptFile: 'scripts/ae.sbatch', dependsOn: ['pre'] },
+    ]);
+  });
+
+  it('refuses more shards than the array may hold, and shards in a sweep', () => {
+    const sharded = { ...stage('pre'), shards: 20 };
+    expect(() =>
+      buildPlan({ experiment: 'x', specHash: 'h', stages: [sharded], sweepPoints: [], maxArraySize: 10 }),
+    ).toThrow(/stage pre: 20 shards is more than the cluster's MaxArraySize \(10\): use at most 10/);
+    expect(() =>
+      buildPlan({
+        experiment: 'x',
+        specHash: 'h',
+        stages: [sharded],
+        sweepPoints: [{ seed: 1 }],
+        maxArraySize: 99,
+      }),
+    ).toThrow(/sharded stage cannot be part of a sweep/);
+  });
 });

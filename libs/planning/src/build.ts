@@ -1,7 +1,8 @@
 // Builds the run plan: which scripts to render, which become arrays (chunked to the
 // scheduler's MaxArraySize) and which edges chain them: `aftercorr` between arrays over the same
 // points (task i waits for task i only, so one failed point does not cancel the others),
-// `afterok` on every job of the stage otherwise. Pure: no disk, no spawning.
+// `afterok` on every job of the stage otherwise. A sharded stage is an array of its shard tasks
+// and a join job after them (`afterok`), which is what later stages wait for. Pure: no disk, no spawning.
 import type { Scalar } from '@kdgat/config';
 
 /** The parts of a resolved stage the plan needs (a subset of @kdgat/config's ResolvedStage). */
@@ -9,6 +10,8 @@ export interface PlanStage {
   id: string;
   dependsOn: string[];
   resources: { arrayConcurrency?: number };
+  /** Spread over this many array tasks, then joined (a preprocess stage; never in a sweep). */
+  shards?: number;
 }
 
 export interface ArrayChunk {
@@ -37,6 +40,11 @@ export interface PlannedJob {
   points?: Record<string, Scalar>[];
   /** A study's worker array (`runner tune`): task i is worker i. */
   tune?: { workers: number };
+  /**
+   * A sharded stage: its array of `count` shard tasks (`task`: true, key `<stage>.shards`), or
+   * the join job after them (`task`: false, key `<stage>`).
+   */
+  shards?: { count: number; task: boolean };
 }
 
 export interface RunPlan {
@@ -103,6 +111,13 @@ export function buildPlan(input: {
     // A stage that is not an array needs every task of an array it depends on: all its chunks.
     const dependsOn = stage.dependsOn.flatMap((d) => keysOfStage.get(d) ?? []);
     const base = nameOf(stage.id);
+    if (stage.shards !== undefined) {
+      if (input.sweepPoints.length > 0)
+        throw new Error(`stage ${stage.id}: a sharded stage cannot be part of a sweep`);
+      jobs.push(...shardedJobs(stage, stage.shards, base, dependsOn, input.maxArraySize));
+      keysOfStage.set(stage.id, [stage.id]);
+      continue;
+    }
     if (input.sweepPoints.length === 0) {
       jobs.push({
         key: stage.id,
@@ -141,4 +156,45 @@ export function buildPlan(input: {
     keysOfStage.set(stage.id, keys);
   }
   return { experiment: input.experiment, specHash: input.specHash, jobs };
+}
+
+/** A sharded stage's two jobs: the array of its shard tasks, then the join that later stages wait for. */
+function shardedJobs(
+  stage: PlanStage,
+  count: number,
+  name: string,
+  dependsOn: string[],
+  maxArraySize: number,
+): PlannedJob[] {
+  if (!Number.isInteger(count) || count < 2)
+    throw new Error(`stage ${stage.id}: shards ${count}: expected a whole number >= 2`);
+  if (count > maxArraySize)
+    throw new Error(
+      `stage ${stage.id}: ${count} shards is more than the cluster's MaxArraySize (${maxArraySize}): use at most ${maxArraySize}`,
+    );
+  const concurrency = stage.resources.arrayConcurrency ?? 0;
+  const tasksKey = `${stage.id}.shards`;
+  return [
+    {
+      key: tasksKey,
+      stageId: stage.id,
+      name,
+      scriptFile: `scripts/${tasksKey}.sbatch`,
+      dependsOn,
+      array: {
+        size: count,
+        concurrency: concurrency > 0 ? Math.min(concurrency, count) : count,
+        firstPoint: 0,
+      },
+      shards: { count, task: true },
+    },
+    {
+      key: stage.id,
+      stageId: stage.id,
+      name,
+      scriptFile: `scripts/${stage.id}.sbatch`,
+      dependsOn: [tasksKey],
+      shards: { count, task: false },
+    },
+  ];
 }

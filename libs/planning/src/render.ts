@@ -68,7 +68,7 @@ export function renderPlan(
     if (!stage)
       throw new Error(`plan job ${job.key} names stage ${job.stageId}, which the resolved experiment lacks`);
     const runRoot = runRootOf(runDir);
-    const tableFile = job.array && !job.tune ? `scripts/${job.key}.points.tsv` : undefined;
+    const tableFile = job.points ? `scripts/${job.key}.points.tsv` : undefined;
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
       stage,
@@ -85,6 +85,7 @@ export function renderPlan(
       ...(job.points ? { sweepPoints: job.points, firstPoint: job.array?.firstPoint ?? 0 } : {}),
       ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
       ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
+      ...(job.shards ? { shards: job.shards } : {}),
     };
     const rendered = renderTrainJob(input);
     const pattern = job.array ? '%x-%A_%a' : '%x-%j';

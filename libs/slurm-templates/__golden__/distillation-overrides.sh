@@ -75,6 +75,8 @@ hpc_override_style=dash-O
 #   hpc_array_table, hpc_array_size, hpc_first_point   (sweep arrays) the table of overrides,
 #                             the number of tasks, the global index of task 0
 #   hpc_tune_workers        (tune studies) the number of workers
+#   hpc_shard_count, hpc_shard_task, hpc_shard_index_env   (sharded stages) the number of shards,
+#                             1 in a shard task (0 in the join), the variable a task's index goes to
 # Inputs of a hand-use script, read by hpc_hand_args:
 #   hpc_usage               the usage line
 #   hpc_hand_stage          the stage it runs ('' = the first argument names it)
@@ -95,6 +97,7 @@ declare -g hpc_profile hpc_epilog_script hpc_unavailable_status hpc_requeue_sign
 declare -g hpc_requeue_contract hpc_max_restarts
 declare -g hpc_experiment hpc_stage_id hpc_run_root hpc_run_subdir hpc_array_table
 declare -g hpc_array_size hpc_first_point hpc_tune_workers hpc_usage hpc_hand_stage
+declare -g hpc_shard_count hpc_shard_task hpc_shard_index_env
 declare -g hpc_runs_dir hpc_cache_root hpc_run_name_separator hpc_override_style
 declare -ga hpc_cmd hpc_overrides hpc_run_name_parts hpc_words hpc_hand_program
 
@@ -154,11 +157,24 @@ hpc_tune_task() {
   hpc_run_root=$hpc_run_root/worker_$hpc_task
 }
 
+# hpc_shard_task_env: a shard task. Task i of hpc_shard_count exports its index for the pipeline
+# and keeps its own run root (the join job exports only the count).
+hpc_shard_task_env() {
+  hpc_task=${SLURM_ARRAY_TASK_ID:-0}
+  if [[ ! $hpc_task =~ ^[0-9]+$ ]] || ((hpc_task >= hpc_shard_count)); then
+    echo "kdgat-hpc: SLURM_ARRAY_TASK_ID='$hpc_task' is not a shard of this stage (0-$((hpc_shard_count - 1)))" >&2
+    exit 64
+  fi
+  export "$hpc_shard_index_env=$hpc_task"
+  hpc_run_root=$hpc_run_root/shard_$hpc_task
+}
+
 # hpc_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
 # hpc_cmd and sets hpc_run_dir.
 hpc_run_task() {
   if [[ -n ${hpc_array_table:-} ]]; then hpc_array_task; fi
   if ((${hpc_tune_workers:-0} > 0)); then hpc_tune_task; fi
+  if ((${hpc_shard_task:-0} == 1)); then hpc_shard_task_env; fi
   hpc_run_dir=$hpc_run_root/$hpc_run_subdir
   # The declaration's {run_root} and {run_dir}, known only now (a task or worker has its own root).
   # The replacement is quoted: bash 5.2 reads an unquoted & there as the matched text.

@@ -62,6 +62,33 @@ export function goldenFiles(): Record<string, string> {
   files['sweep-12-array.sh'] = sweep.script;
   files['sweep-12-array.tsv'] = sweep.arrayTable ?? '';
 
+  // A preprocess stage over many recordings: its array of shard tasks, then the join.
+  const preprocess = (task: boolean) =>
+    renderTrainJob(
+      pitzerJob({
+        experiment: 'can-train-and-test preprocess',
+        stage: stage({
+          id: 'preprocess',
+          stage: 'preprocess',
+          model: 'gat',
+          resources: {
+            cpus: 4,
+            memGB: 16,
+            gpus: { count: 0 },
+            nodes: 1,
+            ntasksPerNode: 1,
+            time: '1:00:00',
+            partition: 'cpu',
+            arrayConcurrency: 4,
+          },
+        }),
+        runRoot: `${scratch}/runs/preprocess/outputs`,
+        shards: { count: 16, task },
+      }),
+    ).script;
+  files['preprocess-16-shards.sh'] = preprocess(true);
+  files['preprocess-join.sh'] = preprocess(false);
+
   files['tune-4-workers.sh'] = renderTrainJob(
     pitzerJob({
       experiment: 'vgae lr study',

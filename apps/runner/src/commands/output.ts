@@ -115,9 +115,13 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
     const pre = result.preflight.find((r) => r.job.key === job.key);
     const what = job.tune
       ? `array of ${job.tune.workers} tune workers on study ${result.study?.name ?? ''}`
-      : job.array
-        ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
-        : 'job';
+      : job.shards
+        ? job.shards.task
+          ? `array of ${job.shards.count} shard tasks (%${job.array?.concurrency ?? job.shards.count})`
+          : `join of ${job.shards.count} shards`
+        : job.array
+          ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
+          : 'job';
     const corr = new Set(job.aftercorr ?? []);
     const deps = job.dependsOn.length
       ? ` after ${job.dependsOn.map((k) => (corr.has(k) ? `${k} (task by task)` : k)).join(', ')}`

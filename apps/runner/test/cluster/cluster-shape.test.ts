@@ -4,7 +4,7 @@
 // site suite: a 2-node DDP job of the real pipeline, the records sacct gives, and failures survived
 // by their cause (a node killed mid-job, a job over its cgroup memory, a job past its time limit
 // without its signal handler). Needs root (namespaces, cgroups) and the bootstrap.
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { clusterPresets } from '@kdgat/config';
 import { stringify } from 'yaml';
@@ -257,6 +257,125 @@ describe('multi-node training for real', () => {
     const status = expectOk(await site.runner(['status', dirs.local])).out;
     expect(status).toMatch(/cpu \d+% of 2/);
     expect(existsSync(join(dirs.local, 'manifest.json'))).toBe(true);
+  });
+});
+
+describe('preprocessing spread across nodes', () => {
+  /** A preprocess stage of `dataset` on the two-node `gpu` partition, one task per node at a time. */
+  const preprocessOf = (id: string, dataset: string, shards?: number) => [
+    `  - id: ${id}`,
+    '    stage: preprocess',
+    '    model: gat',
+    '    scale: small',
+    `    dataset: ${dataset}`,
+    ...(shards ? [`    shards: ${shards}`] : []),
+    '    overrides: { data.num_workers: 0 }',
+    '    resources: { cpus: 2, memGB: 2, gpus: { count: 0 }, partition: gpu, arrayConcurrency: 3, time: "0:20:00" }',
+  ];
+  const raw = (dataset: string) => site.onSite(`/fs/ess/data/raw/${dataset}`);
+  /** The site's files of a data set's cache (the stack's scratch cache dir of that data set). */
+  const cacheOf = (dataset: string) => site.onSite(`${SCRATCH}/cache/${dataset}`);
+  interface LedgerEntry {
+    relpath: string;
+    status: 'ok' | 'failed';
+    error?: string;
+    host: string;
+  }
+  const ledger = (dataset: string): LedgerEntry[] => {
+    const shards = join(cacheOf(dataset), 'shards');
+    return readdirSync(shards).flatMap((digest) =>
+      readdirSync(join(shards, digest, 'ledger'))
+        .filter((f) => f.endsWith('.json') && !f.startsWith('.'))
+        .map((f) => JSON.parse(readFileSync(join(shards, digest, 'ledger', f), 'utf8')) as LedgerEntry),
+    );
+  };
+  /** What each shard task of a run built and skipped (its metrics.json under outputs/shard_<i>). */
+  const shardMetrics = (siteRunDir: string, count: number) =>
+    Array.from({ length: count }, (_, i) => {
+      const file = join(
+        site.onSite(siteRunDir),
+        'outputs',
+        `shard_${i}`,
+        'shardset',
+        'gat_small_preprocess',
+        'metrics.json',
+      );
+      return JSON.parse(readFileSync(file, 'utf8')) as { built: string[]; skipped: string[] };
+    });
+
+  it('a preprocess over 8 recordings as 3 shard tasks on two nodes: a failed shard, the rerun redoing only it, the join byte-identical to a one-job build', async () => {
+    cpSync(raw('synth'), raw('shardset'), { recursive: true });
+    cpSync(raw('synth'), raw('shardref'), { recursive: true });
+    // One recording made unreadable: every fourth row malformed (the pipeline refuses more than 5 %).
+    const broken = join(raw('shardset'), 'train_rpm.csv');
+    const good = readFileSync(broken, 'utf8');
+    writeFileSync(
+      broken,
+      good
+        .split('\n')
+        .map((l, i) => (i > 0 && i % 4 === 0 && l !== '' ? 'not,a,can,row' : l))
+        .join('\n'),
+    );
+    const spec = writeSpec('sharded-preprocess', ['stages:', ...preprocessOf('preprocess', 'shardset', 3)]);
+    const plan = expectOk(
+      await site.runner(['plan', '--spec', spec, '--stack', site.stack, '--scheduler', 'slurm']),
+    );
+    expect(plan.out).toMatch(/preprocess\.shards: array of 3 shard tasks \(%3\)/);
+    expect(plan.out).toMatch(/ {2}preprocess: join of 3 shards after preprocess\.shards/);
+
+    const t0 = Date.now();
+    const failed = await site.runner([...trainArgs(spec), '--wait']);
+    const failedSeconds = (Date.now() - t0) / 1000;
+    expect(failed.code, said(failed)).not.toBe(0);
+    const first = runDirsOf(failed.out);
+    expect(logsOf(first.site, 'preprocess')).toMatch(/train_rpm\.csv: \d+ of \d+ rows are malformed/);
+    const afterFailure = ledger('shardset');
+    expect(afterFailure.filter((e) => e.status === 'failed').map((e) => e.relpath)).toEqual([
+      'train_rpm.csv',
+    ]);
+    expect(afterFailure.filter((e) => e.status === 'ok')).toHaveLength(7);
+    // The shard tasks ran on both nodes of the partition.
+    expect(new Set(afterFailure.map((e) => e.host)).size, JSON.stringify(afterFailure)).toBe(2);
+    expect(existsSync(join(cacheOf('shardset'), 'graphs.pt'))).toBe(false);
+
+    // The recording fixed, the same spec again: only its shard is built, the join makes the cache.
+    writeFileSync(broken, good);
+    const t1 = Date.now();
+    const rerun = expectOk(await site.runner([...trainArgs(spec), '--wait']));
+    const rerunSeconds = (Date.now() - t1) / 1000;
+    expect(rerun.out).toMatch(/all 4 task\(s\) completed/);
+    const second = runDirsOf(rerun.out);
+    const tasks = shardMetrics(second.site, 3);
+    expect(tasks.flatMap((t) => t.built)).toEqual(['train_rpm.csv']);
+    expect(tasks.flatMap((t) => t.skipped)).toHaveLength(7);
+
+    // The one-job build of the same recordings, in a cache of its own: the same bytes.
+    const reference = writeSpec('one-job-preprocess', ['stages:', ...preprocessOf('preprocess', 'shardref')]);
+    const t2 = Date.now();
+    expectOk(await site.runner([...trainArgs(reference), '--wait']));
+    const oneJobSeconds = (Date.now() - t2) / 1000;
+    for (const f of ['graphs.pt', 'vocab.json'])
+      expect(
+        readFileSync(join(cacheOf('shardset'), f)).equals(readFileSync(join(cacheOf('shardref'), f))),
+        f,
+      ).toBe(true);
+    // meta.json: the same but for the data set's name and folder, and the mtime of the rewritten file.
+    const meta = (ds: string) => {
+      const {
+        dataset: _d,
+        raw_dir: _r,
+        sources,
+        ...rest
+      } = JSON.parse(readFileSync(join(cacheOf(ds), 'meta.json'), 'utf8')) as Record<string, unknown> & {
+        sources: Record<string, unknown>[];
+      };
+      return { ...rest, sources: sources.map(({ mtime_ns: _m, ...s }) => s) };
+    };
+    expect(meta('shardset')).toEqual(meta('shardref'));
+    console.log(
+      `sharded preprocess on the box (8 recordings, 3 tasks on c01/c02): failed run ${failedSeconds.toFixed(1)} s, ` +
+        `rerun of the failed shard + join ${rerunSeconds.toFixed(1)} s; one-job build ${oneJobSeconds.toFixed(1)} s (all with --wait)`,
+    );
   });
 });
 

@@ -201,7 +201,8 @@ export async function startSite(): Promise<SshSite> {
       // A researcher's own pipeline (examples/pipelines/tiny-lightning): its own uv.lock's pins.
       { file: join(REPO, 'examples', 'pipelines', 'tiny-lightning.environment.yaml') },
     ],
-    datasets: ['synth'],
+    // synth: every suite's; shardset and shardref: the cluster suite's sharded preprocess and its one-job reference.
+    datasets: ['synth', 'shardset', 'shardref'],
     // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
     build: {
       frontend: 'pip',

@@ -60,6 +60,17 @@ export const RunContractSchema = z
           .strict(),
       )
       .min(1),
+    /**
+     * A sharded stage: array task i of N gets indexEnv=i and countEnv=N and builds its share into
+     * the shard ledger; the join job that follows gets countEnv=N alone and joins the shards.
+     */
+    shards: z
+      .object({
+        $comment: z.string().optional(),
+        indexEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name'),
+        countEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'an environment variable name'),
+      })
+      .strict(),
     /** The table of all runs: one Parquet file per row in `<runs root>/<dir>/` (the pipeline writes and reads it). */
     catalogue: z
       .object({

@@ -199,6 +199,21 @@ describe('rules, each with its message', () => {
     ]);
     expect(issues[0]!.expected).toBe('an integer >= 1');
   });
+  it('shards: only on a preprocess stage, never in a sweep', () => {
+    const sharded = LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    shards: 4\n');
+    expect(sharded).not.toBe(LOCAL_SPEC);
+    const [i] = issuesOf(sharded);
+    expect(i).toMatchObject({ path: 'stages[0].shards', expected: 'no shards: on this stage', found: '4' });
+    expect(i!.message).toMatch(/only a preprocess stage can be sharded .* is curriculum/);
+    const preprocess = sharded.replace(/stage: curriculum/, 'stage: preprocess');
+    expect(load(preprocess).resolved.stages[0]!.shards).toBe(4);
+    const [s] = issuesOf(`${preprocess}sweep:\n  grid:\n    training.lr: [0.1, 0.2]\n`);
+    expect(s).toMatchObject({ path: 'stages[0].shards' });
+    expect(s!.message).toContain('a sharded stage cannot be part of a sweep');
+    expect(issuesOf(preprocess.replace('shards: 4', 'shards: 1'))[0]).toMatchObject({
+      path: 'stages[0].shards',
+    });
+  });
   it('an empty sweep range is rejected', () => {
     const [i] = issuesOf(`${LOCAL_SPEC}sweep:\n  grid:\n    training.lr: []\n`);
     expect(i).toMatchObject({ path: 'sweep.grid.training.lr' });

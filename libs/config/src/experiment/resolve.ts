@@ -19,6 +19,7 @@ import {
   memoryProblems,
   overrideProblems,
   partitionProblems,
+  shardProblems,
   stageOrderProblems,
   timeProblems,
   workerWarnings,
@@ -53,6 +54,8 @@ export interface ResolvedStage {
   inputs?: StageInput[];
   /** The name of the environment the stage runs in (a key of `ResolvedExperiment.environments`). */
   environment: string;
+  /** A sharded stage: N array tasks, then a join job (see StageSpecSchema.shards). */
+  shards?: number;
 }
 
 export interface ResolvedExperiment {
@@ -195,6 +198,7 @@ export function resolveExperiment(
       ...coreProblems(view),
       ...timeProblems(view),
       ...environmentGpuProblems(view, stageEnvironment, builtFor),
+      ...shardProblems(view, pipeline, sweepPoints.length > 0),
     );
     warnings.push(...billingWarnings(view, cluster));
     const overrides: Record<string, Scalar> = {
@@ -215,6 +219,7 @@ export function resolveExperiment(
       resources,
       ...(s.inputs?.length ? { inputs: s.inputs } : {}),
       environment: stageEnvironment.name,
+      ...(s.shards !== undefined ? { shards: s.shards } : {}),
     };
   });
 

@@ -1,6 +1,6 @@
 // The rules a spec is resolved with (resolveExperiment in resolve.ts calls them in this order): the
 // partition and the account, the stage order, each stage's resources against its partition (GPUs,
-// memory, cpus x tasks, time, how memory is billed) and its GPUs against the environment, then the
+// memory, cpus x tasks, time, how memory is billed), its GPUs against the environment and its shards, then the
 // overrides and sweep points against the pipeline's schema, cuGraph, and the budget. Each returns
 // its problems (or warnings) with their field paths.
 import type { ClusterProfile, Partition } from '../cluster/schema.ts';
@@ -8,6 +8,7 @@ import { cudaSupportsGpu, hasCugraphOps, rapidsSupportsGpu } from '../environmen
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { parseSlurmTime } from '../time.ts';
 import { validateOverrides } from './overrides.ts';
+import { DEFAULT_PIPELINE_NAME, isDefaultPipeline, type Pipeline } from '../pipeline/pipeline.ts';
 import type { Problem, ResolvedStage, Resources } from './resolve.ts';
 import type { ExperimentSpec, Scalar } from './schema.ts';
 
@@ -70,6 +71,49 @@ export function stageOrderProblems(stages: ExperimentSpec['stages'], index: numb
       });
   });
   return out;
+}
+
+/**
+ * Shards: only the default pipeline's preprocess stage can be spread over an array (its tasks
+ * write the shard ledger its join reads), and not inside a sweep (every point would build the same shards).
+ */
+export function shardProblems(
+  { written, index }: StageView,
+  pipeline: Pipeline,
+  hasSweep: boolean,
+): Problem[] {
+  if (written.shards === undefined) return [];
+  const path = stagePath(index, 'shards');
+  const found = String(written.shards);
+  if (!isDefaultPipeline(pipeline))
+    return [
+      {
+        path,
+        message: `sharding is ${DEFAULT_PIPELINE_NAME}'s preprocess (its tasks write a shard ledger that its join reads): pipeline ${pipeline.name} declares no shards`,
+        expected: 'no shards:',
+        found,
+      },
+    ];
+  if (written.stage !== 'preprocess')
+    return [
+      {
+        path,
+        message: `only a preprocess stage can be sharded (its recordings are split across the array's tasks); stage ${written.id} is ${written.stage}`,
+        expected: 'no shards: on this stage',
+        found,
+      },
+    ];
+  if (hasSweep)
+    return [
+      {
+        path,
+        message:
+          'a sharded stage cannot be part of a sweep (every point would build the same shards): preprocess in a spec of its own, then read its cache',
+        expected: 'no sweep: in this spec, or no shards:',
+        found,
+      },
+    ];
+  return [];
 }
 
 /** GPUs: as many per node as the partition has, of its type. */

@@ -88,6 +88,12 @@ export const StageSpecSchema = z
      * by the stack like the experiment's.
      */
     environment: z.string().min(1).optional(),
+    /**
+     * Spread this stage over a job array of N tasks, then one join job (the default pipeline's
+     * preprocess: each task builds its share of the recordings into the shard ledger, the join
+     * makes the cache the later stages read; a rerun redoes only missing or failed shards).
+     */
+    shards: z.number().int().min(2).max(10000).optional(),
   })
   .strict();
 

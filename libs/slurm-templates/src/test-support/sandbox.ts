@@ -31,6 +31,7 @@ if [[ $3 == catalogue-append ]]; then
 fi
 printf '%s\0' "$@" >"$STUB_LOG/python.$n.argv"
 printf '%s' "$KD_GAT_CACHE_ROOT" >"$STUB_LOG/python.$n.cache_root"
+printf '%s/%s' "@{HPC_SHARD_INDEX-unset}" "@{HPC_SHARD_COUNT-unset}" >"$STUB_LOG/python.$n.shard"
 printf '%s' "@{PYTHONPATH:-}" >"$STUB_LOG/python.$n.pythonpath"
 stage=$3 model='' scale='' dataset='' root='' out=''
 args=("$@")

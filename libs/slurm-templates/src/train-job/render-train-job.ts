@@ -7,6 +7,7 @@ import {
   DEFAULT_PIPELINE_NAME,
   SITE_HELPER_MODULE,
   OVERRIDE_STYLES,
+  RUN_CONTRACT,
   overrideWords,
   parseSlurmTime,
   runDirPath,
@@ -72,6 +73,12 @@ export interface TrainJobInput {
    * running the default pipeline's `tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
    */
   tune?: { studyDir: string; workers: number };
+  /**
+   * A sharded stage: its array of `count` shard tasks (`task`), each exporting the run contract's
+   * shard index and count and running under `<runRoot>/shard_<i>`; or (`task`: false) the join
+   * job after them, exporting the count alone.
+   */
+  shards?: { count: number; task: boolean };
   /** Seconds between GPU samples (default 10). */
   gpuSampleSeconds?: number;
 }
@@ -93,7 +100,12 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     throw new TemplateInputError('tune', 'with sweepPoints', 'either sweep points or a tune study, not both');
   const workers = tune ? requirePositiveInt('tune.workers', tune.workers) : 0;
   const studyDir = tune ? requireAbsolutePath('tune.studyDir', tune.studyDir) : '';
-  const arraySize = tune ? workers : points.length;
+  const shards = input.shards;
+  if (shards && (tune || points.length > 0))
+    throw new TemplateInputError('shards', 'with sweepPoints or tune', 'a sharded stage on its own');
+  const shardCount = shards ? requirePositiveInt('shards.count', shards.count) : 0;
+  const shardTasks = shards?.task === true ? shardCount : 0;
+  const arraySize = tune ? workers : shardTasks > 0 ? shardTasks : points.length;
   const isArray = points.length > 0;
   const pipeline = input.pipeline ?? DEFAULT_PIPELINE_VIEW;
   const jobName = jobNameFor(input.experiment, stage.id, pipeline.name);
@@ -114,7 +126,9 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     ...headerLines(
       tune
         ? `${pipeline.name} ${stage.stage} study (${jobName}), array of ${workers} tune workers`
-        : `${pipeline.name} ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
+        : shards
+          ? `${pipeline.name} ${stage.stage} (${jobName}), ${shards.task ? `array of ${shardCount} shard tasks` : `join of ${shardCount} shards`}`
+          : `${pipeline.name} ${stage.stage} (${jobName})${isArray ? `, array of ${points.length} sweep points` : ''}`,
       'the experiment spec and the cluster profile',
     ),
     ...jobValueLines({
@@ -154,6 +168,16 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     );
   }
   if (tune) lines.push(assign('hpc_tune_workers', workers));
+  if (shards)
+    lines.push(
+      shards.task
+        ? '# Shard task i of hpc_shard_count builds its share of the recordings (run contract: shards).'
+        : '# The join of hpc_shard_count shards into the cache (run contract: shards).',
+      assign('hpc_shard_count', shardCount),
+      assign('hpc_shard_task', shards.task ? 1 : 0),
+      assign('hpc_shard_index_env', RUN_CONTRACT.shards.indexEnv),
+      assign(RUN_CONTRACT.shards.countEnv, shardCount, true),
+    );
   lines.push(
     ...recordLines(stage),
     ...stagingLines(input),

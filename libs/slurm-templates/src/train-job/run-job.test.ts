@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { localProfile } from '../fixtures.test-support.ts';
@@ -103,7 +103,10 @@ describe('train job script in a sandbox', () => {
   it('fails with a clear message when the profile needs modules and the node has no module command', () => {
     rmSync(join(sb.bin, 'module'));
     // The profile's Lmod init does not exist in the sandbox (this machine may have a real one).
-    const noInit = { ...site.profile, modules: { ...site.profile.modules, init: join(sb.dir, 'no-lmod.sh') } };
+    const noInit = {
+      ...site.profile,
+      modules: { ...site.profile.modules, init: join(sb.dir, 'no-lmod.sh') },
+    };
     const r = runBash(writeJob(sb, jobInput(site, { profile: noInit })), [], { cwd: sb.dir, env: sb.env() });
     expect(r.status).toBe(69);
     expect(r.stderr).toContain('cluster profile osc-pitzer loads modules, but there is no module command on');
@@ -186,7 +189,9 @@ describe('train job script in a sandbox', () => {
       readyFile: join(sb.log, 'python.started'),
       signal: 'SIGTERM',
     });
-    expect(r.stderr).toContain('kdgat-hpc: SIGTERM (scancel, or the time limit reached): stopping the pipeline');
+    expect(r.stderr).toContain(
+      'kdgat-hpc: SIGTERM (scancel, or the time limit reached): stopping the pipeline',
+    );
     expect(r.stdout).toContain('state:            TERMINATED (exit status 143)');
     expect(r.status).toBe(143);
     expect(sb.calls('scontrol')).toEqual([]);
@@ -257,8 +262,46 @@ describe('train job script in a sandbox', () => {
     const r = runBash(writeJob(sb, input), [], { cwd: sb.dir, env: sb.env() });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(join(site.layout.root, 'cache'));
+    expect(readFileSync(join(sb.log, readdirCacheRootFile(sb)), 'utf8')).toBe(
+      join(site.layout.root, 'cache'),
+    );
     expect(r.stdout).not.toMatch(/kdgat-hpc stage:/);
+  });
+
+  it('a shard task exports its index and the count (run contract) and runs under shard_<i>; the join exports the count alone', () => {
+    const base = jobInput(site);
+    const preprocess = { ...base.stage, id: 'preprocess', stage: 'preprocess' };
+    const layout = { ...site.layout, cacheDirs: { hcrl_sa: join(site.layout.root, 'cache', 'hcrl_sa') } };
+    const task = jobInput(site, { stage: preprocess, layout, shards: { count: 3, task: true } });
+    const shardOf = () =>
+      readFileSync(
+        join(
+          sb.log,
+          readdirSync(sb.log).find((n) => n.endsWith('.shard'))!,
+        ),
+        'utf8',
+      );
+    const r = runBash(writeJob(sb, task), [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '901', SLURM_ARRAY_JOB_ID: '900', SLURM_ARRAY_TASK_ID: '2' }),
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(shardOf()).toBe('2/3');
+    const argv = sb.calls('python')[0] ?? [];
+    expect(argv.slice(9, 11)).toEqual(['--run-root', join(task.runRoot, 'shard_2')]);
+
+    const bad = runBash(writeJob(sb, task), [], { cwd: sb.dir, env: sb.env({ SLURM_ARRAY_TASK_ID: '3' }) });
+    expect(bad.status).toBe(64);
+    expect(bad.stderr).toContain("SLURM_ARRAY_TASK_ID='3' is not a shard of this stage (0-2)");
+
+    rmSync(sb.log, { recursive: true, force: true });
+    mkdirSync(sb.log);
+    const join_ = jobInput(site, { stage: preprocess, layout, shards: { count: 3, task: false } });
+    const j = runBash(writeJob(sb, join_), [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '902' }) });
+    expect(j.status).toBe(0);
+    expect(shardOf()).toBe('unset/3');
+    expect((sb.calls('python')[0] ?? []).slice(9, 11)).toEqual(['--run-root', join_.runRoot]);
   });
 
   it('multi-node DDP runs the pipeline through srun', () => {

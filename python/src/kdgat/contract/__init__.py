@@ -45,6 +45,12 @@ class Oom(_Model):
     gave_up_line: str = Field(min_length=1)
 
 
+class Shards(_Model):
+    comment: str = Field(default="", alias="$comment")
+    index_env: str = Field(pattern=r"^[A-Z_][A-Z0-9_]*$")
+    count_env: str = Field(pattern=r"^[A-Z_][A-Z0-9_]*$")
+
+
 class RunDirFiles(_Model):
     metrics: str
     checkpoint: str
@@ -87,6 +93,7 @@ class RunContract(_Model):
     oom: Oom
     run_dir: RunDir
     stages: tuple[StageFacts, ...] = Field(min_length=1)
+    shards: Shards
     catalogue: Catalogue
 
 
@@ -125,6 +132,11 @@ STAGES: tuple[str, ...] = tuple(s.name for s in CONTRACT.stages)
 EPOCH_METRICS: dict[str, tuple[str, ...]] = {s.name: s.epoch_metrics for s in CONTRACT.stages}
 
 
+#: A sharded stage's array task i of N has SHARD_INDEX_ENV=i and SHARD_COUNT_ENV=N; its join job
+#: has SHARD_COUNT_ENV alone (:mod:`kdgat.data.shards`).
+SHARD_INDEX_ENV = CONTRACT.shards.index_env
+SHARD_COUNT_ENV = CONTRACT.shards.count_env
+
 #: The catalogue's folder under the runs root, and its columns in order (:mod:`kdgat.catalogue`).
 CATALOGUE_DIR = CONTRACT.catalogue.dir
 CATALOGUE_COLUMNS: tuple[CatalogueColumn, ...] = CONTRACT.catalogue.columns
@@ -152,6 +164,8 @@ __all__ = [
     "PROFILER_DIR",
     "REQUEUE_EXIT_STATUS",
     "REQUEUE_SIGNAL_ENV",
+    "SHARD_COUNT_ENV",
+    "SHARD_INDEX_ENV",
     "STAGES",
     "CatalogueColumn",
     "RunContract",

@@ -4,9 +4,10 @@ Public API (shapes in the docstrings of each name):
 
 - :class:`GraphParams` — preprocessing parameters (window_size, stride, val_fraction,
   test_fraction, split_seed, max_malformed_fraction); frozen; ``digest()`` keys the cache.
-- :func:`preprocess_dataset` ``(dataset, params, *, workers, raw=None, cache=None, force=False)
-  -> CacheInfo`` — raw files -> ``graphs.pt`` + ``vocab.json`` + ``meta.json``; reused when
-  unchanged.
+- :func:`preprocess_dataset` ``(dataset, params, *, workers, raw=None, cache=None, force=False,
+  from_shards=False) -> CacheInfo`` — raw files -> ``graphs.pt`` + ``vocab.json`` + ``meta.json``;
+  reused when unchanged; ``from_shards``: joined from the shard store of a sharded preprocess
+  (:mod:`kdgat.data.shards`: ``build_shard``, one array task's share).
 - :func:`load_graphs` ``(dataset, params, *, cache=None) -> GraphSplits`` — ``.train/.val/.test``
   are :class:`GraphSet` (``Dataset[Data]``), plus ``vocab_size`` and ``attack_types``.
 - :func:`write_synthetic_dataset` — a labelled synthetic CAN data set on disk.

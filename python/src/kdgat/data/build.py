@@ -109,6 +109,7 @@ def preprocess_dataset(
     raw: Path | None = None,
     cache: Path | None = None,
     force: bool = False,
+    from_shards: bool = False,
 ) -> CacheInfo:
     """Build or refresh the graph cache of ``dataset``.
 
@@ -118,6 +119,11 @@ def preprocess_dataset(
     and the files, nothing is rebuilt (``CacheInfo.hit``). Raises :class:`DataError` for a missing
     directory, a file with too many malformed rows, or a data set without benign training windows.
     ``params`` has no default on purpose: the pipeline's are ``stages.common.graph_params(config)``.
+
+    ``from_shards``: the join of a sharded preprocess. The per-file graphs come from the shard store
+    that :func:`kdgat.data.shards.build_shard` tasks filled (``workers`` is not used); a file without
+    a done shard is a :class:`DataError` naming it. The cache written is the same, byte for byte,
+    as this function's without it.
     """
     if workers < 1:
         raise ValueError(f"workers is {workers}; expected >= 1")
@@ -156,25 +162,33 @@ def preprocess_dataset(
                 write_json(cache / META_FILE, {**previous, "sources": sources})
             log.info("graph cache of %s is up to date: %s", dataset, cache)
             return cache_info(cache, previous, hit=True, seconds=time.perf_counter() - started)
+        if from_shards:
+            from kdgat.data import shards  # shards builds on this module's per-file step
+
+            results = shards.load_results(cache, params, sources)
+        else:
+            results = _run_files(files, params, workers)
         (cache / META_FILE).unlink(missing_ok=True)
-        meta = _build(dataset, params, raw, files, sources, source_digest, cache, workers)
+        meta = _build(dataset, params, raw, files, sources, source_digest, cache, results)
         info = cache_info(cache, meta, hit=False, seconds=time.perf_counter() - started)
         log.info("%s", info.summary())
         return info
 
 
+def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, str, int]:
+    """The arguments of :func:`_build_file` for ``path``."""
+    return (
+        str(path),
+        params.window_size,
+        params.stride,
+        params.max_malformed_fraction,
+        params.features,
+        params.novelty_history,
+    )
+
+
 def _run_files(files: list[Path], params: GraphParams, workers: int) -> list[_FileResult]:
-    args = [
-        (
-            str(p),
-            params.window_size,
-            params.stride,
-            params.max_malformed_fraction,
-            params.features,
-            params.novelty_history,
-        )
-        for p in files
-    ]
+    args = [_file_args(p, params) for p in files]
     if workers == 1 or len(files) == 1:
         return [_build_file(*a) for a in args]
     # fork: the workers only run numpy/pyarrow code, and fork avoids re-importing torch per worker.
@@ -192,9 +206,9 @@ def _build(
     sources: list[dict[str, Any]],
     source_digest: str,
     cache: Path,
-    workers: int,
+    results: list[_FileResult],
 ) -> dict[str, Any]:
-    results = _run_files(files, params, workers)
+    """Joins the per-file ``results`` (in the order of ``files``) into the cache; returns its meta."""
     for r in results:
         rep = r.report
         if rep["malformed"]:

@@ -12,7 +12,11 @@ Cache layout, in ``kdgat.paths.cache_dir(dataset)``:
   normalisation, from benign training windows), ``raw_node_can_id`` int64[N];
 - ``vocab.json``: the CAN-ID vocabulary (:class:`~kdgat.data.vocab.CanIdVocab`);
 - ``meta.json``: written last; holds the parameter digest, the source-file fingerprints
-  (relative path, size, mtime, sha256), the per-file parse reports and the split counts.
+  (relative path, size, mtime, sha256), the per-file parse reports and the split counts;
+- ``shards/<params digest>/``: only where the cache was built by a sharded preprocess (an array of
+  tasks, then one join; :mod:`kdgat.data.shards`): per source file, keyed by its content's sha256,
+  ``<sha256>.npz`` (its window graphs and benign CAN IDs) and ``ledger/<sha256>.json`` (ok or
+  failed, with the error; written after the ``.npz``). The join reads them instead of the raw files.
 
 A cache is reused when ``meta.json`` names the same parameter digest and the same source files
 with the same contents (sha256; recomputed only for files whose size or mtime changed).
@@ -25,6 +29,8 @@ import fcntl
 import hashlib
 import json
 import os
+import socket
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,9 +122,20 @@ def locked(cache: Path) -> Iterator[None]:
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    """Writes ``path`` atomically: a temp file of this writer's own in the same folder (several
+    writers, on several nodes, may write the same path), then ``os.replace``."""
+    tmp = unique_temp(path)
+    try:
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def unique_temp(path: Path) -> Path:
+    """A temp name beside ``path`` no other writer uses (host, process, random), hidden."""
+    return path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 def cache_info(cache: Path, meta: dict[str, Any], *, hit: bool, seconds: float) -> CacheInfo:
