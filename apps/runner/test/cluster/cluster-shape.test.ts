@@ -6,45 +6,20 @@
 // without its signal handler). Needs root (namespaces, cgroups) and the bootstrap.
 import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { clusterPresets } from '@kdgat/config';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   SCRATCH,
-  boxPartitions,
   expectOk,
   runDirsOf,
   said,
   startSite,
   statusOfRun,
   waitFor,
+  writeBoxProfile,
   type SshSite,
 } from '../site/site.ts';
 
 let site: SshSite;
-
-/**
- * The box as a cluster profile beside the specs (the `local` preset with the box's partitions), so
- * that a spec can name the `cpu` partition: the stack declares the same partitions.
- */
-function writeBoxProfile(): void {
-  const profile = {
-    ...clusterPresets.local,
-    name: 'kdgat-site',
-    clusterName: 'kdgat-site',
-    scheduler: 'slurm',
-    partitions: boxPartitions(site.facts),
-    charging: {
-      ...clusterPresets.local.charging,
-      partitions: {
-        gpu: { coreHour: 1, gpuHour: 10 },
-        gpudebug: { coreHour: 1, gpuHour: 10 },
-        cpu: { coreHour: 1, gpuHour: 0 },
-      },
-    },
-  };
-  writeFileSync(join(site.dir, 'laptop', 'box-cluster.yaml'), stringify(profile));
-}
 
 function writeSpec(name: string, lines: string[]): string {
   const file = join(site.dir, 'laptop', `${name}.yaml`);
@@ -144,7 +119,7 @@ function logsOf(siteRunDir: string, stageId: string): string {
 beforeAll(async () => {
   const t0 = Date.now();
   site = await startSite();
-  writeBoxProfile();
+  writeBoxProfile(site);
   console.log(
     `cluster box: up in ${((Date.now() - t0) / 1000).toFixed(1)} s (site.sh up, 3 nodes, slurmdbd)`,
   );

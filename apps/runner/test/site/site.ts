@@ -19,6 +19,7 @@ import { homedir } from 'node:os';
 import { delimiter, join, relative, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { expect } from 'vitest';
+import { clusterPresets } from '@kdgat/config';
 import { runBounded } from '../e2e/harness.ts';
 
 export const REPO = resolve(import.meta.dirname, '../../../..');
@@ -115,6 +116,32 @@ export function boxPartitions(facts: Record<string, string>): Record<string, unk
     { name: 'gpudebug', ...gpuNode, maxWalltime: '01:00:00' },
     { name: 'cpu', ...node, gpusPerNode: 0, maxWalltime: '7-00:00:00' },
   ];
+}
+
+/**
+ * The box as a cluster profile beside the specs, `<site>/laptop/box-cluster.yaml` (the `local`
+ * preset with the box's partitions and charging), so that a spec can name the `cpu` and `gpu`
+ * partitions (`cluster: box-cluster.yaml`): the stack declares the same partitions.
+ */
+export function writeBoxProfile(site: Pick<SshSite, 'dir' | 'facts'>): string {
+  const profile = {
+    ...clusterPresets.local,
+    name: 'kdgat-site',
+    clusterName: 'kdgat-site',
+    scheduler: 'slurm',
+    partitions: boxPartitions(site.facts),
+    charging: {
+      ...clusterPresets.local.charging,
+      partitions: {
+        gpu: { coreHour: 1, gpuHour: 10 },
+        gpudebug: { coreHour: 1, gpuHour: 10 },
+        cpu: { coreHour: 1, gpuHour: 0 },
+      },
+    },
+  };
+  const file = join(site.dir, 'laptop', 'box-cluster.yaml');
+  writeFileSync(file, stringify(profile));
+  return file;
 }
 
 export async function startSite(): Promise<SshSite> {
