@@ -4,6 +4,7 @@
 // `afterok` on every job of the stage otherwise. A sharded stage is an array of its shard tasks
 // and a join job after them (`afterok`), which is what later stages wait for. Pure: no disk, no spawning.
 import type { Scalar } from '@kdgat/config';
+import type { Throttle } from './throttle.ts';
 
 /** The parts of a resolved stage the plan needs (a subset of @kdgat/config's ResolvedStage). */
 export interface PlanStage {
@@ -35,6 +36,11 @@ export interface PlannedJob {
    * same sweep points, chunk k after chunk k. The rest are `afterok` on the whole job.
    */
   aftercorr?: string[];
+  /**
+   * The subset of `dependsOn` this job waits to end whatever their outcome (`afterany`): a later
+   * chunk of a throttled sweep after the chunk before it (throttle.ts).
+   */
+  afterany?: string[];
   array?: { size: number; concurrency: number; firstPoint: number };
   /** The sweep points this job's tasks run, task i ↔ points[i]. */
   points?: Record<string, Scalar>[];
@@ -51,6 +57,8 @@ export interface RunPlan {
   experiment: string;
   specHash: string;
   jobs: PlannedJob[];
+  /** The run's throttle, once applied (throttle.ts). */
+  throttle?: Throttle;
 }
 
 /**

@@ -28,6 +28,7 @@ export {
   type PlannedJob,
   type RunPlan,
 } from './build.ts';
+export { ThrottleError, throttleLines, throttlePlan, type Throttle, type ThrottleInput } from './throttle.ts';
 export { policiesOf, renderPlan, runRootOf, writeRendered, type RenderedJob } from './render.ts';
 export {
   BudgetExceededError,

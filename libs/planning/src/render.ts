@@ -71,7 +71,10 @@ export function renderPlan(
     const tableFile = job.points ? `scripts/${job.key}.points.tsv` : undefined;
     const input: TrainJobInput = {
       experiment: resolved.spec.name,
-      stage,
+      // A throttled array runs the plan's `%K` (throttle.ts), not the stage's own.
+      stage: job.array
+        ? { ...stage, resources: { ...stage.resources, arrayConcurrency: job.array.concurrency } }
+        : stage,
       pipeline: pipelineView(pipelineOf(resolved)),
       // The scheduler the run goes to decides the header (#SBATCH lines or none).
       profile: { ...resolved.cluster, scheduler: schedulerKind },

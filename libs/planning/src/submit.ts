@@ -17,17 +17,19 @@ export function requestFor(
     return id;
   };
   const corr = new Set(job.aftercorr ?? []);
+  const any = new Set(job.afterany ?? []);
   const request: SubmitRequest = {
     name: job.name,
     scriptPath: join(runDir, job.scriptFile),
     cwd: runDir,
-    dependsOn: job.dependsOn.filter((k) => !corr.has(k)).map(idOf),
+    dependsOn: job.dependsOn.filter((k) => !corr.has(k) && !any.has(k)).map(idOf),
     cpusPerTask: hints.cpusPerTask,
     timeLimit: hints.timeLimit,
     output: logs.output,
     error: logs.error,
   };
   if (corr.size > 0) request.aftercorr = [...corr].map(idOf);
+  if (any.size > 0) request.afterany = [...any].map(idOf);
   if (hints.signal) request.signal = hints.signal;
   if (job.array) request.array = { size: job.array.size, concurrency: job.array.concurrency };
   return request;
@@ -60,7 +62,11 @@ export async function preflightPlan(
 ): Promise<PreflightReport[]> {
   const reports: PreflightReport[] = [];
   for (const r of rendered) {
-    const request = requestFor({ ...r, job: { ...r.job, dependsOn: [], aftercorr: [] } }, runDir, new Map());
+    const request = requestFor(
+      { ...r, job: { ...r.job, dependsOn: [], aftercorr: [], afterany: [] } },
+      runDir,
+      new Map(),
+    );
     const result = await scheduler.preflight(request);
     reports.push({ job: r.job, ok: result.ok, message: result.message });
   }

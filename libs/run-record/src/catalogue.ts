@@ -71,6 +71,8 @@ export async function runsTable(
   if (query.json) args.push('--json');
   const r = await runCommand(python, args);
   if (r.code !== 0 && r.code !== 2)
-    throw new Error(`python -m ${SITE_HELPER_MODULE} runs failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
+    throw new Error(
+      `python -m ${SITE_HELPER_MODULE} runs failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`,
+    );
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scalar } from '@kdgat/config';
-import type { CostRecord, FromStudy, RightSized, StackOutputs } from '@kdgat/planning';
+import type { CostRecord, FromStudy, RightSized, StackOutputs, Throttle } from '@kdgat/planning';
 import { runCommand, type JobState, type TaskAccounting } from '@kdgat/schedulers';
 import type { ResolvedInput } from './inputs/inputs.ts';
 
@@ -20,6 +20,8 @@ export interface ManifestJob {
   dependsOn: string[]; // plan keys
   /** The part of `dependsOn` waited for task by task (`aftercorr`): arrays over the same points. */
   aftercorr?: string[];
+  /** The part of `dependsOn` waited for to end whatever its outcome (`afterany`): a throttled sweep's chunk before this one. */
+  afterany?: string[];
   jobId?: string;
   array?: { size: number; concurrency: number; firstPoint: number };
   /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<array.firstPoint + i>`. */
@@ -130,6 +132,8 @@ export interface Manifest {
   /** A run trained from a study's best trial (`train --from-study S --best`). */
   fromStudy?: FromStudy;
   /** What the plan was estimated to charge before it was queued (worst and expected case). */
+  /** The run's throttle: its concurrency, where it came from, the chunks held (planning's throttle.ts). */
+  throttle?: Throttle;
   cost?: CostRecord;
   /** Requests sized from history (`train --right-size`), by stage id, with their basis. */
   rightSized?: RightSized;

@@ -258,6 +258,7 @@ export function newManifest(run: NewRun): Manifest {
       script: j.scriptFile,
       dependsOn: j.dependsOn,
       ...(j.aftercorr ? { aftercorr: j.aftercorr } : {}),
+      ...(j.afterany?.length ? { afterany: j.afterany } : {}),
       ...(j.array ? { array: j.array } : {}),
       runRoot,
       logs,
@@ -266,6 +267,7 @@ export function newManifest(run: NewRun): Manifest {
     ...(run.inputs.length > 0 ? { inputs: [...run.inputs] } : {}),
     ...(run.study ? { tune: { study: run.study.name, studyDir: run.study.dir } } : {}),
     ...(run.fromStudy ? { fromStudy: run.fromStudy } : {}),
+    ...(run.plan.throttle?.concurrency !== undefined ? { throttle: run.plan.throttle } : {}),
     cost: costRecord(run.costing, resolved),
     ...(run.rightSized && Object.keys(run.rightSized).length > 0 ? { rightSized: run.rightSized } : {}),
     submission: {

@@ -243,11 +243,17 @@ export async function writeReport(
     throw new Error(
       `no python at ${python} (the environment of stack ${manifest.stack.name}): run \`nx run infra:up\`, or set HPC_PYTHON`,
     );
-  const r = await runCommand(python, ['-m', `${SITE_HELPER_MODULE}.report`, '--input', inputFile, '--out', out], {
-    env: { ...process.env, MPLBACKEND: 'Agg' },
-  });
+  const r = await runCommand(
+    python,
+    ['-m', `${SITE_HELPER_MODULE}.report`, '--input', inputFile, '--out', out],
+    {
+      env: { ...process.env, MPLBACKEND: 'Agg' },
+    },
+  );
   if (r.code !== 0)
-    throw new Error(`python -m ${SITE_HELPER_MODULE}.report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`);
+    throw new Error(
+      `python -m ${SITE_HELPER_MODULE}.report failed (exit ${r.code}):\n${r.stderr.trim() || r.stdout.trim()}`,
+    );
   const drawn = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Omit<ReportResult, 'verdicts' | 'seconds'>;
   return {
     ...drawn,

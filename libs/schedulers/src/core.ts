@@ -73,6 +73,11 @@ export interface SubmitRequest {
   /** Array job ids this array waits for task by task (`aftercorr`: task i after their task i). */
   aftercorr?: string[];
   /**
+   * Job ids this job waits to end, whatever their outcome (`afterany`): a later chunk of a
+   * throttled sweep held until the chunk before it drains.
+   */
+  afterany?: string[];
+  /**
    * A job array of `size` tasks, indices 0..size-1, at most `concurrency` at a time: the local
    * scheduler runs these; SLURM reads the script's own `#SBATCH --array`.
    */
@@ -168,6 +173,11 @@ export interface Scheduler {
   /** Queues the job and returns its id. Throws SchedulerError with the scheduler's reason. */
   submit(request: SubmitRequest): Promise<string>;
   cancel(jobIds: string[]): Promise<void>;
+  /**
+   * The user's jobs queued or running now, every array task counted (as SLURM counts them against
+   * per-user limits); absent where the scheduler cannot say (a site not provisioned yet).
+   */
+  activeJobsOfUser?(): Promise<number>;
   /** One batched query for all given jobs; returns every known task, keyed by job id. */
   query(jobIds: string[]): Promise<Map<string, TaskStatus[]>>;
   /** Calls made to the scheduler's submit command (for bench/). */

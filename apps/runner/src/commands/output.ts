@@ -3,7 +3,7 @@
 // and preflight verdict, a reproduction's byte check, and the job ids queued.
 import { join } from 'node:path';
 import type { ResolvedExperiment } from '@kdgat/config';
-import type { PlanCosting, PredictedStackOutputs } from '@kdgat/planning';
+import { throttleLines, type PlanCosting, type PredictedStackOutputs } from '@kdgat/planning';
 import { formatHours, formatUnits } from '@kdgat/usage';
 import { environmentOfStage } from '@kdgat/run-record';
 import type { RunResult } from '../pipeline/run.ts';
@@ -111,6 +111,7 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
   } else if (result.runDir !== manifest.runDir)
     say(`run dir: ${manifest.runDir} on the site; local copy: ${result.runDir}`);
   else say(`run dir: ${result.runDir}`);
+  for (const line of result.plan.throttle ? throttleLines(result.plan.throttle, result.plan) : []) say(line);
   for (const job of result.plan.jobs) {
     const pre = result.preflight.find((r) => r.job.key === job.key);
     const what = job.tune
@@ -123,8 +124,9 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
           ? `array of ${job.array.size} (%${job.array.concurrency}, points ${job.array.firstPoint}-${job.array.firstPoint + job.array.size - 1})`
           : 'job';
     const corr = new Set(job.aftercorr ?? []);
+    const any = new Set(job.afterany ?? []);
     const deps = job.dependsOn.length
-      ? ` after ${job.dependsOn.map((k) => (corr.has(k) ? `${k} (task by task)` : k)).join(', ')}`
+      ? ` after ${job.dependsOn.map((k) => (corr.has(k) ? `${k} (task by task)` : any.has(k) ? `${k} drains` : k)).join(', ')}`
       : '';
     const id = manifest.jobs.find((j) => j.key === job.key)?.jobId;
     // A run of several environments says which each job runs in.

@@ -20,6 +20,7 @@ import {
   readSpecFile,
   readStackOrDeclared,
   resolveStudyDir,
+  throttlePlan,
   type FromStudy,
   type RunPlan,
   type StackOutputs,
@@ -340,5 +341,28 @@ export async function planJobs(spec: Spec, scheduler: Scheduler, study?: StudyHo
     jobName: (stageId) => jobNameFor(experiment, stageId, resolved.pipeline.name),
   });
   if (study) asStudyPlan(plan, study.tune);
-  return plan;
+  return throttled(plan, spec.resolved, scheduler);
+}
+
+/**
+ * The run's throttle (libs/planning/src/throttle.ts): the spec's concurrency within the site's
+ * per-user limits, less the user's jobs queued or running there now (asked only where the profile
+ * declares a limit).
+ */
+async function throttled(
+  plan: RunPlan,
+  resolved: ResolvedExperiment,
+  scheduler: Scheduler,
+): Promise<RunPlan> {
+  // A profile recorded before limits were declared has none.
+  const limits = (resolved.cluster as Partial<ResolvedExperiment['cluster']>).limits ?? {};
+  const siteLimited =
+    limits.maxRunningJobsPerUser !== undefined || limits.maxSubmittedJobsPerUser !== undefined;
+  const activeJobs = siteLimited ? await scheduler.activeJobsOfUser?.() : undefined;
+  const concurrency = resolved.spec.concurrency;
+  return throttlePlan(plan, {
+    limits,
+    ...(concurrency !== undefined ? { concurrency } : {}),
+    ...(activeJobs !== undefined ? { activeJobs } : {}),
+  }).plan;
 }

@@ -354,6 +354,83 @@ describe('preprocessing spread across nodes', () => {
   });
 });
 
+describe("a run throttled to the site's per-user limit", () => {
+  it("a sweep of 6 points over two chained array stages, with one job of the user already running and the limit lowered to 3: never more than 3 of the user's jobs run at once", async () => {
+    writeBoxProfile(site, { file: 'box-limited.yaml', fields: { limits: { maxRunningJobsPerUser: 3 } } });
+    // The user's other job: one of the 3 running slots the profile declares.
+    const sleeper = expectOk(
+      await site.ssh(
+        `cd ${SCRATCH} && sbatch --parsable -p cpu -c 1 --mem=100M -o /dev/null --wrap 'sleep 600'`,
+      ),
+    ).out.trim();
+    await waitFor('the other job to run', async () =>
+      (await site.ssh(`squeue -h -j ${sleeper} -o %T`)).out.trim() === 'RUNNING' ? true : undefined,
+    );
+    try {
+      const stageOf = (id: string, after?: string) => [
+        `  - id: ${id}`,
+        '    stage: preprocess',
+        '    model: gat',
+        '    scale: small',
+        '    dataset: synth',
+        ...(after ? [`    dependsOn: [${after}]`] : []),
+        '    overrides: { data.num_workers: 0 }',
+        '    resources: { cpus: 1, memGB: 1, gpus: { count: 0 }, arrayConcurrency: 6, time: "0:20:00" }',
+      ];
+      const spec = join(site.dir, 'laptop', 'throttled-sweep.yaml');
+      writeFileSync(
+        spec,
+        [
+          'name: throttled-sweep',
+          'cluster: box-limited.yaml',
+          'environment: cpu-local',
+          'stages:',
+          ...stageOf('first'),
+          ...stageOf('second', 'first'),
+          'sweep:',
+          '  grid:',
+          '    training.seed: [1, 2, 3, 4, 5, 6]',
+          '',
+        ].join('\n'),
+      );
+      const r = expectOk(await site.runner([...trainArgs(spec), '--wait']));
+      expect(r.out).toContain(
+        "throttle: at most 2 of this run's 12 jobs at once, from the site's 3 running jobs per user less 1 of yours queued or running; each of its 2 array stage(s) at most 1 task(s) at once",
+      );
+      expect(r.out).toMatch(/all 12 task\(s\) completed/);
+      expect(r.out).toMatch(/held by the run's throttle \(at most 1 at once\)/);
+      // What ran when (sacct): the run's tasks and the other job, never more than 3 at once.
+      const manifest = JSON.parse(readFileSync(join(runDirsOf(r.out).local, 'manifest.json'), 'utf8')) as {
+        jobs: { jobId: string }[];
+      };
+      const ids = [...manifest.jobs.map((j) => j.jobId), sleeper].join(',');
+      const rows = expectOk(await site.ssh(`sacct -n -P -X -j ${ids} -o JobID,Start,End,State`))
+        .out.trim()
+        .split('\n')
+        .map((l) => l.split('|'));
+      const now = Date.now();
+      const events = rows
+        .filter(([, start]) => start !== 'Unknown' && start !== 'None')
+        .flatMap(([, start, end]) => [
+          { at: Date.parse(start!), d: 1 },
+          { at: end === 'Unknown' ? now : Date.parse(end!), d: -1 },
+        ])
+        .sort((a, b) => a.at - b.at || a.d - b.d);
+      let running = 0;
+      let most = 0;
+      for (const e of events) most = Math.max(most, (running += e.d));
+      console.log(
+        `throttled sweep: at most ${most} of the user's jobs at once (sacct), the run's 12 tasks and 1 other`,
+      );
+      expect(rows.filter(([id]) => id!.includes('_'))).toHaveLength(12);
+      expect(most).toBeLessThanOrEqual(3);
+      expect(most).toBeGreaterThanOrEqual(2);
+    } finally {
+      await site.ssh(`scancel ${sleeper}`);
+    }
+  });
+});
+
 describe.concurrent('failures survived by cause', () => {
   // The stages below read the graph cache of synth (made again here, so these run on their own too).
   beforeAll(async () => {

@@ -81,7 +81,35 @@ describe('local scheduler', () => {
     const next = states.get(b)!;
     expect(next.map((t) => t.state)).toEqual(['COMPLETED', 'CANCELLED', 'COMPLETED']);
     expect(next[1]!.reason).toBe(`DependencyNeverSatisfied (aftercorr:${a})`);
-    expect(readdirSync(dir).filter((f) => f.startsWith('next.')).sort()).toEqual(['next.0', 'next.2']);
+    expect(
+      readdirSync(dir)
+        .filter((f) => f.startsWith('next.'))
+        .sort(),
+    ).toEqual(['next.0', 'next.2']);
+  });
+
+  it('afterany: a held chunk starts once the one before ended, even when that one failed', async () => {
+    const { script, dir, scheduler } = setup();
+    const a = await scheduler.submit({
+      name: 'chunk0',
+      scriptPath: script('c0.sh', `sleep 1; date +%s%N >${dir}/c0.end; exit 5`),
+      cwd: dir,
+      dependsOn: [],
+      cpusPerTask: 1,
+    });
+    const b = await scheduler.submit({
+      name: 'chunk1',
+      scriptPath: script('c1.sh', `date +%s%N >${dir}/c1.start`),
+      cwd: dir,
+      dependsOn: [],
+      afterany: [a],
+      cpusPerTask: 1,
+    });
+    const states = await waitForJobs(scheduler, [a, b]);
+    expect(states.get(a)![0]).toMatchObject({ state: 'FAILED' });
+    expect(states.get(b)![0]).toMatchObject({ state: 'COMPLETED' });
+    const at = (f: string) => BigInt(readFileSync(join(dir, f), 'utf8').trim());
+    expect(at('c1.start') >= at('c0.end')).toBe(true);
   });
 
   it('cancels the dependants of a failed job, and reports the exit code', async () => {

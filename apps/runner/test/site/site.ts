@@ -123,7 +123,11 @@ export function boxPartitions(facts: Record<string, string>): Record<string, unk
  * preset with the box's partitions and charging), so that a spec can name the `cpu` and `gpu`
  * partitions (`cluster: box-cluster.yaml`): the stack declares the same partitions.
  */
-export function writeBoxProfile(site: Pick<SshSite, 'dir' | 'facts'>): string {
+export function writeBoxProfile(
+  site: Pick<SshSite, 'dir' | 'facts'>,
+  /** Another name and fields of the profile's (a per-user limit declared lowered). */
+  variant?: { file: string; fields: Record<string, unknown> },
+): string {
   const profile = {
     ...clusterPresets.local,
     name: 'kdgat-site',
@@ -139,8 +143,8 @@ export function writeBoxProfile(site: Pick<SshSite, 'dir' | 'facts'>): string {
       },
     },
   };
-  const file = join(site.dir, 'laptop', 'box-cluster.yaml');
-  writeFileSync(file, stringify(profile));
+  const file = join(site.dir, 'laptop', variant?.file ?? 'box-cluster.yaml');
+  writeFileSync(file, stringify({ ...profile, ...variant?.fields }));
   return file;
 }
 

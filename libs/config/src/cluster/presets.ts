@@ -51,6 +51,8 @@ const inputs: Record<string, ClusterProfileInput> = {
     name: 'osc-pitzer',
     clusterName: 'pitzer',
     defaultPartition: 'gpu',
+    // osc.edu, "Scheduling Policies and Limits": up to 128 running jobs per user on Pitzer.
+    limits: { maxRunningJobsPerUser: 128 },
     modules: oscModules,
     paths: oscPaths('PAS1266', 'pitzer'),
     charging: oscCharging(['gpu', 'gpu-exp', 'gpu-quad', 'gpudebug', 'gpubackfill', 'cpu']),

@@ -128,6 +128,20 @@ export const ClusterProfileSchema = z
         'a command of letters, digits, spaces and {cluster} {jobid} placeholders',
       )
       .optional(),
+    /**
+     * The site's per-user limits (OSC Pitzer: 128 running jobs). SLURM counts every array task as
+     * a job; the runner throttles a run so that the user's jobs stay within them (see
+     * libs/planning/src/throttle.ts) instead of letting the scheduler reject or bury them.
+     */
+    limits: z
+      .object({
+        /** Jobs (array tasks each) one user may have running at once (SLURM QOS MaxJobsPerUser). */
+        maxRunningJobsPerUser: z.number().int().positive().optional(),
+        /** Jobs one user may have queued or running (SLURM MaxSubmitJobsPerUser): more is refused by sbatch. */
+        maxSubmittedJobsPerUser: z.number().int().positive().optional(),
+      })
+      .strict()
+      .default({}),
     /** What the site charges (cost estimates, budgets); see charging.ts. */
     charging: ChargingSchema.optional(),
     /** A command that prints the account's balance (OSC: OSCusage). */

@@ -129,6 +129,12 @@ export const ExperimentSpecSchema = z
       .object({ enabled: z.boolean().default(false), steps: z.number().int().positive().default(5) })
       .strict()
       .default({ enabled: false, steps: 5 }),
+    /**
+     * At most this many of the run's jobs and array tasks run at once, across all its arrays,
+     * chunks and shards (the runner splits it between them, and holds later chunks of a sweep until
+     * earlier ones drain). Default: the site's per-user running limit less the user's jobs already there.
+     */
+    concurrency: z.number().int().positive().optional(),
     /** N runs as one job array: the cartesian product of `grid`, plus each entry of `list`. */
     sweep: z
       .object({

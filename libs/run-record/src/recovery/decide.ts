@@ -277,7 +277,11 @@ export function decideRecovery(input: RecoveryInput): RecoveryPlan {
     }
     const { stage, partition } = stageOf(resolved, job);
     const corr = new Set(job.aftercorr ?? []);
-    const upstream = job.dependsOn.map((k) => ({ key: k, corr: corr.has(k), p: byKey.get(k) }));
+    // A throttled chunk's afterany edge (the chunk before it) gates nothing: it never blocks a recovery.
+    const any = new Set(job.afterany ?? []);
+    const upstream = job.dependsOn
+      .filter((k) => !any.has(k))
+      .map((k) => ({ key: k, corr: corr.has(k), p: byKey.get(k) }));
     const upstreamFailed = upstream.some((u) => u.p && u.p.tasks.some((t) => t.state !== 'COMPLETED'));
 
     const recover: { task: TaskStatus; facts: TaskFacts; cause: RecoveryCause }[] = [];

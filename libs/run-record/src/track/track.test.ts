@@ -52,6 +52,36 @@ describe('progress', () => {
     expect(statusLine(p!)).toBe('train [5] RUNNING 0:00 tasks: 2 pending, 1 running, 1 done, 0 failed');
   });
 
+  it("says which pending tasks the run's throttle holds, and which the site's per-user limit holds", () => {
+    const waiting = (arrayIndex: number, reason: string): TaskStatus => ({
+      ...t('PENDING', arrayIndex),
+      reason,
+    });
+    const [p] = progressOf(
+      manifest,
+      new Map([
+        [
+          '5',
+          [
+            t('RUNNING', 0),
+            waiting(1, 'JobArrayTaskLimit'),
+            waiting(2, 'JobArrayTaskLimit'),
+            waiting(3, 'QOSMaxJobsPerUserLimit'),
+          ],
+        ],
+      ]),
+    );
+    expect(statusLine(p!)).toBe(
+      "train [5] RUNNING 0:00 tasks: 3 pending, 1 running, 0 done, 0 failed — 2 held by the run's throttle (at most 2 at once); 1 held by the site's per-user limit (QOSMaxJobsPerUserLimit)",
+    );
+    const chunk = structuredClone(manifest);
+    chunk.jobs[0]!.key = 'train.chunk1';
+    chunk.jobs[0]!.dependsOn = ['train.chunk0'];
+    chunk.jobs[0]!.afterany = ['train.chunk0'];
+    const [held] = progressOf(chunk, new Map([['5', [0, 1, 2, 3].map((i) => waiting(i, 'Dependency'))]]));
+    expect(statusLine(held!)).toMatch(/PENDING .* — held until train\.chunk0 drains \(the run's throttle\)$/);
+  });
+
   it('falls back to the last state it saw once the scheduler forgot the job', () => {
     const m = structuredClone(manifest);
     m.jobs[0]!.lastSeen = {

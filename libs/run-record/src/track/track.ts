@@ -135,9 +135,32 @@ export function formatElapsed(seconds: number): string {
 export function statusLine(p: JobProgress): string {
   const id = p.job.jobId ?? '-';
   const base = `${p.job.key} [${id}] ${p.state} ${formatElapsed(p.elapsedSeconds)}`;
-  if (!p.job.array) return base;
+  if (!p.job.array) return base + heldNote(p);
   const c = p.counts;
-  return `${base} tasks: ${c.pending} pending, ${c.running} running, ${c.done} done, ${c.failed} failed`;
+  return `${base} tasks: ${c.pending} pending, ${c.running} running, ${c.done} done, ${c.failed} failed${heldNote(p)}`;
+}
+
+/** SLURM's pending reasons for a per-user limit (QOS or association MaxJobs/MaxSubmit). */
+const USER_LIMIT_REASON =
+  /^(QOS|Assoc)Max(Jobs|Submit|JobsPerUser|SubmitJobsPerUser)\w*Limit$|^AssocMaxJobsLimit$/;
+
+/**
+ * Why a job's pending tasks wait, where a limit holds them: the run's throttle (a later chunk until
+ * the chunk before it drains, `%K` of an array) or the site's per-user limit.
+ */
+function heldNote(p: JobProgress): string {
+  const pending = p.tasks.filter((t) => t.state === 'PENDING');
+  if (pending.length === 0) return '';
+  const notes: string[] = [];
+  const drains = p.job.afterany ?? [];
+  if (drains.length > 0 && pending.some((t) => t.reason === 'Dependency'))
+    notes.push(`held until ${drains.join(', ')} drains (the run's throttle)`);
+  const throttled = pending.filter((t) => t.reason === 'JobArrayTaskLimit').length;
+  if (throttled > 0 && p.job.array)
+    notes.push(`${throttled} held by the run's throttle (at most ${p.job.array.concurrency} at once)`);
+  const site = pending.filter((t) => t.reason !== undefined && USER_LIMIT_REASON.test(t.reason));
+  if (site.length > 0) notes.push(`${site.length} held by the site's per-user limit (${site[0]!.reason})`);
+  return notes.length > 0 ? ` — ${notes.join('; ')}` : '';
 }
 
 export interface SummaryRow {

@@ -67,7 +67,7 @@ export class LocalScheduler implements Scheduler {
   async submit(request: SubmitRequest): Promise<string> {
     this.#submitCalls++;
     const overrides = checkOverrides(request);
-    for (const dep of [...request.dependsOn, ...(request.aftercorr ?? [])]) {
+    for (const dep of [...request.dependsOn, ...(request.aftercorr ?? []), ...(request.afterany ?? [])]) {
       if (!readRecord(this.stateDir, dep)) {
         throw new SchedulerError(
           `local scheduler refused ${request.name}: dependency job ${dep} does not exist`,

@@ -1,4 +1,4 @@
-// One detached process per local job: waits for its afterok dependencies (and, task by task, aftercorr), runs the script's
+// One detached process per local job: waits for its afterok and afterany dependencies (and, task by task, aftercorr), runs the script's
 // tasks with bash (at most the array's %K at a time), emulates SLURM's environment, enforces
 // --time (with the --signal=B:SIG@lead warning first) and records every state change.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -58,6 +58,11 @@ async function waitForDependencies(): Promise<boolean> {
         return false;
       }
       if (r.tasks.some((t) => t.state !== 'COMPLETED')) allDone = false;
+    }
+    // afterany: ended, whatever the outcome (a throttled sweep's earlier chunk draining).
+    for (const dep of record.request.afterany ?? []) {
+      const r = readRecord(stateDir, dep);
+      if (r && r.tasks.some((t) => isActive(t.state))) allDone = false;
     }
     if (allDone) return true;
     for (const t of record.tasks) t.reason = 'Dependency';

@@ -37,11 +37,13 @@ export function sbatchArgs(
   // Dependencies on jobs that do not exist yet make --test-only fail: preflight checks the
   // resources only, submission adds the chain.
   const corr = request.aftercorr ?? [];
-  if (mode === 'submit' && request.dependsOn.length + corr.length > 0) {
+  const any = request.afterany ?? [];
+  if (mode === 'submit' && request.dependsOn.length + corr.length + any.length > 0) {
     // Comma: every listed condition must hold.
     const parts = [
       ...(request.dependsOn.length > 0 ? [`afterok:${request.dependsOn.join(':')}`] : []),
       ...(corr.length > 0 ? [`aftercorr:${corr.join(':')}`] : []),
+      ...(any.length > 0 ? [`afterany:${any.join(':')}`] : []),
     ];
     args.push(`--dependency=${parts.join(',')}`, '--kill-on-invalid-dep=yes');
   }
@@ -170,6 +172,13 @@ export class SlurmScheduler implements Scheduler {
     const cfg = await this.#showConfig();
     const max = Number(cfg.get('MaxArraySize') ?? '1001');
     return { maxArraySize: Number.isFinite(max) && max > 0 ? max : 1001 };
+  }
+
+  async activeJobsOfUser(): Promise<number> {
+    // -r: one line per array task, pending ones included (SLURM's per-user limits count tasks).
+    const r = await this.#run(['squeue', '--me', '-h', '-r', '-t', 'PD,R,CF,CG,S', '-o', '%i']);
+    if (r.code !== 0) throw new SchedulerError(`squeue --me failed: ${reasonOf(r)}`, 'squeue --me', r.stderr);
+    return r.stdout.split('\n').filter((l) => l.trim() !== '').length;
   }
 
   async accountingEnabled(): Promise<boolean> {

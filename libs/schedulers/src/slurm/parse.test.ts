@@ -37,6 +37,12 @@ describe('sbatch arguments', () => {
     );
   });
 
+  it("holds a throttled sweep's later chunk until the chunk before it ended, whatever its outcome (afterany)", () => {
+    expect(
+      sbatchArgs({ ...request, dependsOn: [], aftercorr: ['12'], afterany: ['14'] }, 'submit'),
+    ).toContain('--dependency=aftercorr:12,afterany:14');
+  });
+
   it('preflights the script without the chain (its jobs do not exist yet)', () => {
     expect(sbatchArgs(request, 'test')).toEqual(['--test-only', '/r/scripts/train.sbatch']);
   });

@@ -250,7 +250,9 @@ function directivesFor(
   if (requeue.enabled) d.push(['signal', `B:${requeue.signal}@${requeue.leadSeconds}`], ['requeue', '']);
   else d.push(['no-requeue', '']);
   if (input.tune) {
-    d.push(['array', `0-${arraySize - 1}`]); // nWorkers is the parallelism: all of them at once
+    // nWorkers is the parallelism: all of them at once, unless the run's throttle lowered it.
+    const k = r.arrayConcurrency;
+    d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
   } else if (arraySize > 0) {
     const k = r.arrayConcurrency;
     d.push(['array', `0-${arraySize - 1}${Number.isInteger(k) && k > 0 && k < arraySize ? `%${k}` : ''}`]);
