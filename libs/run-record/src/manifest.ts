@@ -24,6 +24,8 @@ export interface ManifestJob {
   afterany?: string[];
   jobId?: string;
   array?: { size: number; concurrency: number; firstPoint: number };
+  /** A sharded stage's array of shard tasks (`task`: task i runs under `<runRoot>/shard_<i>`) or its join. */
+  shards?: { count: number; task: boolean };
   /** The pipeline's `--run-root`; array task i runs under `<runRoot>/point_<array.firstPoint + i>`. */
   runRoot: string;
   /** Log file patterns (SLURM `%x %j %A %a`), absolute. */

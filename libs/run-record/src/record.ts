@@ -260,6 +260,7 @@ export function newManifest(run: NewRun): Manifest {
       ...(j.aftercorr ? { aftercorr: j.aftercorr } : {}),
       ...(j.afterany?.length ? { afterany: j.afterany } : {}),
       ...(j.array ? { array: j.array } : {}),
+      ...(j.shards ? { shards: j.shards } : {}),
       runRoot,
       logs,
     })),

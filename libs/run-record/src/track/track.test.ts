@@ -9,6 +9,7 @@ import {
   progressOf,
   rememberStates,
   statusLine,
+  taskRunRoot,
 } from './track.ts';
 
 const t = (state: TaskStatus['state'], arrayIndex?: number): TaskStatus => ({
@@ -80,6 +81,15 @@ describe('progress', () => {
     chunk.jobs[0]!.afterany = ['train.chunk0'];
     const [held] = progressOf(chunk, new Map([['5', [0, 1, 2, 3].map((i) => waiting(i, 'Dependency'))]]));
     expect(statusLine(held!)).toMatch(/PENDING .* — held until train\.chunk0 drains \(the run's throttle\)$/);
+  });
+
+  it("finds a sweep task's outputs under point_<firstPoint + i> and a shard task's under shard_<i>", () => {
+    const job = { ...manifest.jobs[0]!, array: { size: 4, concurrency: 2, firstPoint: 8 } };
+    expect(taskRunRoot(job, 1)).toBe('/r/outputs/point_9');
+    expect(taskRunRoot({ ...job, shards: { count: 4, task: true } }, 1)).toBe('/r/outputs/shard_1');
+    expect(taskRunRoot({ ...job, array: undefined, shards: { count: 4, task: false } }, undefined)).toBe(
+      '/r/outputs',
+    );
   });
 
   it('falls back to the last state it saw once the scheduler forgot the job', () => {

@@ -14,8 +14,12 @@ export interface JobProgress {
   elapsedSeconds: number;
 }
 
-/** Where a task's pipeline outputs live: array task i of a chunk runs point `firstPoint + i`. */
+/**
+ * Where a task's pipeline outputs live: array task i of a chunk runs point `firstPoint + i`; shard
+ * task i of a sharded stage runs under `shard_<i>`.
+ */
 export function taskRunRoot(job: ManifestJob, arrayIndex: number | undefined): string {
+  if (job.shards?.task && arrayIndex !== undefined) return `${job.runRoot}/shard_${arrayIndex}`;
   return job.array && arrayIndex !== undefined
     ? `${job.runRoot}/point_${job.array.firstPoint + arrayIndex}`
     : job.runRoot;
@@ -224,7 +228,7 @@ export function summaryRows(manifest: Manifest, progress: readonly JobProgress[]
           ? `/${runDirName({ model: stage.model, scale: stage.scale, stage: stage.stage })}/`
           : '/';
       const metrics = findMetrics(root, 3)
-        .filter((m) => p.job.array || !m.path.includes('/point_'))
+        .filter((m) => p.job.array || !/\/(point|shard)_\d+\//.test(m.path))
         .filter((m) => m.path.includes(ownDir));
       const ctx: Parameters<typeof triageTask>[2] = {};
       if (stage?.resources?.time) ctx.timeLimit = stage.resources.time;

@@ -1,5 +1,5 @@
 // Finds the job records of runs: a run's manifest says where every job's pipeline ran
-// (`<runRoot>[/point_<i>|/worker_<i>]/<dataset>/<model>_<scale>_<stage>/`), and history is every
+// (`<runRoot>[/point_<i>|/worker_<i>|/shard_<i>]/<dataset>/<model>_<scale>_<stage>/`), and history is every
 // run under the runs root (`<runsRoot>/<experiment>/<run>/manifest.json`).
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -69,8 +69,11 @@ export function tasksOfRun(run: RunLike): RunTask[] {
     const dirs: { index: number | null; dir: string }[] = job.array
       ? Array.from({ length: job.array.size }, (_, i) => {
           const point = join(job.runRoot, `point_${i}`, suffix);
-          const worker = join(job.runRoot, `worker_${i}`, suffix);
-          return { index: i, dir: existsSync(worker) && !existsSync(point) ? worker : point };
+          // A study's worker or a sharded stage's task has its own dir instead of a sweep point's.
+          const other = [`worker_${i}`, `shard_${i}`]
+            .map((d) => join(job.runRoot, d, suffix))
+            .find(existsSync);
+          return { index: i, dir: other !== undefined && !existsSync(point) ? other : point };
         })
       : [{ index: null, dir: join(job.runRoot, suffix) }];
     return dirs.map(({ index, dir }) => {
