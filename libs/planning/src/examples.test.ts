@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadExperimentSpec, type Scalar } from '@kdgat/config';
 import { buildPlan } from './build.ts';
 import { renderPlan } from './render.ts';
+import { throttlePlan } from './throttle.ts';
 import { DeclaredStackOutputs } from './stack/declared.ts';
 import { checkEnvironmentMatches } from './stack/outputs.ts';
 import type { StackOutputs } from './stack/outputs.ts';
@@ -85,7 +86,7 @@ describe('examples/', () => {
     },
   );
 
-  it('has the nine examples', () => {
+  it('has the ten examples', () => {
     expect(
       readdirSync(EXAMPLES)
         .filter((f) => f.endsWith('.yaml'))
@@ -93,6 +94,7 @@ describe('examples/', () => {
     ).toEqual([
       'cugraph.yaml',
       'kdgat-pitzer.yaml',
+      'preprocess-sharded.yaml',
       'profile.yaml',
       'quickstart.yaml',
       'sweep-lr.yaml',
@@ -148,6 +150,22 @@ describe('examples/', () => {
       expect(script).toContain(line);
     }
     expect(script).toMatch(/^hpc_stage_datasets=\(\n {2}hcrl_sa \/scratch\/cache\/hcrl_sa\n\)$/m);
+  });
+
+  it('preprocess-sharded: 16 shard tasks on the cpu partition at most 8 at once, then the join', () => {
+    const { resolved, plan, rendered } = planOf('preprocess-sharded.yaml');
+    expect(plan.jobs.map((j) => [j.key, j.array?.size, j.shards?.task])).toEqual([
+      ['preprocess.shards', 16, true],
+      ['preprocess', undefined, false],
+    ]);
+    expect(rendered[0]!.script).toMatch(/^#SBATCH --array=0-15%8$/m);
+    expect(rendered[0]!.script).toMatch(/^#SBATCH --partition=cpu$/m);
+    expect(rendered[1]!.script).toMatch(/^hpc_shard_task=0$/m);
+    const { throttle } = throttlePlan(plan, {
+      concurrency: resolved.spec.concurrency!,
+      limits: resolved.cluster.limits,
+    });
+    expect(throttle).toMatchObject({ concurrency: 8, perArrayStage: 8, tasks: 17 });
   });
 
   it('sweep-lr: one array of 12 tasks, 4 at a time', () => {
