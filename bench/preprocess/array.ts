@@ -25,6 +25,10 @@ if (!Number.isInteger(reps) || reps < 1)
 if (!Number.isInteger(shards) || shards < 2)
   throw new Error(`--shards ${values.shards}: expected a whole number >= 2`);
 
+// The recordings are not in the repository: twenty public CAN recordings (the HCRL "Survival
+// Analysis" data set as repackaged by the can-train-and-test collection, and can-train-and-test
+// set_01 and set_03), converted to Parquet; development machines keep them in ../shared/data/can-real
+// (its README lists each file, its rows and attack rows).
 const DATA = [join(REPO, '../shared/data/can-real'), join(REPO, '../../shared/data/can-real')].find((d) => {
   try {
     return readdirSync(d).some((f) => f.endsWith('.parquet'));
