@@ -12,3 +12,5 @@ export const connection = site.outputs.connection;
 export const environments = site.outputs.environments;
 export const scratch = site.outputs.scratch;
 export const scripts = site.outputs.scripts;
+// The site's other clusters (stack config `clusters`); undefined, so not exported, on a one-cluster site.
+export const clusters = site.outputs.clusters;

@@ -13,7 +13,12 @@ import {
   type SiteEnvironment,
   type StackOutputs,
 } from '@kdgat/config';
-import { SITE_SCRIPT_NAMES, activationSnippet, renderSiteScripts } from '@kdgat/slurm-templates';
+import {
+  SITE_SCRIPT_NAMES,
+  activationSnippet,
+  renderSiteScripts,
+  siteClustersOutput,
+} from '@kdgat/slurm-templates';
 import type { Connection } from '@kdgat/transport';
 import { CondaEnvironment } from './conda-environment.ts';
 import { JupyterKernel } from './jupyter-kernel.ts';
@@ -24,6 +29,8 @@ export type { EnvironmentBuild, SiteEnvironment } from '@kdgat/config';
 
 export interface ClusterSiteArgs {
   profile: ClusterProfile;
+  /** The site's other clusters (stack config `clusters`), exported for the runner's placement. */
+  clusters?: ClusterProfile[];
   /** In the stack's order: the first is the stack's default, the site scripts' environment. */
   environments: SiteEnvironment[];
   datasets: string[];
@@ -151,6 +158,7 @@ export class ClusterSite extends pulumi.ComponentResource {
       },
       // SITE_SCRIPT_NAMES' keys; infra/test/stacks.test.ts parses the outputs against the schema
       scripts: { dir: scripts.dir, ...(scripts.paths as Omit<StackOutputs['scripts'], 'dir'>) },
+      ...siteClustersOutput(args.clusters),
     };
     this.registerOutputs({ ...this.outputs });
   }

@@ -23,6 +23,7 @@ export function readSiteConfig(config: pulumi.Config, repoRoot: string): Cluster
     {
       cluster: presetOrObject(config.require('cluster')),
       clusterOverrides: config.getObject('clusterOverrides'),
+      clusters: config.getObject('clusters'),
       environments: config.getObject('environments'),
       environment: presetOrObject(config.get('environment')),
       environmentOverrides: config.getObject('environmentOverrides'),

@@ -41,8 +41,14 @@ SITE_IP=10.213.7.2
 LAPTOP_IP=10.213.7.1
 # The cluster's own network: the login node and the compute nodes on one bridge.
 LOGIN_CLUSTER_IP=10.213.8.1
-NODES=(c01 c02 c03)
-declare -A NODE_IP=([c01]=10.213.8.11 [c02]=10.213.8.12 [c03]=10.213.8.13)
+NODES=(c01 c02 c03 c04)
+declare -A NODE_IP=([c01]=10.213.8.11 [c02]=10.213.8.12 [c03]=10.213.8.13 [c04]=10.213.8.14)
+# Two clusters under one slurmdbd, as OSC's Pitzer, Ascend and Cardinal share one accounting
+# database, one account and one set of filesystems: kdgat-site (c01-c03, the login node's own) and
+# kdgat-annex (c04: one node with an a100), reached from the same login node with `-M kdgat-annex`.
+ANNEX=kdgat-annex
+ANNEX_NODES=(c04)
+ANNEX_CTLD_PORT=6820
 # What each node declares to SLURM: this machine's cores (slurmd refuses more), a share of its memory.
 NODE_CPUS=$(nproc)
 NODE_MEM_MB=6144
@@ -140,6 +146,7 @@ OverTimeLimit=0
 EOF
   local node
   for node in "${NODES[@]}"; do
+    is_annex "$node" && continue
     local gres=''
     [[ $node != c03 ]] && gres=' Gres=gpu:v100:1'
     printf 'NodeName=%s NodeAddr=%s CPUs=%s RealMemory=%s%s State=UNKNOWN\n' \
@@ -177,6 +184,7 @@ PidFile=$conf/slurmdbd.pid
 LogFile=$conf/log/slurmdbd.log
 EOF
   chmod 600 "$conf/slurmdbd.conf"
+  write_annex_config
   cat >"$conf/scripts/prolog.sh" <<'EOF'
 #!/bin/sh
 # On every node of a job, at allocation: its node-local temporary directory.
@@ -193,6 +201,40 @@ EOF
 echo "export TMPDIR=/tmp/job.$SLURM_JOB_ID"
 EOF
   chmod 755 "$conf/scripts"/*.sh
+}
+
+is_annex() {
+  local n
+  for n in "${ANNEX_NODES[@]}"; do [[ $n == "$1" ]] && return 0; done
+  return 1
+}
+
+# The annex cluster's configuration, in a directory of its own (slurmd and slurmctld read gres.conf
+# and cgroup.conf beside the slurm.conf they are given): cluster 1's, but for its name, its
+# controller's port and state, its node and its partition.
+write_annex_config() {
+  local conf=$SITE/slurm annex=$SITE/slurm/annex node
+  mkdir -p "$annex/state"
+  sed -e "s/^ClusterName=.*/ClusterName=$ANNEX/" \
+    -e "s|^StateSaveLocation=.*|StateSaveLocation=$annex/state|" \
+    -e "s|^SlurmctldPidFile=.*|SlurmctldPidFile=$annex/slurmctld.pid|" \
+    -e "s|^SlurmctldLogFile=.*|SlurmctldLogFile=$conf/log/slurmctld-annex.log|" \
+    -e '/^NodeName=/d' -e '/^PartitionName=/d' "$conf/slurm.conf" >"$annex/slurm.conf"
+  printf 'SlurmctldPort=%s\n' "$ANNEX_CTLD_PORT" >>"$annex/slurm.conf"
+  for node in "${ANNEX_NODES[@]}"; do
+    printf 'NodeName=%s NodeAddr=%s CPUs=%s RealMemory=%s Gres=gpu:a100:1 State=UNKNOWN\n' \
+      "$node" "${NODE_IP[$node]}" "$NODE_CPUS" "$NODE_MEM_MB" >>"$annex/slurm.conf"
+  done
+  printf 'PartitionName=gpu Nodes=%s Default=YES MaxTime=7-00:00:00 State=UP\n' \
+    "$(IFS=,; echo "${ANNEX_NODES[*]}")" >>"$annex/slurm.conf"
+  printf 'NodeName=%s Name=gpu Type=a100 File=/dev/null Count=1\n' \
+    "$(IFS=,; echo "${ANNEX_NODES[*]}")" >"$annex/gres.conf"
+  cp "$conf/cgroup.conf" "$annex/cgroup.conf"
+}
+
+# The slurm.conf a node's slurmd reads.
+node_conf() {
+  if is_annex "$1"; then printf '%s/slurm/annex/slurm.conf' "$SITE"; else printf '%s/slurm/slurm.conf' "$SITE"; fi
 }
 
 pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
@@ -276,21 +318,26 @@ site_init() {
   start_database
   slurmdbd
   wait_for 60 sacctmgr -n list cluster || die "slurmdbd did not answer within 60 s: $(tail -n 5 "$conf/log/slurmdbd.log")"
-  sacctmgr -i add cluster kdgat-site >/dev/null
+  sacctmgr -i add cluster kdgat-site "$ANNEX" >/dev/null
   slurmctld
   wait_for 60 sh -c 'scontrol ping | grep -q "is UP"' || die "slurmctld did not start: $(tail -n 5 "$conf/log/slurmctld.log")"
+  slurmctld -f "$conf/annex/slurm.conf"
+  # The annex is reached the way users reach it: -M, through slurmdbd's record of its controller.
+  wait_for 60 sh -c "scontrol -M $ANNEX ping | grep -q 'is UP'" ||
+    die "the annex's slurmctld did not start: $(tail -n 5 "$conf/log/slurmctld-annex.log")"
   for node in "${NODES[@]}"; do
     mkdir -p "$SITE/nodes/$node"/{tmp,spool}
     start_node "$node"
   done
-  wait_for 90 nodes_idle || die "the nodes did not become idle within 90 s: $(sinfo -N -h -o '%N %T %E' | tr '\n' ';')"
-  printf 'site: up in %d s (slurmdbd, slurmctld, %d nodes)\n' $((SECONDS - t0)) "${#NODES[@]}" >&2
+  wait_for 90 nodes_idle || die "the nodes did not become idle within 90 s: $(sinfo -M all -N -h -o '%N %T %E' | tr '\n' ';')"
+  printf 'site: up in %d s (slurmdbd, 2 clusters, %d nodes)\n' $((SECONDS - t0)) "${#NODES[@]}" >&2
   /usr/sbin/sshd -f "$SITE/ssh/sshd_config" -E "$SITE/ssh/sshd.log"
 }
 
 nodes_idle() {
   local states
-  states=$(sinfo -N -h -o '%T' | sort -u | tr '\n' ' ')
+  # -M all prints a "CLUSTER: name" line before each cluster's nodes.
+  states=$(sinfo -M all -N -h -o '%T' | grep -v '^CLUSTER: ' | sort -u | tr '\n' ' ')
   [[ -n $states && $states =~ ^(idle[[:space:]]*)+$ ]]
 }
 
@@ -307,7 +354,7 @@ node_init() {
     mount --bind "${NODE_CGROUP_DIRS[i]}" "/sys/fs/cgroup/$controller"
     i=$((i + 1))
   done
-  slurmd -f "$SITE/slurm/slurm.conf"
+  slurmd -f "$(node_conf "$node")"
 }
 
 up() {
@@ -380,6 +427,7 @@ EOF
   printf 'SITE_HOST=%s\nSITE_PORT=22\nSITE_USER=%s\nSITE_HOST_KEY=%s\nLAPTOP_KEY=%s\nSITE_ROOT=%s\n' \
     "$SITE_IP" "$(id -un)" "$(cut -d' ' -f1-2 "$SITE/ssh/host_ed25519.pub")" "$LAPTOP/id_ed25519" "$SITE"
   printf 'NODES=%s\nNODE_CPUS=%s\nNODE_MEM_MB=%s\n' "${NODES[*]}" "$NODE_CPUS" "$NODE_MEM_MB"
+  printf 'ANNEX_CLUSTER=%s\nANNEX_NODES=%s\n' "$ANNEX" "${ANNEX_NODES[*]}"
 }
 
 # A stand-in for the SLURM commands on the laptop, where there are none.
@@ -494,6 +542,7 @@ down() {
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || echo "site: pid $pid already gone" >&2; done
   done
   stop_pidfile "$SITE/slurm/slurmctld.pid" slurmctld
+  stop_pidfile "$SITE/slurm/annex/slurmctld.pid" "slurmctld ($ANNEX)"
   stop_pidfile "$SITE/slurm/slurmdbd.pid" slurmdbd
   stop_pidfile "$SITE/db/mariadb.pid" mariadbd
   stop_pidfile "$SITE/slurm/munge/munged.pid" munged

@@ -75,3 +75,4 @@ export {
   writeStudyFile,
 } from './tune/study-plan.ts';
 export { applyBestTrial, type FromStudy } from './tune/best-trial.ts';
+export * from './placement.ts';

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scalar } from '@kdgat/config';
-import type { CostRecord, FromStudy, RightSized, StackOutputs, Throttle } from '@kdgat/planning';
+import type { CostRecord, FromStudy, Placement, RightSized, StackOutputs, Throttle } from '@kdgat/planning';
 import { runCommand, type JobState, type TaskAccounting } from '@kdgat/schedulers';
 import type { ResolvedInput } from './inputs/inputs.ts';
 
@@ -123,6 +123,11 @@ export interface Manifest {
   otherEnvironments?: ManifestEnvironment[];
   stack: { name: string; source: string; outputs: StackOutputs };
   scheduler: 'slurm' | 'local';
+  /**
+   * A site of several clusters: the cluster the run's jobs went to (every scheduler command names it
+   * with `-M`), how it was chosen (auto, named, default) and why, with every cluster asked.
+   */
+  placement?: Placement;
   scripts: Record<string, string>; // relative path → sha256
   jobs: ManifestJob[];
   /** `<job key>` → array index → the sweep point (overrides) that task runs. */

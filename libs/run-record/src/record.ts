@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { stackEnvironment, type ResolvedExperiment } from '@kdgat/config';
-import type { FromStudy, PlanCosting, RenderedJob, RunPlan, StackOutputs } from '@kdgat/planning';
+import type { FromStudy, Placement, PlanCosting, RenderedJob, RunPlan, StackOutputs } from '@kdgat/planning';
 import { costRecord } from '@kdgat/planning';
 import type { ResolvedInput } from './inputs/inputs.ts';
 import {
@@ -182,6 +182,8 @@ export interface NewRun {
   inputs: readonly ResolvedInput[];
   study?: { name: string; dir: string };
   fromStudy?: FromStudy;
+  /** A site of several clusters: where the run went and why. */
+  placement?: Placement;
   costing: PlanCosting;
   rightSized?: Manifest['rightSized'];
   forced: boolean;
@@ -268,6 +270,7 @@ export function newManifest(run: NewRun): Manifest {
     ...(run.inputs.length > 0 ? { inputs: [...run.inputs] } : {}),
     ...(run.study ? { tune: { study: run.study.name, studyDir: run.study.dir } } : {}),
     ...(run.fromStudy ? { fromStudy: run.fromStudy } : {}),
+    ...(run.placement ? { placement: run.placement } : {}),
     ...(run.plan.throttle?.concurrency !== undefined ? { throttle: run.plan.throttle } : {}),
     cost: costRecord(run.costing, resolved),
     ...(run.rightSized && Object.keys(run.rightSized).length > 0 ? { rightSized: run.rightSized } : {}),

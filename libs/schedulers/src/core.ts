@@ -178,6 +178,11 @@ export interface Scheduler {
    * per-user limits); absent where the scheduler cannot say (a site not provisioned yet).
    */
   activeJobsOfUser?(): Promise<number>;
+  /**
+   * `sbatch --test-only` of a script's text, not yet written anywhere: when and where the scheduler
+   * would start it now (placement across a site's clusters); absent where the scheduler cannot say.
+   */
+  probe?(script: string): Promise<PreflightResult>;
   /** One batched query for all given jobs; returns every known task, keyed by job id. */
   query(jobIds: string[]): Promise<Map<string, TaskStatus[]>>;
   /** Calls made to the scheduler's submit command (for bench/). */

@@ -30,6 +30,7 @@ export {
   type SubmitOverrideName,
 } from './overrides.ts';
 export { SlurmScheduler, sbatchArgs } from './slurm/index.ts';
+export { parseTestOnlyStart } from './slurm/parse.ts';
 export { DEFAULT_MAX_ARRAY_SIZE, UnprovisionedSlurm } from './slurm/unprovisioned.ts';
 export { LocalScheduler } from './local/index.ts';
 export { expandLogPattern, parseSbatchDirectives } from './local/directives.ts';
@@ -47,9 +48,16 @@ export function schedulerFor(
   kind: 'slurm' | 'local',
   runsRoot: string,
   connection: Connection = { kind: 'local' },
+  /** Another SLURM cluster of the site, named with `-M` (several clusters under one slurmdbd). */
+  cluster?: string,
 ): Scheduler {
   if (kind === 'slurm')
-    return new SlurmScheduler(connection.kind === 'local' ? {} : { executor: sessionFor(connection) });
+    return new SlurmScheduler({
+      ...(connection.kind === 'local' ? {} : { executor: sessionFor(connection) }),
+      ...(cluster ? { cluster } : {}),
+    });
+  if (cluster)
+    throw new Error(`the local scheduler has no other clusters: --cluster ${cluster} needs a SLURM site`);
   if (connection.kind !== 'local')
     throw new Error(
       `the local scheduler runs jobs on this machine, but the site is reached over ssh (${connection.user}@${connection.host}): ` +

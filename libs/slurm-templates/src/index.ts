@@ -31,7 +31,7 @@ export {
   type SiteProfileView,
   type SiteScriptOptions,
 } from './site/render-site-scripts.ts';
-export { declaredSiteOutputs, type DeclaredSiteOutputs } from './site/site-outputs.ts';
+export { declaredSiteOutputs, siteClustersOutput, type DeclaredSiteOutputs } from './site/site-outputs.ts';
 export {
   renderKernelFiles,
   kernelDirFor,

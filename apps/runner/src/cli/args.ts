@@ -6,10 +6,11 @@ export const USAGE = `kdgat-runner — turn an experiment spec into SLURM jobs (
 queueing, follow them, and record a manifest.
 
 usage:
-  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--wait] [--force] [--right-size] [--allow-dirty]
+  kdgat-runner train  --spec FILE.yaml [--stack NAME] [--cluster NAME|auto] [--wait] [--force] [--right-size] [--allow-dirty]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
-  kdgat-runner plan   --spec FILE.yaml [--stack NAME]        render + preflight, submit nothing
+  kdgat-runner plan   --spec FILE.yaml [--stack NAME] [--cluster NAME|auto]
+                                                             render + preflight, submit nothing
                                                              (a stack not provisioned yet: planned from
                                                              infra/Pulumi.NAME.yaml; preflight skipped)
   kdgat-runner tune   --spec FILE.yaml [--stack NAME] [--wait] [--dry-run]
@@ -56,6 +57,9 @@ options:
   --stack NAME           infra stack whose outputs to use (default: local)
   --stack-outputs FILE   read stack outputs from a JSON file instead of \`pulumi stack output\`
   --scheduler KIND       slurm | local (default: the cluster profile's scheduler)
+  --cluster NAME|auto    a site of several clusters (stack config \`clusters\`): run on that one (-M),
+                         or \`auto\`: the earliest expected start (sbatch --test-only on each) within
+                         the budget, a tie (within 5 min) to the cheaper; plan shows every cluster
   --wait                 follow the run to the end, resubmitting the failures it can survive
                          (at most requeue.maxRecoveries per job, within the budget); exit non-zero
                          if any job did not complete
@@ -94,6 +98,7 @@ export const OPTIONS = {
   stack: { type: 'string' },
   'stack-outputs': { type: 'string' },
   scheduler: { type: 'string' },
+  cluster: { type: 'string' },
   wait: { type: 'boolean' },
   force: { type: 'boolean' },
   'from-manifest': { type: 'string' },

@@ -38,6 +38,7 @@ export interface Flags {
   stack?: string;
   'stack-outputs'?: string;
   scheduler?: string;
+  cluster?: string;
   wait?: boolean;
   force?: boolean;
   'from-manifest'?: string;
@@ -88,6 +89,13 @@ export function stackSource(values: Flags): StackOutputsSource {
 }
 
 /** The flags train, plan and tune share. */
+/** `--cluster NAME|auto`: a cluster profile's name, its SLURM name, or `auto`. */
+function clusterFlag(ctx: CommandContext, value: string): string {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(value))
+    throw ctx.usage(`--cluster ${JSON.stringify(value)}: expected a cluster's name or auto`);
+  return value;
+}
+
 export function runOptions(ctx: CommandContext): RunOptions {
   const { values, command } = ctx;
   if (values.scheduler && values.scheduler !== 'slurm' && values.scheduler !== 'local')
@@ -105,6 +113,7 @@ export function runOptions(ctx: CommandContext): RunOptions {
     ...(values['from-manifest'] ? { fromManifest: values['from-manifest'] } : {}),
     ...(values.stack ? { stack: values.stack } : {}),
     ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
+    ...(values.cluster !== undefined ? { cluster: clusterFlag(ctx, values.cluster) } : {}),
     stackSource: stackSource(values),
     // Only without --stack-outputs: a file of outputs is what the user asked to plan against.
     ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(REPO_ROOT) }),

@@ -9,6 +9,7 @@ import {
   sizeStages,
   stageHistories,
   withRecordedSizes,
+  type Placement,
   type PlanCosting,
   type RightSized,
   type RunPlan,
@@ -24,6 +25,8 @@ export interface Planned {
   costing: PlanCosting;
   /** The sizes applied: by this run (`--right-size`) or by the run it reproduces. */
   rightSized?: RightSized;
+  /** A site of several clusters: where the run goes and why (place.ts). */
+  placement?: Placement;
 }
 
 /** What the size phase made: the spec as it will be rendered, and the history it read. */

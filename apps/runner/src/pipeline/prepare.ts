@@ -22,6 +22,7 @@ import {
   resolveStudyDir,
   throttlePlan,
   type FromStudy,
+  type Placement,
   type RunPlan,
   type StackOutputs,
   type StackOutputsSource,
@@ -42,6 +43,7 @@ import {
 import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
 import { jobNameFor } from '@kdgat/slurm-templates';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
+import { clusterScheduler, place } from './place.ts';
 import type { RunCommand, StudyHooks } from './run.ts';
 
 /** What `train`, `plan` and `tune` are asked (the CLI's flags, or a test's). */
@@ -57,6 +59,8 @@ export interface RunOptions {
   /** `--from-manifest`: run even though the environment's lock changed since the recorded run. */
   allowEnvChange?: boolean;
   scheduler?: 'slurm' | 'local';
+  /** A site of several clusters: run on this one (its name or SLURM name), or `auto` (place.ts). */
+  cluster?: string;
   /** For tests and bench: a scheduler to use instead of constructing one. */
   schedulerInstance?: Scheduler;
   force?: boolean;
@@ -85,6 +89,8 @@ export interface Prepared {
   scheduler: Scheduler;
   plan: RunPlan;
   study?: StudyHooks;
+  /** A site of several clusters: where the run goes and why (place.ts). */
+  placement?: Placement;
 }
 
 /**
@@ -96,13 +102,16 @@ export async function prepare(
   command: RunCommand,
   log: (line: string) => void,
 ): Promise<Prepared> {
-  const spec = await withPipelineCode(await loadSpec(opts, log), opts, log);
-  const study = command.studyOf?.(spec, log);
-  logWarnings(spec, log);
-  const site = await checkStack(spec, { ...opts, dryRun: command.dryRun }, log);
-  const scheduler = schedulerOf(spec, site, opts);
+  const loaded = await withPipelineCode(await loadSpec(opts, log), opts, log);
+  const study = command.studyOf?.(loaded, log);
+  logWarnings(loaded, log);
+  const site = await checkStack(loaded, { ...opts, dryRun: command.dryRun }, log);
+  const { spec, placement } = await place(loaded, site, { ...opts, dryRun: command.dryRun }, log);
+  const scheduler = placement
+    ? clusterScheduler(site, placement.clusterName, opts)
+    : schedulerOf(spec, site, opts);
   const plan = await planJobs(spec, scheduler, study);
-  return { spec, site, scheduler, plan, ...(study ? { study } : {}) };
+  return { spec, site, scheduler, plan, ...(study ? { study } : {}), ...(placement ? { placement } : {}) };
 }
 
 /** A pipeline whose code is a git repository at a commit: that commit, cloned once, is its code dir. */

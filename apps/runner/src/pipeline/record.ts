@@ -173,6 +173,7 @@ export async function recordRun(
     inputs: site.inputs,
     ...(run.study ? { study: run.study } : {}),
     ...(spec.fromStudy ? { fromStudy: spec.fromStudy } : {}),
+    ...(planned.placement ? { placement: planned.placement } : {}),
     costing: planned.costing,
     ...(planned.rightSized ? { rightSized: planned.rightSized } : {}),
     forced: opts.force === true,

@@ -56,10 +56,10 @@ export function ignoreTuneSection(spec: Spec, log: (line: string) => void): unde
 /** The run, phase by phase: prepare → size → cost → guard → record → preflight → submit. */
 export async function runPipeline(opts: RunOptions, command: RunCommand): Promise<RunResult> {
   const log = opts.log ?? (() => {});
-  const { spec: loaded, site, scheduler, plan, study } = await prepare(opts, command, log);
+  const { spec: loaded, site, scheduler, plan, study, placement } = await prepare(opts, command, log);
   const sized = size(loaded, site, opts);
   const { spec } = sized;
-  const planned = await cost(sized, site, plan);
+  const planned = { ...(await cost(sized, site, plan)), ...(placement ? { placement } : {}) };
   guardBudget(sized, planned, log);
   // --from-manifest: the scripts re-rendered for the recorded run dir, compared byte for byte.
   const reproduction = reproduce(spec, site, planned, scheduler);

@@ -121,7 +121,7 @@ beforeAll(async () => {
   site = await startSite();
   writeBoxProfile(site);
   console.log(
-    `cluster box: up in ${((Date.now() - t0) / 1000).toFixed(1)} s (site.sh up, 3 nodes, slurmdbd)`,
+    `cluster box: up in ${((Date.now() - t0) / 1000).toFixed(1)} s (site.sh up, two clusters of 3 and 1 nodes, one slurmdbd)`,
   );
   expectOk(await site.pulumi('up', ['--summary']));
 }, 600_000);
@@ -129,10 +129,19 @@ beforeAll(async () => {
 afterAll(() => site?.stop());
 
 describe('the box has OSC shape', () => {
-  it('three nodes in two partitions, accounting answers, and a 1-CPU task sees one core', async () => {
+  it('three nodes in two partitions, a second cluster beside it under the same slurmdbd, accounting answers, and a 1-CPU task sees one core', async () => {
     const sinfo = expectOk(await site.ssh('sinfo -h -N -o "%N %P %c %m %G"')).out;
     expect(sinfo).toMatch(/^c01 gpu\*? 2 6144 gpu:v100:1/m);
     expect(sinfo).toMatch(/^c03 cpu 2 6144 \(null\)/m);
+    expect(sinfo).not.toMatch(/^c04/m);
+    // The annex: its own controller, reached with -M through the one slurmdbd.
+    const annex = expectOk(await site.ssh('sinfo -M kdgat-annex -h -N -o "%N %P %G"')).out;
+    expect(annex).toMatch(/^c04 gpu\*? gpu:a100:1/m);
+    expect(
+      expectOk(await site.ssh('sacctmgr -n -P list cluster format=Cluster'))
+        .out.split('\n')
+        .sort(),
+    ).toEqual(expect.arrayContaining(['kdgat-annex', 'kdgat-site']));
     const job = expectOk(
       await site.ssh(
         `cd ${SCRATCH} && sbatch --parsable --wait -p cpu -c 1 --mem=200M -o cores-%j.out --wrap 'echo "nproc=$(nproc) on $(hostname) TMPDIR=$TMPDIR"'`,
@@ -427,6 +436,77 @@ describe("a run throttled to the site's per-user limit", () => {
       expect(most).toBeGreaterThanOrEqual(2);
     } finally {
       await site.ssh(`scancel ${sleeper}`);
+    }
+  });
+});
+
+describe("placement across the site's two clusters", () => {
+  it("--cluster auto: with both clusters idle the cheaper wins the tie; with the first cluster's gpu nodes taken, the run goes to the annex (-M), which the manifest records with why", async () => {
+    const spec = writeSpec('placed', ['stages:', ...PREPROCESS]);
+    const plan = (extra: string[]) =>
+      site.runner(['plan', '--spec', spec, '--stack', site.stack, '--cluster', 'auto', ...extra]);
+    // Both idle: the same start, so the first cluster's lower rates decide.
+    const idle = expectOk(await plan([]));
+    expect(idle.out).toMatch(
+      /cluster kdgat-site \(-M kdgat-site\): starts \S+, [\d.]+ expected, [\d.]+ worst SU/,
+    );
+    expect(idle.out).toMatch(/cluster kdgat-annex \(-M kdgat-annex\): starts \S+/);
+    expect(idle.out).toMatch(/placement: cluster kdgat-site \(auto\): .*cheaper than kdgat-annex/);
+    // An unknown name is refused, naming the site's clusters; nothing is queued.
+    const unknown = await site.runner([...trainArgs(spec), '--cluster', 'ascend']);
+    expect(unknown.code).not.toBe(0);
+    expect(said(unknown)).toContain('--cluster ascend: not a cluster of stack');
+    expect(said(unknown)).toContain('kdgat-site, kdgat-annex or auto');
+
+    // Someone else's job holds both gpu nodes of the first cluster for its 30-minute limit.
+    const busy = expectOk(
+      await site.ssh(
+        `sbatch -M kdgat-site --parsable -p gpu -N 2 --exclusive --time=00:30:00 -o /dev/null --wrap 'sleep 1800'`,
+      ),
+    )
+      .out.trim()
+      .split(';')[0]!;
+    try {
+      await waitFor('the first cluster to be busy', async () =>
+        (await site.ssh(`squeue -M kdgat-site -h -j ${busy} -o %T`)).out.includes('RUNNING')
+          ? true
+          : undefined,
+      );
+      const r = expectOk(await site.runner([...trainArgs(spec), '--cluster', 'auto', '--wait']));
+      const starts = Object.fromEntries(
+        [...r.out.matchAll(/cluster (kdgat-\w+) \(-M \S+\): starts (\S+),/g)].map((m) => [
+          m[1],
+          Date.parse(`${m[2]}Z`),
+        ]),
+      );
+      // The controller's own forecast: the first cluster frees its nodes when the busy job's limit ends.
+      expect(starts['kdgat-site']! - starts['kdgat-annex']!).toBeGreaterThan(25 * 60_000);
+      expect(r.out).toMatch(
+        /placement: cluster kdgat-annex \(auto\): expected start \S+; earlier than kdgat-site/,
+      );
+      expect(r.out).toMatch(/all 1 task\(s\) completed/);
+      const manifest = JSON.parse(readFileSync(join(runDirsOf(r.out).local, 'manifest.json'), 'utf8')) as {
+        placement: { cluster: string; clusterName: string; mode: string; why: string; candidates: unknown[] };
+        jobs: { jobId: string }[];
+      };
+      expect(manifest.placement).toMatchObject({
+        cluster: 'kdgat-annex',
+        clusterName: 'kdgat-annex',
+        mode: 'auto',
+      });
+      expect(manifest.placement.candidates).toHaveLength(2);
+      // It ran on the annex's node, in the annex's accounting.
+      const job = manifest.jobs[0]!.jobId;
+      const sacct = expectOk(await site.ssh(`sacct -M kdgat-annex -n -P -X -j ${job} -o State,NodeList`)).out;
+      expect(sacct.trim()).toBe('COMPLETED|c04');
+      // Later commands reach it through the manifest's cluster.
+      const status = expectOk(await site.runner(['status', runDirsOf(r.out).local]));
+      expect(status.out).toMatch(/COMPLETED/);
+      console.log(
+        `placement: kdgat-site forecast ${((starts['kdgat-site']! - starts['kdgat-annex']!) / 60_000).toFixed(1)} min after kdgat-annex; ${manifest.placement.why}`,
+      );
+    } finally {
+      await site.ssh(`scancel -M kdgat-site ${busy}`);
     }
   });
 });

@@ -119,6 +119,38 @@ export function boxPartitions(facts: Record<string, string>): Record<string, unk
 }
 
 /**
+ * The site's second cluster as the stack declares it (`clusters`): site.sh's kdgat-annex, one node
+ * (c04) with an a100, under the same slurmdbd and reached from the same login node with `-M`. Its
+ * rates are twice the first cluster's, so `--cluster auto` takes it only when it starts sooner.
+ */
+export function annexCluster(facts: Record<string, string>): Record<string, unknown> {
+  return {
+    name: 'kdgat-annex',
+    clusterName: facts['ANNEX_CLUSTER'],
+    defaultPartition: 'gpu',
+    scratchPurgeDays: 60,
+    modules: { cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
+    partitions: [
+      {
+        name: 'gpu',
+        coresPerNode: Number(facts['NODE_CPUS']),
+        memPerNodeGB: Math.floor(Number(facts['NODE_MEM_MB']) / 1024),
+        gpuType: 'a100',
+        gpusPerNode: 1,
+        gpuMemGB: 40,
+        maxWalltime: '7-00:00:00',
+      },
+    ],
+    charging: {
+      unit: 'SU',
+      source: "the box's annex: illustrative, twice the first cluster's rates",
+      wholeNodesWhenMultiNode: true,
+      partitions: { gpu: { coreHour: 2, gpuHour: 20 } },
+    },
+  };
+}
+
+/**
  * The box as a cluster profile beside the specs, `<site>/laptop/box-cluster.yaml` (the `local`
  * preset with the box's partitions and charging), so that a spec can name the `cpu` and `gpu`
  * partitions (`cluster: box-cluster.yaml`): the stack declares the same partitions.
@@ -223,6 +255,8 @@ export async function startSite(): Promise<SshSite> {
         kernelsDir: KERNELS,
       },
     },
+    // The site's other cluster (site.sh's kdgat-annex), sharing the login node, account and paths.
+    clusters: [annexCluster(facts)],
     // Two environments, as a site has several: the spec's cpu-local, and cpu-stage (the same venv
     // spec under its own name and prefix) that the examples suite gives a stage of its own.
     // cpu-local has a notebook kernel (in KERNELS, where OnDemand's Jupyter app would look).

@@ -117,7 +117,9 @@ function loadPipelineRef(
   baseDir: string,
   where: { file?: string; line?: number; col?: number },
 ): Ref<Pipeline> {
-  const presets: Record<string, PipelineDeclaration> = { [DEFAULT_PIPELINE_NAME]: DEFAULT_PIPELINE_DECLARATION };
+  const presets: Record<string, PipelineDeclaration> = {
+    [DEFAULT_PIPELINE_NAME]: DEFAULT_PIPELINE_DECLARATION,
+  };
   if (ref === DEFAULT_PIPELINE_NAME) return { value: defaultPipeline(), issues: [] };
   const loaded = loadReferenced(
     'pipeline',
@@ -178,7 +180,11 @@ function loadPipelineRef(
     }
   } else if (decl.schema && 'command' in decl.schema && !issues.length) {
     const cwd = codeDir ?? dir;
-    const printed = schemaFromCommand(decl.schema.command, cwd, (decl.code?.pythonPath ?? []).map((p) => resolve(cwd, p)));
+    const printed = schemaFromCommand(
+      decl.schema.command,
+      cwd,
+      (decl.code?.pythonPath ?? []).map((p) => resolve(cwd, p)),
+    );
     if ('schema' in printed) configSchema = printed.schema;
     else
       refused(
@@ -204,7 +210,8 @@ function loadPipelineRef(
 
 function jsonObject(text: string): object {
   const parsed: unknown = JSON.parse(text);
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not a JSON object');
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new Error('not a JSON object');
   return parsed;
 }
 
@@ -216,7 +223,13 @@ function schemaFromCommand(
 ): { schema: object } | { problem: string } {
   const env = { ...process.env };
   if (pythonPath.length) env['PYTHONPATH'] = [...pythonPath, env['PYTHONPATH']].filter(Boolean).join(':');
-  const r = spawnSync(argv[0]!, argv.slice(1), { cwd, env, encoding: 'utf8', timeout: 60_000, maxBuffer: 16 << 20 });
+  const r = spawnSync(argv[0]!, argv.slice(1), {
+    cwd,
+    env,
+    encoding: 'utf8',
+    timeout: 60_000,
+    maxBuffer: 16 << 20,
+  });
   if (r.error) return { problem: `could not run: ${r.error.message}` };
   if (r.status !== 0) {
     const why = (r.stderr || r.stdout).trim().split('\n').slice(-3).join(' | ');
@@ -240,19 +253,31 @@ export function loadPipeline(ref: string, baseDir = process.cwd()): Pipeline {
  * Loads, validates and resolves an experiment spec. Every problem is reported at once in a
  * SpecValidationError (file:line:col, field, expected, found); nothing is returned half-checked.
  */
-export function loadExperimentSpec(source: string | { text: string; file?: string }): LoadedSpec {
+export function loadExperimentSpec(
+  source: string | { text: string; file?: string },
+  /**
+   * Resolve against this cluster instead of the one the spec names (`train --cluster`: another
+   * cluster of the site); the spec's partitions, budget and environment are checked against it.
+   */
+  options: { cluster?: ClusterProfile } = {},
+): LoadedSpec {
   const file = typeof source === 'string' ? resolve(source) : source.file;
   const text = typeof source === 'string' ? readFileSync(file!, 'utf8') : source.text;
   const baseDir = file ? dirname(file) : process.cwd();
   const yaml = parseYaml(text, file);
   if (yaml.syntaxIssues.length) throw new SpecValidationError(yaml.syntaxIssues, file ?? 'spec');
-  return validateExperiment(yaml.value, { file, yaml, baseDir });
+  return validateExperiment(yaml.value, {
+    file,
+    yaml,
+    baseDir,
+    ...(options.cluster ? { cluster: options.cluster } : {}),
+  });
 }
 
 /** Validates an already-parsed spec object (property tests, callers that build specs in code). */
 export function validateExperiment(
   value: unknown,
-  ctx: { file?: string; yaml?: PositionedYaml; baseDir?: string } = {},
+  ctx: { file?: string; yaml?: PositionedYaml; baseDir?: string; cluster?: ClusterProfile } = {},
 ): LoadedSpec {
   const { file, yaml } = ctx;
   const at = (path: (string | number)[]) => ({
@@ -267,8 +292,9 @@ export function validateExperiment(
   // Cluster and environment are resolved even when other fields are wrong, to report all at once.
   const obj = (value && typeof value === 'object' ? value : {}) as Record<string, unknown>;
   const baseDir = ctx.baseDir ?? process.cwd();
-  const cluster =
-    typeof obj['cluster'] === 'string'
+  const cluster = ctx.cluster
+    ? { value: ctx.cluster, issues: [] }
+    : typeof obj['cluster'] === 'string'
       ? loadReferenced(
           'cluster',
           obj['cluster'],

@@ -30,6 +30,17 @@ describe('a stack file read as the site it declares', () => {
     ]);
     expect(site.datasets).toEqual(['hcrl_sa', 'hcrl_ch', 'set_01']);
     expect(site.scratchGroup).toBe('PAS1266');
+    // Ascend and Cardinal: their own partitions and charging, Pitzer's login node, account and paths.
+    expect(site.clusters.map((c) => [c.name, c.clusterName, c.defaultPartition])).toEqual([
+      ['osc-ascend', 'ascend', 'nextgen'],
+      ['osc-cardinal', 'cardinal', 'gpu'],
+    ]);
+    for (const c of site.clusters) {
+      expect(c.connection).toEqual(site.profile.connection);
+      expect(c.account).toBe('PAS1266');
+      expect(c.paths).toEqual(site.profile.paths);
+    }
+    expect(site.clusters[0]!.partitions.map((p) => p.gpuType)).toEqual(['a100', 'a100', 'a100']);
   });
 
   it('local: relative paths anchored at the repository', () => {
@@ -139,5 +150,43 @@ describe('a stack file read as the site it declares', () => {
     expect(() =>
       siteFromStackConfig({ cluster: 'local', environment: 'cpu-local', datasets: ['ok', '-rf'] }, repo),
     ).toThrow(/datasets.*"-rf"/);
+  });
+});
+
+describe("a site's other clusters (`clusters`)", () => {
+  const base = { cluster: 'osc-pitzer', environments: ['gnn-cpu'] };
+
+  it('takes presets and objects over a preset, and refuses what the clusters share, a repeated name and a bad entry', () => {
+    const site = siteFromStackConfig(
+      { ...base, clusters: [{ preset: 'osc-ascend', limits: { maxRunningJobsPerUser: 64 } }] },
+      repo,
+    );
+    expect(site.clusters[0]).toMatchObject({ name: 'osc-ascend', limits: { maxRunningJobsPerUser: 64 } });
+    expect(() =>
+      siteFromStackConfig({ ...base, clusters: [{ preset: 'osc-ascend', account: 'PAS0001' }] }, repo),
+    ).toThrow(
+      'stack config clusters[0].account = "PAS0001": expected nothing: a site\'s clusters share its account',
+    );
+    expect(() => siteFromStackConfig({ ...base, clusters: ['osc-pitzer'] }, repo)).toThrow(
+      'stack config clusters[0].name = "osc-pitzer": expected a name no other cluster of the stack has',
+    );
+    expect(() =>
+      siteFromStackConfig(
+        { ...base, clusters: [{ preset: 'osc-ascend', name: 'other', clusterName: 'pitzer' }] },
+        repo,
+      ),
+    ).toThrow(
+      'clusters[0].clusterName = "pitzer": expected a SLURM cluster name (-M) no other cluster of the stack has',
+    );
+    expect(() => siteFromStackConfig({ ...base, clusters: ['osc-nowhere'] }, repo)).toThrow(
+      'stack config clusters[0] = "osc-nowhere": expected one of osc-pitzer, osc-ascend, osc-cardinal, local or an object',
+    );
+    expect(() => siteFromStackConfig({ ...base, clusters: 'osc-ascend' }, repo)).toThrow(
+      'stack config clusters = "osc-ascend": expected a list of cluster preset names or objects',
+    );
+  });
+
+  it('a stack without them has none', () => {
+    expect(siteFromStackConfig(base, repo).clusters).toEqual([]);
   });
 });

@@ -40,6 +40,13 @@ export interface RawSiteConfig {
   cluster: unknown;
   clusterOverrides?: unknown;
   /**
+   * The site's other clusters, reached from the same login node with `-M` (OSC: Pitzer, Ascend and
+   * Cardinal under one account and one set of filesystems): a list whose entries are a preset name
+   * or `{ preset: <name>, <field>: <override>… }` / a ClusterProfile object. Each keeps its own
+   * partitions, modules, charging and limits; the connection, account and paths are the site's.
+   */
+  clusters?: unknown;
+  /**
    * The site's environments: a list whose entries are a preset name, an EnvironmentSpec object,
    * `{ preset: <name>, <field>: <override>… }` or `{ file: <EnvironmentSpec YAML> }`; any entry may add `build:` (how this one is built,
    * over the stack's `build`) and `kernel:` (its Jupyter kernel).
@@ -63,6 +70,8 @@ export interface SiteEnvironment {
 /** The site a stack declares, validated. */
 export interface SiteDeclaration {
   profile: ClusterProfile;
+  /** The site's other clusters (`clusters`), each sharing the profile's connection, account and paths. */
+  clusters: ClusterProfile[];
   /** In the stack's order; the first is the stack's default (the site scripts' environment). */
   environments: SiteEnvironment[];
   datasets: string[];
@@ -226,6 +235,52 @@ function siteEnvironment(
   };
 }
 
+/** What every cluster of a site shares: one login node, one account, one set of filesystems. */
+const SHARED_CLUSTER_FIELDS = ['connection', 'account', 'accountRequired', 'paths', 'scheduler'] as const;
+
+/**
+ * The site's other clusters (`clusters`): each a preset or object, validated as a cluster profile
+ * with the site's connection, account and paths; names and SLURM cluster names unique on the site.
+ */
+function siteClusters(raw: unknown, profile: ClusterProfile): ClusterProfile[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw))
+    throw new StackConfigError('clusters', raw, 'a list of cluster preset names or objects');
+  const shared = Object.fromEntries(SHARED_CLUSTER_FIELDS.map((k) => [k, profile[k]]));
+  const seen = new Map([[profile.clusterName, 'cluster']]);
+  const names = new Set([profile.name]);
+  return raw.map((entry, i) => {
+    const key = `clusters[${i}]`;
+    let value: unknown;
+    if (typeof entry === 'string') value = pick(key, entry, clusterPresets);
+    else if (isObject(entry)) {
+      const { preset, ...fields } = entry;
+      for (const k of SHARED_CLUSTER_FIELDS)
+        if (k in fields)
+          throw new StackConfigError(
+            `${key}.${k}`,
+            fields[k],
+            `nothing: a site's clusters share its ${k} (the stack's cluster's); leave it out`,
+          );
+      value =
+        preset !== undefined ? deepMerge(pick(`${key}.preset`, preset, clusterPresets), fields) : fields;
+    } else throw new StackConfigError(key, entry, 'a cluster preset name or an object');
+    const member = parse<ClusterProfile>(key, ClusterProfileSchema, { ...(value as Json), ...shared });
+    if (names.has(member.name))
+      throw new StackConfigError(`${key}.name`, member.name, 'a name no other cluster of the stack has');
+    const other = seen.get(member.clusterName);
+    if (other)
+      throw new StackConfigError(
+        `${key}.clusterName`,
+        member.clusterName,
+        `a SLURM cluster name (-M) no other cluster of the stack has (${other} has it)`,
+      );
+    names.add(member.name);
+    seen.set(member.clusterName, key);
+    return member;
+  });
+}
+
 /** The validated site from raw stack config values (pure; secrets are the caller's business). */
 export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteDeclaration {
   const profile = anchorPaths(
@@ -287,6 +342,7 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
   }
   return {
     profile,
+    clusters: siteClusters(raw.clusters, profile),
     environments,
     datasets: datasets as string[],
     ...(raw.scratchGroup !== undefined ? { scratchGroup: raw.scratchGroup } : {}),
@@ -318,6 +374,7 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
   const raw: RawSiteConfig = { cluster: get('cluster') };
   for (const key of [
     'clusterOverrides',
+    'clusters',
     'environments',
     'environment',
     'environmentOverrides',

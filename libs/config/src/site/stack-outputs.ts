@@ -63,6 +63,12 @@ export const StackOutputsObjectSchema = z
       ),
     scratch: StackScratchOutputsSchema,
     scripts: StackScriptOutputsSchema,
+    /**
+     * The site's other clusters (stack config `clusters`), reached from the same login node with
+     * `-M <clusterName>`: their profiles (partitions, modules, charging, limits), the connection
+     * without its secret. Absent in stacks of one cluster.
+     */
+    clusters: z.array(ClusterProfileSchema).optional(),
   })
   .strict();
 

@@ -62,18 +62,19 @@ const COMMAND_TIMEOUT_S = 120;
 /**
  * One poll as one call: squeue for every job, then `scontrol show job` for each (exit codes and
  * restart counts squeue lacks), each section closed by a marker line with its status.
- * $1: the ids joined with commas, $2: the squeue format, then the ids.
+ * $1: the ids joined with commas, $2: the squeue format, $3: the cluster (`-M`; empty: the login
+ * node's own), then the ids.
  */
-const QUERY_SCRIPT = `ids=$1
-squeue -h -r --jobs="$ids" -o "$2"; echo "@@hpc squeue $?"
-shift 2
-for id in "$@"; do scontrol show job -o "$id" 2>/dev/null; echo "@@hpc scontrol $id $?"; done`;
+const QUERY_SCRIPT = `ids=$1 cluster=$3
+squeue \${cluster:+-M "$cluster"} -h -r --jobs="$ids" -o "$2"; echo "@@hpc squeue $?"
+shift 3
+for id in "$@"; do scontrol \${cluster:+-M "$cluster"} show job -o "$id" 2>/dev/null; echo "@@hpc scontrol $id $?"; done`;
 
 /**
  * The poll's third section where the cluster keeps accounting: one sacct for every job, steps
  * included (what was used is in the steps; never one sacct per job: slurmdbd is shared).
  */
-const SACCT_SECTION = `sacct -n -P --jobs="$ids" -o ${SACCT_FIELDS} 2>/dev/null; echo "@@hpc sacct $?"`;
+const SACCT_SECTION = `sacct \${cluster:+-M "$cluster"} -n -P --jobs="$ids" -o ${SACCT_FIELDS} 2>/dev/null; echo "@@hpc sacct $?"`;
 
 /** QUERY_SCRIPT with the sacct section where accounting is on. */
 export function queryScript(accounting: boolean): string {
@@ -126,19 +127,32 @@ export class SlurmScheduler implements Scheduler {
   #config: Map<string, string> | undefined;
   readonly #extraArgs: readonly string[];
   readonly #executor: Executor;
+  readonly #cluster: string | undefined;
 
   /**
    * `extraArgs` go on every sbatch call (the bench submits with `--hold`); `executor` is where the
-   * commands run (default: this machine).
+   * commands run (default: this machine); `cluster` is the SLURM cluster every command names with
+   * `-M` (another cluster of the site under the same slurmdbd; default: the login node's own).
    */
-  constructor(options: { extraArgs?: readonly string[]; executor?: Executor } = {}) {
+  constructor(options: { extraArgs?: readonly string[]; executor?: Executor; cluster?: string } = {}) {
     this.#extraArgs = options.extraArgs ?? [];
     this.#executor = options.executor ?? localExecutor();
+    this.#cluster = options.cluster;
   }
 
-  /** Where the commands run, in words (`local`, `user@host:port`). */
+  /** Where the commands run, in words (`local`, `user@host:port`, `… -M annex`). */
   get target(): string {
-    return this.#executor.target;
+    return this.#cluster ? `${this.#executor.target} -M ${this.#cluster}` : this.#executor.target;
+  }
+
+  /** The SLURM cluster the commands name (`-M`), if not the login node's own. */
+  get cluster(): string | undefined {
+    return this.#cluster;
+  }
+
+  /** `-M <cluster>` where the scheduler names one. */
+  get #m(): string[] {
+    return this.#cluster ? ['-M', this.#cluster] : [];
   }
 
   #run(argv: readonly string[], cwd?: string): Promise<RunResult> {
@@ -156,7 +170,7 @@ export class SlurmScheduler implements Scheduler {
 
   async #showConfig(): Promise<Map<string, string>> {
     if (!this.#config) {
-      const r = await this.#run(['scontrol', 'show', 'config']);
+      const r = await this.#run(['scontrol', ...this.#m, 'show', 'config']);
       if (r.code !== 0)
         throw new SchedulerError(
           `scontrol show config failed: ${reasonOf(r)}`,
@@ -176,7 +190,7 @@ export class SlurmScheduler implements Scheduler {
 
   async activeJobsOfUser(): Promise<number> {
     // -r: one line per array task, pending ones included (SLURM's per-user limits count tasks).
-    const r = await this.#run(['squeue', '--me', '-h', '-r', '-t', 'PD,R,CF,CG,S', '-o', '%i']);
+    const r = await this.#run(['squeue', ...this.#m, '--me', '-h', '-r', '-t', 'PD,R,CF,CG,S', '-o', '%i']);
     if (r.code !== 0) throw new SchedulerError(`squeue --me failed: ${reasonOf(r)}`, 'squeue --me', r.stderr);
     return r.stdout.split('\n').filter((l) => l.trim() !== '').length;
   }
@@ -189,7 +203,25 @@ export class SlurmScheduler implements Scheduler {
 
   async preflight(request: SubmitRequest): Promise<PreflightResult> {
     this.#preflightCalls++;
-    const r = await this.#run(['sbatch', ...sbatchArgs(request, 'test', this.#extraArgs)], request.cwd);
+    const r = await this.#run(
+      ['sbatch', ...this.#m, ...sbatchArgs(request, 'test', this.#extraArgs)],
+      request.cwd,
+    );
+    const text = (r.stderr + r.stdout).trim();
+    if (r.code === 0) return { ok: true, message: text.replace(/^sbatch:\s*/gm, '') };
+    return { ok: false, message: reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '') };
+  }
+
+  /**
+   * `sbatch --test-only` of a script given as text (on stdin): where and when the controller would
+   * start it now, for placement across the site's clusters before any script is written there.
+   */
+  async probe(script: string): Promise<PreflightResult> {
+    this.#preflightCalls++;
+    const r = await this.#executor.run(['sbatch', ...this.#m, '--test-only'], {
+      timeoutSeconds: COMMAND_TIMEOUT_S,
+      input: script,
+    });
     const text = (r.stderr + r.stdout).trim();
     if (r.code === 0) return { ok: true, message: text.replace(/^sbatch:\s*/gm, '') };
     return { ok: false, message: reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '') };
@@ -198,7 +230,7 @@ export class SlurmScheduler implements Scheduler {
   async submit(request: SubmitRequest): Promise<string> {
     const args = sbatchArgs(request, 'submit', this.#extraArgs);
     this.#submitCalls++;
-    const r = await this.#run(['sbatch', ...args], request.cwd);
+    const r = await this.#run(['sbatch', ...this.#m, ...args], request.cwd);
     if (r.code !== 0) {
       throw new SchedulerError(
         `sbatch refused ${request.name}: ${reasonOf(r).replace(/^sbatch:\s*(error:\s*)?/i, '')}`,
@@ -211,7 +243,7 @@ export class SlurmScheduler implements Scheduler {
 
   async cancel(jobIds: string[]): Promise<void> {
     if (jobIds.length === 0) return;
-    const r = await this.#run(['scancel', ...jobIds]);
+    const r = await this.#run(['scancel', ...this.#m, ...jobIds]);
     if (r.code !== 0)
       throw new SchedulerError(`scancel failed: ${reasonOf(r)}`, `scancel ${jobIds.join(' ')}`, r.stderr);
   }
@@ -241,6 +273,7 @@ export class SlurmScheduler implements Scheduler {
       'sh',
       jobIds.join(','),
       SQUEUE_FORMAT,
+      this.#cluster ?? '',
       ...jobIds,
     ]);
     if (r.code !== 0)

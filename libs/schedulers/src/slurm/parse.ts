@@ -9,6 +9,21 @@ export function parseParsableJobId(stdout: string): string {
   return first;
 }
 
+/**
+ * The start time `sbatch --test-only` predicts ("Job 7 to start at 2026-11-27T22:04:37 using 1
+ * processors on nodes c04 in partition gpu"): the text as printed (the site's local time) and where.
+ */
+export function parseTestOnlyStart(
+  message: string,
+): { start: string; nodes?: string; partition?: string } | undefined {
+  const m =
+    /to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:.*? on nodes (\S+))?(?:.*? in partition (\S+))?/.exec(
+      message,
+    );
+  if (!m) return undefined;
+  return { start: m[1]!, ...(m[2] ? { nodes: m[2] } : {}), ...(m[3] ? { partition: m[3] } : {}) };
+}
+
 /** `scontrol show config` → key/value map (keys as printed, e.g. `MaxArraySize`). */
 export function parseShowConfig(text: string): Map<string, string> {
   const out = new Map<string, string>();

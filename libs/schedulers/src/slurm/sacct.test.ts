@@ -1,9 +1,22 @@
 // sacct's part of the poll: recorded `sacct -n -P -o <SACCT_FIELDS>` text (SLURM 22.05, steps
 // listed), the one-call property with a fake executor, and the fallback without accounting.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Executor, RunOptions, RunResult } from '@kdgat/transport';
 import { describe, expect, it } from 'vitest';
 import { SlurmScheduler, queryScript, splitQueryOutput } from './index.ts';
-import { expandHostlist, parseCpuTime, parseSacct, parseShowJob, parseSize, parseSqueue } from './parse.ts';
+import {
+  SQUEUE_FORMAT,
+  expandHostlist,
+  parseCpuTime,
+  parseSacct,
+  parseShowJob,
+  parseSize,
+  parseSqueue,
+  parseTestOnlyStart,
+} from './parse.ts';
 
 // JobIDRaw|JobID|State|ExitCode|ElapsedRaw|TotalCPU|MaxRSS|NodeList|AllocCPUS|ReqMem
 const SACCT_2205 = [
@@ -181,13 +194,15 @@ function fakeSite(opts: {
     async run(argv: readonly string[], _options: RunOptions): Promise<RunResult> {
       calls.push([...argv]);
       const ok = (stdout: string): RunResult => ({ code: 0, stdout, stderr: '', timedOut: false });
-      if (argv[0] === 'scontrol' && argv[1] === 'show' && argv[2] === 'config')
+      // Another cluster's (-M NAME) answers the same.
+      const [cmd, ...rest] = argv[1] === '-M' ? [argv[0], ...argv.slice(3)] : argv;
+      if (cmd === 'scontrol' && rest[0] === 'show' && rest[1] === 'config')
         return ok(
           `AccountingStorageType   = ${opts.accounting ? 'accounting_storage/slurmdbd' : '(null)'}\nMaxArraySize            = 1001\n`,
         );
       if (argv[0] === 'sh' && argv[1] === '-c') {
         const script = argv[2]!;
-        const ids = argv.slice(6);
+        const ids = argv.slice(7);
         const out = [opts.squeue ?? '', `@@hpc squeue 0`];
         for (const id of ids) {
           const text = opts.scontrol?.[id];
@@ -227,13 +242,14 @@ describe('one poll as one call, with sacct', () => {
     await slurm.query(ids);
     expect(calls.map((c) => c[0])).toEqual(['scontrol', 'sh', 'sh']);
     const script = calls[1]![2]!;
-    expect(script.match(/sacct -n -P/g)).toHaveLength(1);
+    expect(script.match(/^sacct .*-n -P/gm)).toHaveLength(1);
     expect(script).toContain(
       '-o JobIDRaw,JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,NodeList,AllocCPUS,ReqMem',
     );
     expect(script).not.toMatch(/ -X/);
     expect(script).toContain('--jobs="$ids"');
-    expect(calls[1]!.slice(4)).toEqual(['501,510,520,550', '%F|%K|%i|%T|%M|%r|%N', ...ids]);
+    // The cluster (third): empty, the login node's own.
+    expect(calls[1]!.slice(4)).toEqual(['501,510,520,550', '%F|%K|%i|%T|%M|%r|%N', '', ...ids]);
 
     // Forgotten by squeue and scontrol: sacct's record.
     expect(states.get('501')).toEqual([
@@ -322,5 +338,92 @@ describe('a job shorter than the sampling period', () => {
       '700|700|COMPLETED|0:0|3|00:00.120||c01|1|1G\n700.batch|700.batch|COMPLETED|0:0|3|00:00.120|0|c01|1|\n700.extern|700.extern|COMPLETED|0:0|3|00:00:00|0|c01|1|\n',
     );
     expect(t!.accounting).toMatchObject({ cpuSeconds: 0.12, maxRssMB: null, reqMemMB: 1024 });
+  });
+});
+
+describe('another cluster of the site (-M)', () => {
+  it('names the cluster in every command: config, submit, test-only on stdin, cancel, the user count and the poll', async () => {
+    const { executor, calls } = fakeSite({ accounting: true });
+    const inputs: (string | Buffer | undefined)[] = [];
+    const recording: Executor = {
+      target: 'fake',
+      run: (argv, options) => {
+        inputs.push(options.input);
+        if (argv[0] === 'sbatch') {
+          calls.push([...argv]);
+          return Promise.resolve({
+            code: 0,
+            stdout: argv.includes('--parsable') ? '7;annex\n' : '',
+            stderr:
+              'sbatch: Job 9 to start at 2026-11-27T22:04:37 using 1 processors on nodes c04 in partition gpu\n',
+            timedOut: false,
+          });
+        }
+        if (argv[0] === 'scancel' || (argv[0] === 'squeue' && argv.includes('--me'))) {
+          calls.push([...argv]);
+          return Promise.resolve({ code: 0, stdout: '', stderr: '', timedOut: false });
+        }
+        return executor.run(argv, options);
+      },
+    };
+    const slurm = new SlurmScheduler({ executor: recording, cluster: 'annex' });
+    expect(slurm.target).toBe('fake -M annex');
+    await slurm.limits();
+    expect(calls[0]).toEqual(['scontrol', '-M', 'annex', 'show', 'config']);
+    const request = { name: 'a', scriptPath: '/s/a.sh', cwd: '/s', dependsOn: [] };
+    expect(await slurm.submit(request)).toBe('7');
+    const probed = await slurm.probe('#!/bin/bash\n#SBATCH --partition=gpu\ntrue\n');
+    expect(probed).toEqual({
+      ok: true,
+      message: 'Job 9 to start at 2026-11-27T22:04:37 using 1 processors on nodes c04 in partition gpu',
+    });
+    expect(inputs.at(-1)).toBe('#!/bin/bash\n#SBATCH --partition=gpu\ntrue\n');
+    await slurm.cancel(['7']);
+    await slurm.activeJobsOfUser();
+    await slurm.query(['7']);
+    const argvs = calls.map((c) => c.join(' '));
+    expect(argvs).toEqual(
+      expect.arrayContaining([
+        'sbatch -M annex --parsable /s/a.sh',
+        'sbatch -M annex --test-only',
+        'scancel -M annex 7',
+        'squeue -M annex --me -h -r -t PD,R,CF,CG,S -o %i',
+      ]),
+    );
+    // The poll's script is handed the cluster as its third argument.
+    const poll = calls.find((c) => c[0] === 'sh')!;
+    expect(poll.slice(4, 7)).toEqual(['7', SQUEUE_FORMAT, 'annex']);
+  });
+
+  it("the poll's shell puts -M before squeue's, scontrol's and sacct's options only when a cluster is named", () => {
+    const bin = mkdtempSync(join(tmpdir(), 'kdgat-m-'));
+    for (const cmd of ['squeue', 'scontrol', 'sacct'])
+      writeFileSync(join(bin, cmd), `#!/bin/sh\necho "${cmd} $*"\n`, { mode: 0o755 });
+    const poll = (cluster: string) =>
+      spawnSync('sh', ['-c', queryScript(true), 'sh', '7,8', '%i', cluster, '7', '8'], {
+        encoding: 'utf8',
+        env: { ...process.env, PATH: `${bin}:${process.env['PATH']}` },
+      }).stdout;
+    const named = poll('annex');
+    expect(named).toMatch(/^squeue -M annex -h -r --jobs=7,8 -o %i$/m);
+    expect(named).toMatch(/^scontrol -M annex show job -o 8$/m);
+    expect(named).toMatch(/^sacct -M annex -n -P --jobs=7,8 -o /m);
+    const own = poll('');
+    expect(own).toMatch(/^squeue -h -r --jobs=7,8 -o %i$/m);
+    expect(own).toMatch(/^scontrol show job -o 7$/m);
+    expect(own).not.toContain('-M');
+  });
+});
+
+describe('sbatch --test-only: the start it forecasts', () => {
+  it('reads the time, nodes and partition as printed, and nothing from a refusal', () => {
+    expect(
+      parseTestOnlyStart(
+        'Job 9 to start at 2026-11-27T22:41:05 using 2 processors on nodes c[01-02] in partition gpu',
+      ),
+    ).toEqual({ start: '2026-11-27T22:41:05', nodes: 'c[01-02]', partition: 'gpu' });
+    expect(
+      parseTestOnlyStart('allocation failure: Requested node configuration is not available'),
+    ).toBeUndefined();
   });
 });

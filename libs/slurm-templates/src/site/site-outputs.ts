@@ -20,7 +20,8 @@ export type DeclaredSiteOutputs = Omit<StackOutputs, 'environments'> & {
 };
 
 export function declaredSiteOutputs(
-  site: Pick<SiteDeclaration, 'profile' | 'environments' | 'datasets'>,
+  site: Pick<SiteDeclaration, 'profile' | 'environments' | 'datasets'> &
+    Partial<Pick<SiteDeclaration, 'clusters'>>,
 ): DeclaredSiteOutputs {
   const { profile } = site;
   const layout = scratchLayoutFor(profile, site.datasets);
@@ -49,5 +50,15 @@ export function declaredSiteOutputs(
       logsDir: layout.logsDir,
     },
     scripts: { dir: scriptsDir, ...scripts },
+    ...siteClustersOutput(site.clusters),
   };
+}
+
+/** The `clusters` output: the site's other clusters, their connection without its secret. */
+export function siteClustersOutput(
+  clusters: SiteDeclaration['clusters'] = [],
+): Pick<StackOutputs, 'clusters'> {
+  return clusters.length > 0
+    ? { clusters: clusters.map((c) => ({ ...c, connection: publicConnection(c.connection) })) }
+    : {};
 }
