@@ -99,10 +99,46 @@ describe('placement: --cluster auto', () => {
     });
     expect(lines).toEqual([
       '  cluster pitzer (-M pitzer): starts 2026-11-27T23:40:00, 5.00 expected, 10 worst SU',
-      '    train: starts 2026-11-27T23:40:00',
+      '    train: fits, starts 2026-11-27T23:40:00',
       '* cluster ascend (-M ascend): starts 2026-11-27T22:05:00, 15 expected, 30 worst SU',
-      '    train: starts 2026-11-27T22:05:00',
+      '    train: fits, starts 2026-11-27T22:05:00',
       'placement: cluster ascend (auto): w',
+    ]);
+  });
+
+  it("prints a stage's charge there, and the controller's refusal", () => {
+    const refused = cluster('cardinal', '2026-11-27T22:05:00', 3, {
+      fits: false,
+      reason: 'train: Requested node configuration is not available',
+      stages: [
+        {
+          stageId: 'prep',
+          ok: true,
+          worst: 0.5,
+          start: '2026-11-27T22:05:00',
+          partition: 'cpu',
+          nodes: 'c0001',
+          message: '',
+        },
+        {
+          stageId: 'train',
+          ok: false,
+          worst: null,
+          message: 'Requested node configuration is not available',
+        },
+      ],
+    });
+    const lines = placementLines({
+      cluster: 'cardinal',
+      clusterName: 'cardinal',
+      mode: 'named',
+      why: '--cluster cardinal',
+      candidates: [refused],
+    });
+    expect(lines.slice(0, 3)).toEqual([
+      '* cluster cardinal (-M cardinal): does not fit: train: Requested node configuration is not available',
+      '    prep: fits, starts 2026-11-27T22:05:00 in cpu on c0001, worst 0.50 SU',
+      '    train: refused: Requested node configuration is not available, no rates',
     ]);
   });
 });

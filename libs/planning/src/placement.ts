@@ -6,13 +6,15 @@
 /** What `sbatch --test-only` said of one stage's first job on one cluster. */
 export interface PlacementStage {
   stageId: string;
-  /** The controller accepted the job's request. */
+  /** The controller accepted the job's request (true where it was not asked: a site not provisioned). */
   ok: boolean;
+  /** The stage's worst case there (every task to its time limit), in the cluster's unit; null without rates. */
+  worst?: number | null;
   /** When it would start, as the site prints it (its local time, `2026-11-27T22:04:37`). */
   start?: string;
   nodes?: string;
   partition?: string;
-  /** The scheduler's own words (why not, when not ok). */
+  /** The scheduler's own words (why not, when not ok); empty where it was not asked. */
   message: string;
 }
 
@@ -109,10 +111,13 @@ export function chooseCluster(candidates: readonly PlacementCandidate[]): {
   return { chosen, why: parts.join('; ') };
 }
 
+function formatUnits(x: number | null): string {
+  return x === null ? '?' : x < 10 ? x.toFixed(2) : x.toFixed(0);
+}
+
 function formatCost(cost: PlacementCandidate['cost']): string {
   if (!cost || cost.worst === null) return 'no rates';
-  const n = (x: number | null) => (x === null ? '?' : x < 10 ? x.toFixed(2) : x.toFixed(0));
-  return `${n(cost.expected)} expected, ${n(cost.worst)} worst ${cost.unit}`;
+  return `${formatUnits(cost.expected)} expected, ${formatUnits(cost.worst)} worst ${cost.unit}`;
 }
 
 /** The plan's table: per cluster and stage, fits, expected start and charge; then the choice. */
@@ -120,16 +125,25 @@ export function placementLines(placement: Placement): string[] {
   const lines: string[] = [];
   for (const c of placement.candidates ?? []) {
     const mark = c.cluster === placement.cluster ? '*' : ' ';
+    const start = c.start ? `starts ${c.start}` : 'start unknown';
     const head = c.fits
-      ? `${mark} cluster ${c.cluster} (-M ${c.clusterName}): starts ${c.start ?? '?'}, ${formatCost(c.cost)}${c.withinBudget ? '' : ', over the budget'}`
+      ? `${mark} cluster ${c.cluster} (-M ${c.clusterName}): ${start}, ${formatCost(c.cost)}${c.withinBudget ? '' : ', over the budget'}`
       : `${mark} cluster ${c.cluster} (-M ${c.clusterName}): does not fit: ${c.reason ?? ''}`;
     lines.push(head);
-    for (const s of c.stages)
+    const unit = c.cost?.unit ?? '';
+    for (const s of c.stages) {
+      const charge =
+        s.worst === undefined
+          ? ''
+          : s.worst === null
+            ? ', no rates'
+            : `, worst ${formatUnits(s.worst)} ${unit}`;
       lines.push(
         s.ok
-          ? `    ${s.stageId}: starts ${s.start ?? '?'}${s.partition ? ` in ${s.partition}` : ''}${s.nodes ? ` on ${s.nodes}` : ''}`
-          : `    ${s.stageId}: refused: ${s.message}`,
+          ? `    ${s.stageId}: fits, ${s.start ? `starts ${s.start}` : 'start unknown'}${s.partition ? ` in ${s.partition}` : ''}${s.nodes ? ` on ${s.nodes}` : ''}${charge}`
+          : `    ${s.stageId}: refused: ${s.message}${charge}`,
       );
+    }
   }
   lines.push(`placement: cluster ${placement.cluster} (${placement.mode}): ${placement.why}`);
   return lines;

@@ -96,10 +96,16 @@ export function balanceWarning({ estimate, balance }: PlanCosting): string[] {
     : [];
 }
 
+/** `, cluster X (-M X, auto)` for a run placed on one of a site's clusters. */
+export function clusterOf(manifest: Pick<RunResult['manifest'], 'placement'>): string {
+  const p = manifest.placement;
+  return p ? `, cluster ${p.cluster} (-M ${p.clusterName}, ${p.mode})` : '';
+}
+
 export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (line: string) => void): void {
   const { manifest } = result;
   say(
-    `${opts.dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}`,
+    `${opts.dryRun ? 'plan' : 'run'}: ${manifest.experiment} (spec ${manifest.spec.hash.slice(0, 8)}) on stack ${manifest.stack.name}, scheduler ${manifest.scheduler}${clusterOf(manifest)}`,
   );
   const declared = manifest.stack.outputs as Partial<PredictedStackOutputs>;
   if (declared.declared) {

@@ -12,6 +12,7 @@ import {
   summaryRows,
 } from '@kdgat/run-record';
 import { openRun, type Command } from './kit.ts';
+import { clusterOf } from './output.ts';
 
 export const statusCommand: Command = async (ctx) => {
   const { say } = ctx;
@@ -45,7 +46,9 @@ export const statusCommand: Command = async (ctx) => {
     say(JSON.stringify(jobs, null, 2));
     return unreachable === undefined ? 0 : 1;
   }
-  say(`${manifest.experiment}: ${manifest.runDir} (submission ${manifest.submission.status})`);
+  say(
+    `${manifest.experiment}: ${manifest.runDir} (submission ${manifest.submission.status}${clusterOf(manifest)})`,
+  );
   for (const p of progress) say(`  ${statusLine(p)}`);
   say('');
   say(formatTable(summaryRows(manifest, progress)));

@@ -46,8 +46,9 @@ export function clusterScheduler(site: Site, clusterName: string, opts: RunOptio
 function firstLine(e: unknown): string {
   const text = e instanceof Error ? e.message : String(e);
   const lines = text.split('\n').map((l) => l.trim());
-  // A spec validation error: its first problem is the line that says why.
-  return lines.length > 1 && /is invalid/.test(lines[0]!) ? lines[1]! : lines[0]!;
+  // A spec validation error: its first problem says why (its file:line:column left out).
+  const line = lines.length > 1 && /is invalid/.test(lines[0]!) ? lines[1]! : lines[0]!;
+  return line.replace(/^\S+:\d+:\d+: /, '');
 }
 
 /** One cluster: does the spec fit, when would each stage start, what would the run charge. */
@@ -81,20 +82,19 @@ async function candidate(
     const cost = { unit: estimate.unit ?? '', worst, expected: estimate.expected.units };
     const withinBudget = budget === undefined || (worst !== null && worst <= budget);
     const stages: PlacementStage[] = [];
-    if (scheduler.probe) {
-      const rendered = renderPlan(
-        plan,
-        sized.spec.resolved,
-        site.outputs,
-        placementRunDir(site, spec),
-        'slurm',
-      );
-      for (const stageId of [...new Set(plan.jobs.map((j) => j.stageId))]) {
-        const first = rendered.find((r) => r.job.stageId === stageId)!;
-        const said = await scheduler.probe(first.script);
-        const start = said.ok ? parseTestOnlyStart(said.message) : undefined;
-        stages.push({ stageId, ok: said.ok, message: said.message, ...(start ?? {}) });
+    const rendered = scheduler.probe
+      ? renderPlan(plan, sized.spec.resolved, site.outputs, placementRunDir(site, spec), 'slurm')
+      : [];
+    for (const stageId of [...new Set(plan.jobs.map((j) => j.stageId))]) {
+      const worst = estimate.stages.find((c) => c.id === stageId)?.worst.units ?? null;
+      const first = rendered.find((r) => r.job.stageId === stageId);
+      if (!first || !scheduler.probe) {
+        stages.push({ stageId, ok: true, worst, message: '' });
+        continue;
       }
+      const said = await scheduler.probe(first.script);
+      const start = said.ok ? parseTestOnlyStart(said.message) : undefined;
+      stages.push({ stageId, ok: said.ok, worst, message: said.message, ...(start ?? {}) });
     }
     const refused = stages.find((s) => !s.ok);
     const start = runStart(stages);
@@ -163,7 +163,11 @@ export async function place(
     log(`placement: cluster ${p.name} (-M ${p.clusterName}): ${placement.why}`);
     return { spec: specFor(spec, p), placement };
   }
-  log(`placement: asking ${profiles.length} clusters (sbatch --test-only -M each, one probe per stage)`);
+  log(
+    isDeclaredOnly(site.outputs)
+      ? `placement: ${profiles.length} clusters (stack ${site.name} is not provisioned: fits and cost only; start times need its live clusters)`
+      : `placement: asking ${profiles.length} clusters (sbatch --test-only -M each, one probe per stage)`,
+  );
   const asked = [];
   for (const p of profiles) asked.push(await candidate(spec, p, site, opts));
   const candidates = asked.map((a) => a.candidate);

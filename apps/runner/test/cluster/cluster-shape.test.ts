@@ -501,6 +501,7 @@ describe("placement across the site's two clusters", () => {
       expect(sacct.trim()).toBe('COMPLETED|c04');
       // Later commands reach it through the manifest's cluster.
       const status = expectOk(await site.runner(['status', runDirsOf(r.out).local]));
+      expect(status.out).toContain('cluster kdgat-annex (-M kdgat-annex, auto)');
       expect(status.out).toMatch(/COMPLETED/);
       console.log(
         `placement: kdgat-site forecast ${((starts['kdgat-site']! - starts['kdgat-annex']!) / 60_000).toFixed(1)} min after kdgat-annex; ${manifest.placement.why}`,
