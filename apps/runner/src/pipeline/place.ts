@@ -136,6 +136,14 @@ export async function place(
   const recorded = (spec.source as { placement?: Placement } | undefined)?.placement;
   const wanted = opts.cluster ?? (recorded && recorded.mode !== 'default' ? recorded.cluster : undefined);
   const profiles = [own, ...members.filter((m) => m.name !== own.name)];
+  const kind = opts.scheduler ?? spec.source?.scheduler ?? own.scheduler;
+  if (kind === 'local' && members.length > 0) {
+    if (opts.cluster !== undefined)
+      throw new Error(
+        `--cluster ${opts.cluster}: the local scheduler runs jobs on this machine only; use --scheduler slurm`,
+      );
+    return { spec };
+  }
   if (members.length === 0) {
     if (wanted !== undefined && wanted !== 'auto' && wanted !== own.name && wanted !== own.clusterName)
       throw new Error(

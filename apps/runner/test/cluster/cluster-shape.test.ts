@@ -503,6 +503,14 @@ describe("placement across the site's two clusters", () => {
       const status = expectOk(await site.runner(['status', runDirsOf(r.out).local]));
       expect(status.out).toContain('cluster kdgat-annex (-M kdgat-annex, auto)');
       expect(status.out).toMatch(/COMPLETED/);
+      // A reproduction goes where the recorded run went, and renders the same scripts there.
+      const again = expectOk(
+        await site.runner(['plan', '--from-manifest', runDirsOf(r.out).local, '--stack', site.stack]),
+      );
+      expect(again.out).toContain(
+        "placement: cluster kdgat-annex (named): --cluster kdgat-annex (the reproduced run's)",
+      );
+      expect(again.out).toMatch(/re-rendered scripts are byte-identical to the recorded ones/);
       console.log(
         `placement: kdgat-site forecast ${((starts['kdgat-site']! - starts['kdgat-annex']!) / 60_000).toFixed(1)} min after kdgat-annex; ${manifest.placement.why}`,
       );
