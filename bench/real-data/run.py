@@ -56,7 +56,7 @@ from kdgat.config import build_config
 from kdgat.data import CanIdVocab, GraphSet, WindowGraphs, build_window_graphs, read_can_file
 from kdgat.data.calibration import calibrate_rows, moments
 from kdgat.data.features_payload import payload_features, payload_profile
-from kdgat.data.features_vi import vehicle_independent_features
+from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 from kdgat.scoring import SCORING_MODES, Scorer, event_figures, fit_scorer, gat_probabilities, window_times
 from kdgat.stages.scoring import anomaly_scores
@@ -153,8 +153,10 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
         )
         attack = attack_of(path.name) if msgs.label.any() else 0
         head = PROFILE_WINDOWS * 100
-        profile = payload_profile(msgs.can_id[:head], msgs.payload[:head])
-        pf = payload_features(vi, profile, can_id=msgs.can_id, payload=msgs.payload, window_size=100)
+        profile = payload_profile(msgs.can_id[:head], msgs.payload[:head], msgs.timestamp[:head])
+        pf = payload_features(
+            vi, profile, can_id=msgs.can_id, payload=msgs.payload, timestamp=msgs.timestamp, window_size=100
+        )
         out.append(
             Recording(
                 path.stem,
@@ -223,6 +225,10 @@ def make_store(
         em, es = moments(g.edge_attr[np.repeat(benign_train, epg)])
         x[:, 1:] = (x[:, 1:] - nm) / ns
         e = (g.edge_attr - em) / es
+    if features == "payload":
+        # the payload columns already measure against each ID's own profile (bounded units); the
+        # first windows' spread of these mostly-zero columns is ~0 and would blow them up
+        x[:, len(VI_NODE_FEATURES) :] = g.x[:, len(VI_NODE_FEATURES) :]
     store = {
         "x": torch.from_numpy(x.astype(np.float32)),
         "edge_index": torch.from_numpy(g.edge_index),
