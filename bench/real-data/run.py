@@ -343,21 +343,24 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     for mode in SCORING_MODES:
         scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
         pred = scorer.predict(pt, st)
-        ev = event_figures(
-            recording=file_of[at],
-            window=rank[at],
-            y=test.y.view(-1).numpy(),
-            pred=pred.numpy(),
-            t_first=t_first,
-            t_last=t_last,
-            t_attack=t_attack,
-        )
+        windows = {
+            "recording": file_of[at],
+            "window": rank[at],
+            "y": test.y.view(-1).numpy(),
+            "pred": pred.numpy(),
+            "t_first": t_first,
+            "t_last": t_last,
+            "t_attack": t_attack,
+        }
         out[mode] = {
             **metrics(pred, test.y.view(-1)),
-            "events": ev.to_json(),
+            # episodes: attack windows <= merge-gap-s apart are one attack; events_runs: every run
+            # of adjacent attack windows is one
+            "events": event_figures(**windows, merge_gap_s=args.merge_gap_s).to_json(),
+            "events_runs": event_figures(**windows).to_json(),
             "scorer": scorer.to_json(),
         }
-        if mode == "fusion_max":
+        if mode in ("fusion_max", "fusion_novelty"):
             out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1))
     return out
 
@@ -365,13 +368,14 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
 def decided_by(
     scorer: Scorer, gat_prob: torch.Tensor, vgae_score: torch.Tensor, y: torch.Tensor
 ) -> dict[str, int]:
-    """Which part of ``fusion_max`` flagged the test windows: the GAT alone, the VGAE alone, both
-    (and of each, how many were attack windows)."""
+    """Which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows: the GAT alone,
+    the VGAE alone, both (and of each, how many were attack windows)."""
     g = gat_prob.double() >= 0.5
-    v = (
-        Scorer("vgae", scorer.vgae_threshold, scorer.vgae_centre, scorer.vgae_scale).predict(None, vgae_score)
-        == 1
-    )
+    if scorer.mode == "fusion_novelty":
+        v = (vgae_score.double() - scorer.vgae_centre) / scorer.vgae_scale > scorer.vgae_threshold
+    else:
+        vgae = Scorer("vgae", scorer.vgae_threshold, scorer.vgae_centre, scorer.vgae_scale)
+        v = vgae.predict(None, vgae_score) == 1
     a = y == 1
     return {
         "gat_only": int((g & ~v).sum()),
@@ -413,6 +417,12 @@ def main() -> int:
     ap.add_argument("--scenarios", default="all")
     ap.add_argument("--history", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--merge-gap-s",
+        type=float,
+        default=2.0,
+        help="attack windows of a recording at most this many seconds apart are one episode",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="scale small, 2+3 epochs, 2000 training windows")
     ap.add_argument("--json", type=Path, default=None)
