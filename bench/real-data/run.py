@@ -89,6 +89,9 @@ PROFILE_WINDOWS = 20
 #: known-spoof: set_03's spoofing with the vehicle and the attack known — trained on the first
 #: recording of each spoofed signal, tested on the second.
 KNOWN_SPOOF_TEST = ("rpm-accessory-2", "speed-accessory-2")
+#: known-targeted: the one targeted-fuzzing recording in this many contiguous blocks, alternately
+#: training and test
+BLOCKS = 10
 
 
 def log(msg: str) -> None:
@@ -178,8 +181,10 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
 class Scenario:
     """Training and test recordings, and how their windows are split: ``random`` (70/10/20 of
     every window), ``files`` (every window of the test recordings is test, the training
-    recordings' windows 90/10 train / validation), ``later-half`` (as ``files``, but a recording
-    that is in both lists gives its first half of windows to training and its later half to test)."""
+    recordings' windows 90/10 train / validation), ``blocks`` (as ``files``, but a recording that
+    is in both lists is cut into BLOCKS contiguous blocks of windows, the even ones for training
+    and the odd ones for test: its one attack period, which is not in its later half, lands on
+    both sides)."""
 
     train: list[int]
     test: list[int]
@@ -199,7 +204,7 @@ def scenarios(recs: list[Recording]) -> dict[str, Scenario]:
         )
     spoof_test = [i for i in idx if recs[i].name.endswith(KNOWN_SPOOF_TEST)]
     out["known-spoof"] = Scenario([i for i in idx if i not in spoof_test], spoof_test)
-    out["known-targeted"] = Scenario(list(idx), [i for i in idx if recs[i].attack == 3], "later-half")
+    out["known-targeted"] = Scenario(list(idx), [i for i in idx if recs[i].attack == 3], "blocks")
     return out
 
 
@@ -300,10 +305,10 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
         split[perm[round(0.2 * n) : round(0.3 * n)]] = 1
     else:
         split[np.isin(file_of, test_f)] = 2
-        if sc.split == "later-half":
+        if sc.split == "blocks":
             both = np.isin(file_of, sorted(set(train_f) & set(test_f)))
-            half = np.repeat(np.array(counts) // 2, counts)
-            split[both & (rank < half)] = 0
+            block = rank * BLOCKS // np.repeat(np.array(counts), counts)
+            split[both & (block % 2 == 0)] = 0
         tr = rng.permutation(np.flatnonzero(split == 0))
         split[tr[: round(0.1 * len(tr))]] = 1
     train_recs = [recs[f] for f in train_f]
