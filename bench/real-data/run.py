@@ -58,7 +58,14 @@ from kdgat.data.calibration import calibrate_rows, moments
 from kdgat.data.features_payload import payload_features, payload_profile
 from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
-from kdgat.scoring import SCORING_MODES, Scorer, event_figures, fit_scorer, gat_probabilities, window_times
+from kdgat.scoring import (
+    ALL_SCORING_MODES,
+    Scorer,
+    event_figures,
+    fit_scorer,
+    gat_probabilities,
+    window_times,
+)
 from kdgat.stages.scoring import anomaly_scores
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -345,7 +352,7 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     }
     at = np.flatnonzero(split == 2)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
-    for mode in SCORING_MODES:
+    for mode in ALL_SCORING_MODES:
         scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
         pred = scorer.predict(pt, st)
         windows = {
@@ -458,14 +465,14 @@ def main() -> int:
             results[sname][v] = r
             log(
                 "  "
-                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in ALL_SCORING_MODES)
                 + f"  ({r['fit_seconds']}s)"
             )
     print()
     print(TABLE_HEAD)
     for sname in names:
         for v in variants:
-            for m in SCORING_MODES:
+            for m in ALL_SCORING_MODES:
                 print(table_row(sname, v, m, results[sname][v][m]))
     doc = {
         "bench": "real-data",
