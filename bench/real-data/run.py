@@ -1,32 +1,41 @@
 """bench/real-data: how well detection carries over to an unseen vehicle and an unseen attack type,
-on eight real CAN recordings, converted to Parquet (timestamp, id, data_field, label, source_file):
-the public HCRL "Survival Analysis" CAN data set (Kia Soul, Hyundai Sonata; train_01/train_02, as
-repackaged by the can-train-and-test collection) and can-train-and-test set_01 (a third vehicle).
-They are not in this repository: `--data DIR` names their folder; the development
-machines keep them in ../shared/data/can-real. The hcrl_sa test recordings are never used.
+and whether it sees subtle attacks, on the real CAN recordings of a folder, converted to Parquet
+(timestamp, id, data_field, label, source_file): the public HCRL "Survival Analysis" CAN data set
+(Kia Soul, Hyundai Sonata; train_01/train_02, as repackaged by the can-train-and-test collection)
+and can-train-and-test set_01 and set_03 (two more vehicles; targeted payload fuzzing, RPM and
+speed spoofing). They are not in this repository: `--data DIR` names their folder; the development
+machines keep them in ../shared/data/can-real. The hcrl_sa test recordings and set_02/set_04 are
+never used.
 
 Run from the repo root:  cd python && uv run python ../bench/real-data/run.py [--quick]
 
-Scenarios (window graphs of 100 messages, as the pipeline builds them):
+Scenarios (window graphs of 100 messages, as the pipeline builds them; ``scenarios``):
 
-- ``known``       every recording (exact duplicates dropped), windows split at random 70/10/20
-                  into train / validation / test (known vehicles, known attacks)
-- ``lovo-<v>``    leave one vehicle out: train + validation (90/10) on the other two vehicles'
-                  recordings, test on every window of vehicle v (kia, sonata, set01)
-- ``loao-<a>``    leave one attack type out: train + validation on the recordings without attack
-                  a, test on every window of the recordings with it (dos, fuzzy)
+- ``known``          every recording (exact duplicates dropped), windows split at random 70/10/20
+                     into train / validation / test (known vehicles, known attacks)
+- ``lovo-<v>``       leave one vehicle out: train + validation (90/10) on the other vehicles'
+                     recordings, test on every window of vehicle v (kia, sonata, set01, set03)
+- ``loao-<a>``       leave one attack type out: train + validation on the recordings without attack
+                     a, test on every window of the recordings with it (dos, fuzzy, targeted, spoof)
+- ``known-spoof``    set_03's spoofing, vehicle and attack known: tested on the second RPM and
+                     speed recordings, trained on everything else
+- ``known-targeted`` set_01's targeted fuzzing, vehicle and attack known: alternate tenths of its
+                     one recording for training and test
 
 Variants (feature set and normalisation, each trained once per scenario: a VGAE on benign training
-windows, then the curriculum GAT), every one scored five ways (``kdgat.scoring``): gat, vgae,
-fusion_learned, fusion_weighted, fusion_max. Every threshold and fusion weight is fitted on the validation
-windows of the training recordings; test labels are used to compute the printed scores and, with
-one exception, nothing else (``known``: the CAN-ID vocabulary reads every benign message of the
-recordings, test windows included).
+windows, then the curriculum GAT), every one scored in every mode of ``kdgat.scoring``
+(``ALL_SCORING_MODES``). Every threshold and fusion weight is fitted on the validation windows of
+the training recordings; test labels are used to compute the printed scores and, with one
+exception, nothing else (``known``: the CAN-ID vocabulary reads every benign message of the
+recordings, test windows included). Beside window F1 / precision / recall: the event figures of
+``kdgat.scoring.events`` (episodes detected, delay, false alarms per hour of benign traffic).
 
-- ``paper``        the published 11 + 11 features with the CAN-ID vocabulary index
-- ``vi``           vehicle-independent features (``data.features=vehicle_independent``)
-- ``vi+calib``     the same, each recording normalised by its own first K unlabelled windows
-                   (``data.calibration_windows=K``)
+- ``paper``          the published 11 + 11 features with the CAN-ID vocabulary index
+- ``vi``             vehicle-independent features (``data.features=vehicle_independent``)
+- ``vi+calib``       the same, each recording normalised by its own first K unlabelled windows
+                     (``data.calibration_windows=K``)
+- ``payload+calib``  ``vi+calib`` plus the payload-semantics columns (``kdgat.data.features_payload``,
+                     each ID's profile from the recording's first PROFILE_WINDOWS windows)
 
 Training here is the bench's own short loop over the pipeline's models (``GATWithJK``,
 ``GraphAutoencoderNeighborhood``, Adam, class-weighted cross-entropy, the curriculum schedule of the
