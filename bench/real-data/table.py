@@ -1,27 +1,36 @@
-"""Markdown tables from a bench/real-data JSON (``run.py --json``).
+"""Markdown tables from bench/real-data JSONs (``run.py --json``; several files' scenarios are
+merged, e.g. the two halves of a run split to keep each command short).
 
-  uv run python ../bench/real-data/table.py /tmp/real.json
+  uv run python ../bench/real-data/table.py /tmp/real.json [/tmp/real-2.json ...]
 
 1. F1 of every variant x scoring mode per scenario (the winner per scenario in bold);
-2. F1 / accuracy / precision / recall per scenario for every variant with each scoring mode
-   (``--full``) or for the pairs named by ``--pairs variant:mode,...``.
+2. per scenario, for the pairs named by ``--pairs variant:mode,...`` (or every pair with
+   ``--full``): window F1, precision, recall, and the event figures of ``kdgat.scoring.events``
+   (episodes detected, median delay, false alarms per hour of benign traffic);
+3. which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows (``--decided``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import TABLE_HEAD, table_row
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("json", type=Path)
-    ap.add_argument("--pairs", default="paper:gat,vi:gat,vi:fusion_max,vi+calib:gat,vi+calib:fusion_max")
+    ap.add_argument("json", type=Path, nargs="+")
+    ap.add_argument("--pairs", default="vi+calib:fusion_max,payload+calib:fusion_novelty")
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--decided", action="store_true")
     a = ap.parse_args()
-    doc = json.loads(a.json.read_text())
-    res = doc["results"]
+    res: dict[str, dict] = {}
+    for path in a.json:
+        res.update(json.loads(path.read_text())["results"])
     scen = list(res)
     variants = list(res[scen[0]])
     modes = [k for k in res[scen[0]][variants[0]] if isinstance(res[scen[0]][variants[0]][k], dict)]
@@ -29,23 +38,29 @@ def main() -> None:
     print("| scenario | " + " | ".join(f"{v} {m}" for v, m in cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for s in scen:
-        f1 = [res[s][v][m]["f1"] for v, m in cols]
-        best = max(f1)
+        f1 = [res[s][v][m]["f1"] if v in res[s] else float("nan") for v, m in cols]
+        best = max(x for x in f1 if x == x)
         cells = [f"**{x:.3f}**" if x == best else f"{x:.3f}" for x in f1]
         print(f"| {s} | " + " | ".join(cells) + " |")
     print()
     pairs = cols if a.full else [tuple(p.split(":")) for p in a.pairs.split(",")]
-    print("| scenario | variant | scoring | F1 | accuracy | precision | recall |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print(TABLE_HEAD)
     for s in scen:
         for v, m in pairs:
-            if v not in res[s]:
-                continue
-            r = res[s][v][m]
-            print(
-                f"| {s} | {v} | {m} | {r['f1']:.4f} | {r['accuracy']:.4f} | {r['precision']:.4f} "
-                f"| {r['recall']:.4f} |"
-            )
+            if v in res[s]:
+                print(table_row(s, v, m, res[s][v][m]))
+    if a.decided:
+        print()
+        print("| scenario | variant | scoring | GAT only (attack) | VGAE only (attack) | both (attack) |")
+        print("|---|---|---|---:|---:|---:|")
+        for s in scen:
+            for v, m in pairs:
+                d = res[s].get(v, {}).get(m, {}).get("decided_by")
+                if d:
+                    print(
+                        f"| {s} | {v} | {m} | {d['gat_only']} ({d['gat_only_attack']}) "
+                        f"| {d['vgae_only']} ({d['vgae_only_attack']}) | {d['both']} ({d['both_attack']}) |"
+                    )
 
 
 if __name__ == "__main__":

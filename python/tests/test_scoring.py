@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring import ALL_SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
 
 
 def _f1(pred: torch.Tensor, y: torch.Tensor) -> float:
@@ -42,10 +42,10 @@ def _val() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def test_each_mode_separates_what_its_models_see() -> None:
     y, gat, vgae = _val()
-    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in SCORING_MODES}
+    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in ALL_SCORING_MODES}
     assert got["gat"] == Scorer("gat")  # the published decision: probability >= 0.5
     assert _f1(got["gat"].predict(gat, vgae), y) == pytest.approx(2 * 20 / 60)
-    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max"):
+    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"):
         assert _f1(got[mode].predict(gat, vgae), y) == pytest.approx(1.0), mode
     # the VGAE is standardised by the benign windows: centre = their median
     assert got["vgae"].vgae_centre == pytest.approx(float(vgae[40:].median()))
@@ -73,9 +73,25 @@ def test_fitting_needs_the_models_the_mode_names() -> None:
     y, gat, _ = _val()
     with pytest.raises(ValueError, match="scoring mode 'best' is unknown"):
         fit_scorer("best", y, gat_prob=gat)
-    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max"):
+    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"):
         with pytest.raises(ValueError, match="VGAE's anomaly scores"):
             fit_scorer(mode, y, gat_prob=gat)
-    for mode in ("fusion_learned", "fusion_weighted", "fusion_max"):
+    for mode in ("fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"):
         with pytest.raises(ValueError, match="GAT's probabilities"):
             fit_scorer(mode, y, vgae_score=torch.zeros(200).double())
+
+
+def test_fusion_novelty_adds_only_windows_beyond_every_benign_validation_window() -> None:
+    y, gat, vgae = _val()
+    s = fit_scorer("fusion_novelty", y, gat_prob=gat, vgae_score=vgae)
+    top = float(vgae[y == 0].max())
+    # every benign validation window stays benign; the VGAE's part is above the highest of them
+    assert int(s.predict(gat, vgae)[y == 0].sum()) == 0
+    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1]).double()
+    new_vgae = torch.tensor([-5.0, top, top + 1e-3, -5.0]).double()
+    assert s.predict(new_gat, new_vgae).tolist() == [1, 0, 1, 0]
+    # the threshold reads the benign windows only: the VGAE's scores of attack windows do not move it
+    vgae2 = vgae.clone()
+    vgae2[:40] = 100.0
+    moved = fit_scorer("fusion_novelty", y, gat_prob=gat, vgae_score=vgae2)
+    assert moved.vgae_threshold == s.vgae_threshold

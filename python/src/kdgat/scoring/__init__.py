@@ -1,7 +1,19 @@
 """How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both
-(``evaluation.scoring``), with every parameter and threshold fitted on validation windows."""
+(``evaluation.scoring``), with every parameter and threshold fitted on validation windows; and the
+event-level figures of scored windows (episodes detected, delay, false alarms per hour: ``events``)."""
 
-from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring.events import EventFigures, event_figures, window_times
+from kdgat.scoring.fusion import ALL_SCORING_MODES, SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
 from kdgat.scoring.outputs import gat_probabilities
 
-__all__ = ["SCORING_MODES", "Scorer", "best_f1_threshold", "fit_scorer", "gat_probabilities"]
+__all__ = [
+    "ALL_SCORING_MODES",
+    "SCORING_MODES",
+    "EventFigures",
+    "Scorer",
+    "best_f1_threshold",
+    "event_figures",
+    "fit_scorer",
+    "gat_probabilities",
+    "window_times",
+]

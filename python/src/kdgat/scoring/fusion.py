@@ -13,6 +13,11 @@
                      0.5) and the VGAE's (threshold as for ``vgae``), each mapped so that its
                      threshold is 0.5 — the classifier for the attacks it was trained on, the
                      autoencoder for what it never saw
+``fusion_novelty``   ``fusion_max`` with the VGAE's threshold just above the highest score of a
+                     benign validation window instead of its best-F1 threshold: the GAT decides
+                     what it was trained on, the VGAE adds only windows more novel than all the
+                     benign traffic it was checked on (no attack label picks that threshold, so it
+                     does not trade the GAT's known attacks against the VGAE's false alarms)
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
@@ -26,7 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+#: The modes the pipeline config offers (``evaluation.scoring``).
 SCORING_MODES: tuple[str, ...] = ("gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max")
+#: Every mode :func:`fit_scorer` fits: ``fusion_novelty`` is measured by bench/real-data and not yet a
+#: config value (the config's JSON Schema is checked in under libs/config).
+ALL_SCORING_MODES: tuple[str, ...] = (*SCORING_MODES, "fusion_novelty")
 _EPS = 1e-6
 
 
@@ -73,6 +82,10 @@ class Scorer:
         return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
 
     def score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+        if self.mode == "fusion_novelty":
+            assert gat_prob is not None and vgae_score is not None, "fusion_novelty needs both models"
+            # vgae_threshold is here the standardised score of the most novel benign validation window
+            return torch.maximum(gat_prob.double(), (self._z(vgae_score) > self.vgae_threshold).double())
         if self.mode == "fusion_max":
             assert gat_prob is not None and vgae_score is not None, "fusion_max needs both models"
             v = Scorer("vgae", self.vgae_threshold, self.vgae_centre, self.vgae_scale)
@@ -132,8 +145,8 @@ def fit_scorer(
     mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None
 ) -> Scorer:
     """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them)."""
-    if mode not in SCORING_MODES:
-        raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(SCORING_MODES)}")
+    if mode not in ALL_SCORING_MODES:
+        raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(ALL_SCORING_MODES)}")
     if mode == "gat":
         return Scorer("gat")
     if vgae_score is None:
@@ -153,6 +166,9 @@ def fit_scorer(
         raise ValueError(f"scoring {mode} needs the GAT's probabilities of the validation windows")
     if mode == "fusion_max":
         return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
+    if mode == "fusion_novelty":
+        top = float((ref.max() - centre) / scale)
+        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=top)
     if mode == "fusion_weighted":
         best: tuple[float, float, float] = (-1.0, 1.0, 0.5)
         for a in [i / 10 for i in range(11)]:

@@ -1,0 +1,221 @@
+"""Payload-semantics features: what spoofing and targeted fuzzing change.
+
+Spoofing (a false RPM or speed value) and targeted payload fuzzing send a legitimate ID at about
+its normal rate, so the rate, period and vocabulary features (:mod:`kdgat.data.features_vi`,
+:mod:`kdgat.data.graphs`) barely move; what moves is the payload *against the ID's own history*:
+a value jumps further than that ID's values ever jump, leaves the range the ID's bytes keep,
+bytes change together in a pattern the ID never shows (a counter or checksum left behind), or the
+value flips back and forth between the true one and the injected one.
+
+On the recordings an injected message is also an *extra* message of that ID, between two of its
+periodic ones, and often breaks a byte that only takes a few values (a counter, a status field).
+
+So each ID gets a **payload profile** learned from traffic without labels (:func:`payload_profile`):
+per byte ``k`` the largest change between consecutive messages of the ID (``jump_max[k]``), the
+smallest and largest value (``low[k]``, ``high[k]``), the values it takes (kept for the bytes with
+at most ``CATEGORICAL_VALUES`` distinct values: counters, flags), the set of *change masks* seen
+(bit ``k`` set when byte ``k`` changed) and the ID's period (median gap between its messages). The
+bench and the tests learn it per recording from its first ``K * W`` messages — the same unlabelled
+calibration traffic as ``data.calibration_windows = K`` — so a new vehicle needs nothing but its
+own first seconds of traffic; nothing here reads a label.
+
+Definitions. ``P[m]`` are message ``m``'s 8 payload bytes (0 beyond its DLC), ``prev(m)`` the
+closest earlier message of the stream with the same ID, ``Δ[m, k] = |P[m, k] - P[prev(m), k]|``,
+``mask(m)`` the bits ``k`` with ``Δ[m, k] > 0`` and ``gap(m) = t[m] - t[prev(m)]``. For a node
+(ID ``v`` in a window) with messages ``M``, ``D`` = those with a ``prev(m)``, and ``v``'s profile
+(if ``v`` had at least one message with a ``prev`` in the profile traffic: *profiled*; every
+column is 0 otherwise):
+
+====  =================  ===================================================================
+col   name               meaning (0 when the set it averages or maximises over is empty)
+====  =================  ===================================================================
+11    jump_excess        max over m in D, k of max(0, Δ[m, k] - jump_max[k]) / 255
+12    jump_share         share of m in D with Δ[m, k] > jump_max[k] for some k
+13    range_excess       max over m in M, k of max(0, low[k] - P[m, k], P[m, k] - high[k]) / 255
+14    period_ratio       log2(max(2 * min over m in D of gap(m) / period, 2^-10)), capped at 0:
+                         how much sooner than half the ID's period a message came (0 = not
+                         sooner: the jitter of periodic traffic stays above half a period)
+15    novel_mask_share   share of m in D whose mask(m) is not among the profile's masks
+16    novel_value_share  share of m in M with a categorical byte k (at most CATEGORICAL_VALUES
+                         values in the profile) whose value P[m, k] the profile never saw
+====  =================  ===================================================================
+
+Columns 0-10 and the edges are those of :func:`~kdgat.data.features_vi.vehicle_independent_features`
+(the graphs passed in), so this set is the vehicle-independent one plus six columns (17 node
+features; the models take ``node_features=17``). Vectorised with numpy; ``tests/data/
+test_features_payload.py`` checks every column against a slow pure-Python reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kdgat.data.features_vi import VI_NODE_FEATURES, previous_occurrence
+from kdgat.data.graphs import WindowGraphs
+
+PAYLOAD_NODE_FEATURES: tuple[str, ...] = (
+    *VI_NODE_FEATURES,
+    "jump_excess",
+    "jump_share",
+    "range_excess",
+    "period_ratio",
+    "novel_mask_share",
+    "novel_value_share",
+)
+#: A byte with at most this many distinct values in the profile is categorical (its values kept).
+CATEGORICAL_VALUES = 16
+
+
+@dataclass(frozen=True)
+class PayloadProfile:
+    """Per profiled ID (``ids`` ascending): ``jump_max``, ``low``, ``high`` ``[n, 8]`` (uint8 as
+    int64), ``period`` ``[n]`` (s); ``masks``: sorted keys ``id << 8 | mask`` of the masks seen;
+    ``categorical`` ``[n, 8]``: byte k has at most CATEGORICAL_VALUES values; ``values``: sorted keys
+    ``id << 11 | k << 8 | value`` of the values seen."""
+
+    ids: npt.NDArray[np.uint32]
+    jump_max: npt.NDArray[np.int64]
+    low: npt.NDArray[np.int64]
+    high: npt.NDArray[np.int64]
+    period: npt.NDArray[np.float64]
+    masks: npt.NDArray[np.uint64]
+    categorical: npt.NDArray[np.bool_]
+    values: npt.NDArray[np.uint64]
+
+
+def _value_keys(can_id: npt.NDArray[np.uint32], payload: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """``[n, 8]`` keys ``id << 11 | k << 8 | P[m, k]``."""
+    k = np.arange(8, dtype=np.uint64) << np.uint64(8)
+    return np.asarray((can_id.astype(np.uint64)[:, None] << np.uint64(11)) | k | payload, dtype=np.uint64)
+
+
+def _deltas(
+    can_id: npt.NDArray[np.uint32], payload: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """``prev`` per message, ``Δ`` ``[n, 8]`` (0 without a prev) and the change mask."""
+    prev = previous_occurrence(can_id)
+    p = payload.astype(np.int64)
+    delta = np.where((prev >= 0)[:, None], np.abs(p - p[np.maximum(prev, 0)]), 0)
+    mask = ((delta > 0).astype(np.uint64) << np.arange(8, dtype=np.uint64)).sum(axis=1).astype(np.uint64)
+    return prev, delta, mask
+
+
+def payload_profile(
+    can_id: npt.NDArray[np.uint32], payload: npt.NDArray[np.uint8], timestamp: npt.NDArray[np.float64]
+) -> PayloadProfile:
+    """The profile of every ID of this traffic (a recording's first messages, or benign traffic)
+    with at least one message whose ``prev`` is in it too. Reads no label."""
+    prev, delta, mask = _deltas(can_id, payload)
+    has = prev >= 0
+    ids = np.unique(can_id[has])
+    n = len(ids)
+    row = np.searchsorted(ids, can_id)
+    known = row < n
+    known[known] = ids[row[known]] == can_id[known]
+    jump_max = np.zeros((n, 8), np.int64)
+    np.maximum.at(jump_max, row[has], delta[has])
+    p = payload.astype(np.int64)
+    low = np.full((n, 8), 255, np.int64)
+    high = np.zeros((n, 8), np.int64)
+    np.minimum.at(low, row[known], p[known])
+    np.maximum.at(high, row[known], p[known])
+    # period: the median gap (the lower middle one of an even count)
+    gap = timestamp[has] - timestamp[prev[has]]
+    by = np.lexsort((gap, row[has]))
+    sr, sg = row[has][by], gap[by]
+    first = np.searchsorted(sr, np.arange(n))
+    count = np.bincount(sr, minlength=n)
+    period = sg[first + (count - 1) // 2] if n else np.zeros(0)
+    masks = np.unique((can_id[has].astype(np.uint64) << np.uint64(8)) | mask[has])
+    keys = np.unique(_value_keys(can_id[known], payload[known]))
+    distinct = np.zeros((n, 8), np.int64)
+    np.add.at(
+        distinct,
+        (
+            np.searchsorted(ids, (keys >> np.uint64(11)).astype(np.uint32)),
+            (keys >> np.uint64(8)) & np.uint64(7),
+        ),
+        1,
+    )
+    return PayloadProfile(ids, jump_max, low, high, period, masks, distinct <= CATEGORICAL_VALUES, keys)
+
+
+def payload_features(
+    graphs: WindowGraphs,
+    profile: PayloadProfile,
+    *,
+    can_id: npt.NDArray[np.uint32],
+    payload: npt.NDArray[np.uint8],
+    timestamp: npt.NDArray[np.float64],
+    window_size: int,
+) -> WindowGraphs:
+    """``graphs`` (vehicle-independent features of this stream) with the six payload columns
+    appended to the node features (raw, before normalisation); edges unchanged."""
+    g = graphs.num_graphs
+    num_nodes = len(graphs.node_can_id)
+    extra = np.zeros((num_nodes, len(PAYLOAD_NODE_FEATURES) - len(VI_NODE_FEATURES)), np.float64)
+    if g:
+        w = window_size
+        msg = (graphs.window_start[:, None] + np.arange(w)).ravel()
+        win = np.repeat(np.arange(g, dtype=np.int64), w)
+        node_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.node_ptr))
+        node_key = (node_graph.astype(np.uint64) << np.uint64(32)) | graphs.node_can_id.astype(np.uint64)
+        msg_key = (win.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
+        node = np.searchsorted(node_key, msg_key).astype(np.int64)
+
+        prev, delta_all, mask_all = _deltas(can_id, payload)
+        pm = prev[msg]
+        has = pm >= 0
+        delta, mask = delta_all[msg], mask_all[msg]
+        p = payload[msg].astype(np.int64)
+        ids = can_id[msg]
+        row = np.searchsorted(profile.ids, ids)
+        profiled = row < len(profile.ids)
+        profiled[profiled] = profile.ids[row[profiled]] == ids[profiled]
+        r = np.where(profiled, row, 0)
+        n_has = np.bincount(node, weights=has, minlength=num_nodes)
+        prof_has = profiled & has
+
+        if len(profile.ids):
+            excess = np.maximum(0, delta - profile.jump_max[r]).max(axis=1)
+            np.maximum.at(extra[:, 0], node[prof_has], excess[prof_has] / 255.0)
+            over = (delta > profile.jump_max[r]).any(axis=1)
+            extra[:, 1] = np.bincount(node, weights=prof_has & over, minlength=num_nodes)
+            out_of_range = np.maximum(0, np.maximum(profile.low[r] - p, p - profile.high[r])).max(axis=1)
+            np.maximum.at(extra[:, 2], node[profiled], out_of_range[profiled] / 255.0)
+            gap = np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], np.inf)
+            ratio = np.where(prof_has, gap / np.maximum(profile.period[r], 1e-9), np.inf)
+            soonest = np.full(num_nodes, np.inf)
+            np.minimum.at(soonest, node, ratio)
+            extra[:, 3] = np.where(
+                np.isfinite(soonest), np.minimum(0.0, np.log2(np.maximum(2 * soonest, 2.0**-10))), 0.0
+            )
+            vkey = _value_keys(ids, payload[msg])
+            vat = np.minimum(np.searchsorted(profile.values, vkey), len(profile.values) - 1)
+            unseen = (profile.values[vat] != vkey) & profile.categorical[r] & profiled[:, None]
+            extra[:, 5] = np.bincount(node, weights=unseen.any(axis=1), minlength=num_nodes) / np.maximum(
+                1, np.bincount(node, minlength=num_nodes)
+            )
+            mkey = (ids.astype(np.uint64) << np.uint64(8)) | mask
+            at = np.minimum(np.searchsorted(profile.masks, mkey), len(profile.masks) - 1)
+            novel = profile.masks[at] != mkey
+            extra[:, 4] = np.bincount(node, weights=prof_has & novel, minlength=num_nodes)
+            # the node is profiled when its ID is (all its messages share the ID)
+            node_profiled = np.zeros(num_nodes, bool)
+            node_profiled[node[profiled]] = True
+            with_d = node_profiled & (n_has > 0)
+            extra[:, 1] = np.where(with_d, extra[:, 1] / np.maximum(n_has, 1), 0.0)
+            extra[:, 4] = np.where(with_d, extra[:, 4] / np.maximum(n_has, 1), 0.0)
+    return WindowGraphs(
+        node_can_id=graphs.node_can_id,
+        x=np.concatenate([graphs.x, extra.astype(np.float32)], axis=1),
+        edge_index=graphs.edge_index,
+        edge_attr=graphs.edge_attr,
+        node_ptr=graphs.node_ptr,
+        edge_ptr=graphs.edge_ptr,
+        y=graphs.y,
+        window_start=graphs.window_start,
+    )

@@ -1,0 +1,197 @@
+"""Payload-semantics features (kdgat.data.features_payload) against a slow pure-Python reference on
+hand-made and random streams, and: no label enters them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kdgat.data import build_window_graphs
+from kdgat.data.features_payload import (
+    CATEGORICAL_VALUES,
+    PAYLOAD_NODE_FEATURES,
+    payload_features,
+    payload_profile,
+)
+from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
+
+
+def _prev(ids: list[int], m: int) -> int | None:
+    for j in range(m - 1, -1, -1):
+        if ids[j] == ids[m]:
+            return j
+    return None
+
+
+def reference_profile(ids, payload, t):  # type: ignore[no-untyped-def]
+    """ID -> jump_max, low, high, period, masks, values, straight from the module docstring."""
+    prof = {}
+    for v in sorted(set(ids)):
+        ms = [m for m in range(len(ids)) if ids[m] == v]
+        with_prev = [(m, p) for m in ms if (p := _prev(ids, m)) is not None]
+        if not with_prev:
+            continue
+        deltas = [[abs(payload[m][k] - payload[p][k]) for k in range(8)] for m, p in with_prev]
+        prof[v] = {
+            "jump_max": [max(d[k] for d in deltas) for k in range(8)],
+            "low": [min(payload[m][k] for m in ms) for k in range(8)],
+            "high": [max(payload[m][k] for m in ms) for k in range(8)],
+            "period": sorted(t[m] - t[p] for m, p in with_prev)[(len(with_prev) - 1) // 2],
+            "masks": {sum(1 << k for k in range(8) if d[k] > 0) for d in deltas},
+            "values": [{payload[m][k] for m in ms} for k in range(8)],
+        }
+    return prof
+
+
+def reference_payload(ids, payload, t, prof, w, s):  # type: ignore[no-untyped-def]
+    """The six payload columns of every node of every window, node order = ascending ID."""
+    out = []
+    for start in range(0, len(ids) - w + 1, s):
+        win = range(start, start + w)
+        for v in sorted({ids[m] for m in win}):
+            if v not in prof:
+                out.append([0.0] * 6)
+                continue
+            pv = prof[v]
+            ms = [m for m in win if ids[m] == v]
+            d_set = [(m, p) for m in ms if (p := _prev(ids, m)) is not None]
+            delta = {m: [abs(payload[m][k] - payload[p][k]) for k in range(8)] for m, p in d_set}
+            rng = max(
+                max(0, pv["low"][k] - payload[m][k], payload[m][k] - pv["high"][k]) / 255
+                for m in ms
+                for k in range(8)
+            )
+            novel_value = sum(
+                any(
+                    len(pv["values"][k]) <= CATEGORICAL_VALUES and payload[m][k] not in pv["values"][k]
+                    for k in range(8)
+                )
+                for m in ms
+            ) / len(ms)
+            if not d_set:
+                out.append([0.0, 0.0, rng, 0.0, 0.0, novel_value])
+                continue
+            jm = pv["jump_max"]
+            soonest = min((t[m] - t[p]) / pv["period"] for m, p in d_set)
+            masks = [sum(1 << k for k in range(8) if delta[m][k] > 0) for m, _ in d_set]
+            out.append(
+                [
+                    max(max(0, delta[m][k] - jm[k]) for m, _ in d_set for k in range(8)) / 255,
+                    sum(any(delta[m][k] > jm[k] for k in range(8)) for m, _ in d_set) / len(d_set),
+                    rng,
+                    min(0.0, math.log2(max(2 * soonest, 2.0**-10))),
+                    sum(mask not in pv["masks"] for mask in masks) / len(d_set),
+                    novel_value,
+                ]
+            )
+    return out
+
+
+def _stream(seed: int, n: int = 240):  # type: ignore[no-untyped-def]
+    """Four IDs: a counter, a slow signal, a constant, and one that appears only late (unprofiled);
+    messages about 1 ms apart, with jitter."""
+    rng = np.random.default_rng(seed)
+    ids = rng.choice([0x100, 0x200, 0x300], size=n, p=[0.4, 0.4, 0.2]).astype(np.uint32)
+    ids[n * 2 // 3 :: 7] = 0x400
+    payload = np.zeros((n, 8), np.uint8)
+    counter = 0
+    value = 40
+    for m in range(n):
+        if ids[m] == 0x100:
+            counter = (counter + 1) % 16
+            payload[m, 0] = counter
+            payload[m, 7] = (counter * 3) % 256
+        elif ids[m] == 0x200:
+            value = int(np.clip(value + rng.integers(-2, 3), 0, 255))
+            payload[m, 2:4] = [value, value // 2]
+        elif ids[m] == 0x300:
+            payload[m, 1] = 7
+        else:
+            payload[m] = rng.integers(0, 256, 8)
+    # the attacks after the profile: a spoofed value, a fuzzed byte
+    for m in np.flatnonzero(ids == 0x200)[-12::3]:
+        payload[m, 2:4] = [250, 3]
+    payload[np.flatnonzero(ids == 0x300)[-3], 5] = 99
+    t = np.cumsum(rng.uniform(0.5e-3, 1.5e-3, n))
+    return ids, payload, t
+
+
+def _vi(ids, payload, t, label, w, s):  # type: ignore[no-untyped-def]
+    g = build_window_graphs(ids, payload, label, w, s)
+    dlc = np.full(len(ids), 8, np.uint8)
+    return vehicle_independent_features(g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_column_matches_the_reference(seed: int) -> None:
+    ids, payload, t = _stream(seed)
+    w, s, profile_n = 20, 15, 80
+    vi = _vi(ids, payload, t, np.zeros(len(ids), np.uint8), w, s)
+    prof = payload_profile(ids[:profile_n], payload[:profile_n], t[:profile_n])
+    got = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=w)
+    assert got.x.shape[1] == len(PAYLOAD_NODE_FEATURES) == len(VI_NODE_FEATURES) + 6
+    np.testing.assert_array_equal(got.x[:, : len(VI_NODE_FEATURES)], vi.x)
+    assert got.edge_attr is vi.edge_attr
+
+    ref_prof = reference_profile(
+        ids[:profile_n].tolist(), payload[:profile_n].tolist(), t[:profile_n].tolist()
+    )
+    assert prof.ids.tolist() == sorted(ref_prof)
+    for i, v in enumerate(prof.ids.tolist()):
+        assert prof.jump_max[i].tolist() == ref_prof[v]["jump_max"]
+        assert prof.low[i].tolist() == ref_prof[v]["low"]
+        assert prof.high[i].tolist() == ref_prof[v]["high"]
+        assert prof.period[i] == pytest.approx(ref_prof[v]["period"])
+        assert prof.categorical[i].tolist() == [
+            len(vals) <= CATEGORICAL_VALUES for vals in ref_prof[v]["values"]
+        ]
+    ref = np.array(reference_payload(ids.tolist(), payload.tolist(), t.tolist(), ref_prof, w, s))
+    np.testing.assert_allclose(got.x[:, len(VI_NODE_FEATURES) :], ref, rtol=1e-5, atol=1e-6)
+    assert (ref[:, [0, 2, 5]].max(axis=0) > 0).all()  # the attacks show
+    assert ref[:, 3].min() < 0
+
+
+def test_hand_made_spoofing_window() -> None:
+    # ID 0x10 carries a speed that rises by 1 per message every 10 ms, its byte 1 a 4-step counter;
+    # the attacker sends 200 between true values (2.5 ms after them) with the counter left at 9
+    true = [10, 11, 12, 13, 14, 15, 16, 17]
+    ids = np.full(16, 0x10, np.uint32)
+    payload = np.zeros((16, 8), np.uint8)
+    payload[:8, 0] = true
+    payload[:8, 1] = [0, 1, 2, 3] * 2
+    payload[8:, 0] = [18, 19, 200, 20, 200, 21, 200, 22]
+    payload[8:, 1] = [0, 1, 9, 2, 9, 3, 9, 0]
+    t = np.array([0.01 * i for i in range(10)] + [0.0925, 0.10, 0.1025, 0.11, 0.1125, 0.12])
+    vi = _vi(ids, payload, t, np.zeros(16, np.uint8), 8, 8)
+    prof = payload_profile(ids[:8], payload[:8], t[:8])  # learned from the benign first window
+    assert prof.jump_max[0, :2].tolist() == [1, 3] and (prof.low[0, 0], prof.high[0, 0]) == (10, 17)
+    assert prof.period[0] == pytest.approx(0.01) and prof.categorical[0].all()
+    x = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 11:]
+    benign, attack = x[0], x[1]
+    np.testing.assert_allclose(benign, [0, 0, 0, 0, 0, 0], atol=1e-6)
+    # window 2: 17->18, 18->19, 19->200 (181), 200->20 (180), 20->200, 200->21, 21->200, 200->22
+    assert attack[0] == pytest.approx((181 - 1) / 255)
+    assert attack[1] == pytest.approx(6 / 8)
+    assert attack[2] == pytest.approx((200 - 17) / 255)
+    assert attack[3] == pytest.approx(-1.0, rel=1e-4)  # 2.5 ms after the last: a quarter period
+    # every change is of bytes 0 and 1 together, a known mask; byte 0 (8 values in the profile: a
+    # categorical byte here) takes new values 18..22 and 200 in all 8 messages
+    assert attack[4] == 0.0
+    assert attack[5] == pytest.approx(8 / 8)
+
+
+def test_labels_enter_nothing() -> None:
+    """Shuffling every label changes no feature value and no fitted profile."""
+    ids, payload, t = _stream(3)
+    rng = np.random.default_rng(0)
+    values = []
+    for label in (np.zeros(len(ids), np.uint8), rng.permutation(np.arange(len(ids)) % 2).astype(np.uint8)):
+        vi = _vi(ids, payload, t, label, 20, 20)
+        prof = payload_profile(ids[:80], payload[:80], t[:80])
+        x = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=20).x
+        values.append((x, prof))
+    np.testing.assert_array_equal(values[0][0], values[1][0])
+    for field in ("ids", "jump_max", "low", "high", "period", "masks", "categorical", "values"):
+        np.testing.assert_array_equal(getattr(values[0][1], field), getattr(values[1][1], field))
