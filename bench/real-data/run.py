@@ -24,7 +24,7 @@ Scenarios (window graphs of 100 messages, as the pipeline builds them; ``scenari
 
 Variants (feature set and normalisation, each trained once per scenario: a VGAE on benign training
 windows, then the curriculum GAT), every one scored in every mode of ``kdgat.scoring``
-(``ALL_SCORING_MODES``). Every threshold and fusion weight is fitted on the validation windows of
+(``SCORING_MODES``). Every threshold and fusion weight is fitted on the validation windows of
 the training recordings; test labels are used to compute the printed scores and, with one
 exception, nothing else (``known``: the CAN-ID vocabulary reads every benign message of the
 recordings, test windows included). One more rule, bench only: ``novelty_mean_or_max``, the GAT's
@@ -71,7 +71,7 @@ from kdgat.data.features_payload import payload_features, payload_profile
 from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 from kdgat.scoring import (
-    ALL_SCORING_MODES,
+    SCORING_MODES,
     Scorer,
     event_figures,
     fit_scorer,
@@ -370,7 +370,7 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     other = max_node_scores if args.vgae_pool == "mean" else anomaly_scores
     sv2, st2 = other(vgae, val), other(vgae, test)
     by_other = fit_scorer("fusion_novelty", val.y, gat_prob=pv, vgae_score=sv2)
-    for mode in (*ALL_SCORING_MODES, "novelty_mean_or_max"):
+    for mode in (*SCORING_MODES, "novelty_mean_or_max"):
         if mode == "novelty_mean_or_max":
             scorer = fit_scorer("fusion_novelty", val.y, gat_prob=pv, vgae_score=sv)
             pred = scorer.predict(pt, st) | by_other.predict(pt, st2)
@@ -510,14 +510,14 @@ def main() -> int:
             results[sname][v] = r
             log(
                 "  "
-                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in (*ALL_SCORING_MODES, "novelty_mean_or_max"))
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in (*SCORING_MODES, "novelty_mean_or_max"))
                 + f"  ({r['fit_seconds']}s)"
             )
     print()
     print(TABLE_HEAD)
     for sname in names:
         for v in variants:
-            for m in (*ALL_SCORING_MODES, "novelty_mean_or_max"):
+            for m in (*SCORING_MODES, "novelty_mean_or_max"):
                 print(table_row(sname, v, m, results[sname][v][m]))
     doc = {
         "bench": "real-data",

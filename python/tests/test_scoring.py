@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kdgat.scoring import ALL_SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
 
 
 def _f1(pred: torch.Tensor, y: torch.Tensor) -> float:
@@ -42,7 +42,7 @@ def _val() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def test_each_mode_separates_what_its_models_see() -> None:
     y, gat, vgae = _val()
-    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in ALL_SCORING_MODES}
+    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in SCORING_MODES}
     assert got["gat"] == Scorer("gat")  # the published decision: probability >= 0.5
     assert _f1(got["gat"].predict(gat, vgae), y) == pytest.approx(2 * 20 / 60)
     for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"):

@@ -81,6 +81,13 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     alone = metrics(run_root, "gat_small_evaluation")
     assert alone["scoring"] == {"mode": "gat", "threshold": 0.5}
     assert alone["scores"]["f1"] > 0.5, alone["scores"]
+    # fusion_novelty, a config value: the GAT's verdict plus the VGAE's novel windows
+    novelty = ("evaluation", "--model", "gat", "--scale", "small")
+    novelty += ("-O", "evaluation.scoring", "fusion_novelty")
+    assert kdgat(run_root, *novelty) == 0
+    fused = metrics(run_root, "gat_small_evaluation")
+    assert fused["scoring"]["mode"] == "fusion_novelty"
+    assert fused["scores"]["f1"] > 0.5, fused["scores"]
 
 
 def test_the_papers_feature_set_still_runs(run_root: Path, pipeline_env: dict[str, str]) -> None:

@@ -83,10 +83,14 @@ class DataConfig(_Frozen):
 
 
 class EvaluationConfig(_Frozen):
-    scoring: Literal["gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max"] = Field(
-        "fusion_max",
-        description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
-        "fusion fitted on the validation windows (kdgat.scoring); all but gat need the autoencoder stage",
+    scoring: Literal["gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"] = (
+        Field(
+            "fusion_max",
+            description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
+            "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "
+            "the VGAE only for windows more novel than every benign validation window); all but gat need "
+            "the autoencoder stage",
+        )
     )
 
 

@@ -3,11 +3,10 @@
 event-level figures of scored windows (episodes detected, delay, false alarms per hour: ``events``)."""
 
 from kdgat.scoring.events import EventFigures, event_figures, window_times
-from kdgat.scoring.fusion import ALL_SCORING_MODES, SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
 from kdgat.scoring.outputs import gat_probabilities
 
 __all__ = [
-    "ALL_SCORING_MODES",
     "SCORING_MODES",
     "EventFigures",
     "Scorer",

@@ -31,11 +31,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-#: The modes the pipeline config offers (``evaluation.scoring``).
-SCORING_MODES: tuple[str, ...] = ("gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max")
-#: Every mode :func:`fit_scorer` fits: ``fusion_novelty`` is measured by bench/real-data and not yet a
-#: config value (the config's JSON Schema is checked in under libs/config).
-ALL_SCORING_MODES: tuple[str, ...] = (*SCORING_MODES, "fusion_novelty")
+#: The modes the pipeline config offers (``evaluation.scoring``), each fitted by :func:`fit_scorer`.
+SCORING_MODES: tuple[str, ...] = (
+    "gat",
+    "vgae",
+    "fusion_learned",
+    "fusion_weighted",
+    "fusion_max",
+    "fusion_novelty",
+)
 _EPS = 1e-6
 
 
@@ -145,8 +149,8 @@ def fit_scorer(
     mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None
 ) -> Scorer:
     """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them)."""
-    if mode not in ALL_SCORING_MODES:
-        raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(ALL_SCORING_MODES)}")
+    if mode not in SCORING_MODES:
+        raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(SCORING_MODES)}")
     if mode == "gat":
         return Scorer("gat")
     if vgae_score is None:
