@@ -49,8 +49,8 @@ suite "unit tests (all projects, python included)" nx run-many -t test --skip-nx
 suite "slurm-templates e2e (requeue handshake on the local SLURM)" nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream
 suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
 suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
-suite "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM, own namespaces: infra:up, train, requeue, cancel)" nx run runner:test-site --skip-nx-cache --outputStyle=stream
-suite "cluster shape e2e (3-node box over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)" nx run runner:test-cluster --skip-nx-cache --outputStyle=stream
+suite "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)" nx run runner:test-site --skip-nx-cache --outputStyle=stream
+suite "cluster shape e2e (3-node box and a second cluster over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, placement by expected start, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)" nx run runner:test-cluster --skip-nx-cache --outputStyle=stream
 suite "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test --test-concurrency=1 'scripts/e2e/*.test.ts'
 suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)" node --test 'scripts/e2e-examples/*.test.ts'
 

@@ -17,6 +17,8 @@ function cluster(
   return {
     cluster: name,
     clusterName: name,
+    // Pitzer is the spec's own cluster here; the others are reached with -M.
+    ...(name === 'pitzer' ? {} : { via: name }),
     fits: true,
     stages: [stage('train', start)],
     start,
@@ -98,7 +100,7 @@ describe('placement: --cluster auto', () => {
       candidates,
     });
     expect(lines).toEqual([
-      '  cluster pitzer (-M pitzer): starts 2026-11-27T23:40:00, 5.00 expected, 10 worst SU',
+      "  cluster pitzer (the login node's own): starts 2026-11-27T23:40:00, 5.00 expected, 10 worst SU",
       '    train: fits, starts 2026-11-27T23:40:00',
       '* cluster ascend (-M ascend): starts 2026-11-27T22:05:00, 15 expected, 30 worst SU',
       '    train: fits, starts 2026-11-27T22:05:00',

@@ -22,8 +22,10 @@ export interface PlacementStage {
 export interface PlacementCandidate {
   /** The cluster profile's name. */
   cluster: string;
-  /** Its SLURM name (`-M`). */
+  /** Its SLURM name. */
   clusterName: string;
+  /** The `-M` its commands name: one of the site's other clusters (absent: the spec's own). */
+  via?: string;
   /** The spec resolves there (partitions, resources, environments) and every stage was accepted. */
   fits: boolean;
   /** Why it does not fit. */
@@ -41,6 +43,11 @@ export interface PlacementCandidate {
 export interface Placement {
   cluster: string;
   clusterName: string;
+  /**
+   * The `-M` every scheduler command of the run names: one of the site's other clusters. Absent for
+   * the spec's own cluster, the one the login node's SLURM commands reach without it.
+   */
+  via?: string;
   /** `auto`: chosen by start and cost; `named`: `--cluster NAME`; `default`: the spec's own cluster. */
   mode: 'auto' | 'named' | 'default';
   why: string;
@@ -126,9 +133,10 @@ export function placementLines(placement: Placement): string[] {
   for (const c of placement.candidates ?? []) {
     const mark = c.cluster === placement.cluster ? '*' : ' ';
     const start = c.start ? `starts ${c.start}` : 'start unknown';
+    const where = c.via ? `-M ${c.via}` : "the login node's own";
     const head = c.fits
-      ? `${mark} cluster ${c.cluster} (-M ${c.clusterName}): ${start}, ${formatCost(c.cost)}${c.withinBudget ? '' : ', over the budget'}`
-      : `${mark} cluster ${c.cluster} (-M ${c.clusterName}): does not fit: ${c.reason ?? ''}`;
+      ? `${mark} cluster ${c.cluster} (${where}): ${start}, ${formatCost(c.cost)}${c.withinBudget ? '' : ', over the budget'}`
+      : `${mark} cluster ${c.cluster} (${where}): does not fit: ${c.reason ?? ''}`;
     lines.push(head);
     const unit = c.cost?.unit ?? '';
     for (const s of c.stages) {

@@ -48,7 +48,7 @@ export function schedulerForManifest(manifest: Manifest): Scheduler {
     manifest.scheduler,
     manifest.stack.outputs.scratch.runsDir,
     manifest.stack.outputs.connection ?? { kind: 'local' },
-    manifest.placement?.clusterName,
+    manifest.placement?.via,
   );
 }
 

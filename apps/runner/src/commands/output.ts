@@ -99,7 +99,7 @@ export function balanceWarning({ estimate, balance }: PlanCosting): string[] {
 /** `, cluster X (-M X, auto)` for a run placed on one of a site's clusters. */
 export function clusterOf(manifest: Pick<RunResult['manifest'], 'placement'>): string {
   const p = manifest.placement;
-  return p ? `, cluster ${p.cluster} (-M ${p.clusterName}, ${p.mode})` : '';
+  return p ? `, cluster ${p.cluster} (${p.via ? `-M ${p.via}, ` : ''}${p.mode})` : '';
 }
 
 export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (line: string) => void): void {

@@ -35,12 +35,20 @@ export function specFor(spec: Spec, profile: ClusterProfile): Spec {
   return { ...spec, loaded: { ...loaded, resolved }, resolved };
 }
 
-/** The scheduler of one cluster of the site: SLURM commands with `-M <clusterName>`. */
-export function clusterScheduler(site: Site, clusterName: string, opts: RunOptions): Scheduler {
+/**
+ * The scheduler of one cluster of the site: SLURM commands with `-M <via>` for one of its other
+ * clusters, without `-M` for the spec's own (the login node's).
+ */
+export function clusterScheduler(site: Site, via: string | undefined, opts: RunOptions): Scheduler {
   if (opts.schedulerInstance) return opts.schedulerInstance;
   return isDeclaredOnly(site.outputs)
     ? new UnprovisionedSlurm(site.name)
-    : schedulerFor('slurm', site.runsRoot, site.files ? site.connection : { kind: 'local' }, clusterName);
+    : schedulerFor('slurm', site.runsRoot, site.files ? site.connection : { kind: 'local' }, via);
+}
+
+/** `-M` for a cluster of the site: none for the spec's own. */
+function viaOf(profile: ClusterProfile, own: ClusterProfile): { via?: string } {
+  return profile.name === own.name ? {} : { via: profile.clusterName };
 }
 
 function firstLine(e: unknown): string {
@@ -58,7 +66,11 @@ async function candidate(
   site: Site,
   opts: RunOptions,
 ): Promise<{ candidate: PlacementCandidate; there?: Spec }> {
-  const base = { cluster: profile.name, clusterName: profile.clusterName };
+  const base = {
+    cluster: profile.name,
+    clusterName: profile.clusterName,
+    ...viaOf(profile, spec.resolved.cluster),
+  };
   const unfit = (reason: string): { candidate: PlacementCandidate } => ({
     candidate: { ...base, fits: false, reason, stages: [], withinBudget: false },
   });
@@ -72,7 +84,7 @@ async function candidate(
     const problem = environmentClusterProblems(env, profile)[0];
     if (problem) return unfit(`environment ${name}: ${problem.message}`);
   }
-  const scheduler = clusterScheduler(site, profile.clusterName, opts);
+  const scheduler = clusterScheduler(site, base.via, opts);
   try {
     const plan = await planJobs(there, scheduler);
     const sized = size(there, site, opts);
@@ -167,8 +179,14 @@ export async function place(
       : `the spec's cluster; \`--cluster auto\` compares the site's ${profiles.length} clusters (${profiles.map((q) => q.name).join(', ')})`;
   if (!opts.dryRun && mode !== 'auto') {
     const p = named ?? own;
-    const placement: Placement = { cluster: p.name, clusterName: p.clusterName, mode, why: chosenWhy };
-    log(`placement: cluster ${p.name} (-M ${p.clusterName}): ${placement.why}`);
+    const placement: Placement = {
+      cluster: p.name,
+      clusterName: p.clusterName,
+      ...viaOf(p, own),
+      mode,
+      why: chosenWhy,
+    };
+    log(`placement: cluster ${p.name}${placement.via ? ` (-M ${placement.via})` : ''}: ${placement.why}`);
     return { spec: specFor(spec, p), placement };
   }
   log(
@@ -204,6 +222,10 @@ export async function place(
   const placement: Placement = {
     cluster: chosen.cluster,
     clusterName: chosen.clusterName,
+    ...viaOf(
+      profiles.find((p) => p.name === chosen.cluster)!,
+      own,
+    ),
     mode,
     why,
     candidates,

@@ -107,8 +107,9 @@ export async function prepare(
   logWarnings(loaded, log);
   const site = await checkStack(loaded, { ...opts, dryRun: command.dryRun }, log);
   const { spec, placement } = await place(loaded, site, { ...opts, dryRun: command.dryRun }, log);
-  const scheduler = placement
-    ? clusterScheduler(site, placement.clusterName, opts)
+  // One of the site's other clusters: its commands name it with -M; the spec's own, as ever.
+  const scheduler = placement?.via
+    ? clusterScheduler(site, placement.via, opts)
     : schedulerOf(spec, site, opts);
   const plan = await planJobs(spec, scheduler, study);
   return { spec, site, scheduler, plan, ...(study ? { study } : {}), ...(placement ? { placement } : {}) };

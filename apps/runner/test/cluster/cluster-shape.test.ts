@@ -448,7 +448,7 @@ describe("placement across the site's two clusters", () => {
     // Both idle: the same start, so the first cluster's lower rates decide.
     const idle = expectOk(await plan([]));
     expect(idle.out).toMatch(
-      /cluster kdgat-site \(-M kdgat-site\): starts \S+, [\d.]+ expected, [\d.]+ worst SU/,
+      /cluster kdgat-site \(the login node's own\): starts \S+, [\d.]+ expected, [\d.]+ worst SU/,
     );
     expect(idle.out).toMatch(/cluster kdgat-annex \(-M kdgat-annex\): starts \S+/);
     expect(idle.out).toMatch(/placement: cluster kdgat-site \(auto\): .*cheaper than kdgat-annex/);
@@ -474,7 +474,7 @@ describe("placement across the site's two clusters", () => {
       );
       const r = expectOk(await site.runner([...trainArgs(spec), '--cluster', 'auto', '--wait']));
       const starts = Object.fromEntries(
-        [...r.out.matchAll(/cluster (kdgat-\w+) \(-M \S+\): starts (\S+),/g)].map((m) => [
+        [...r.out.matchAll(/cluster (kdgat-\w+) \([^)]+\): starts (\S+),/g)].map((m) => [
           m[1],
           Date.parse(`${m[2]}Z`),
         ]),
@@ -492,6 +492,7 @@ describe("placement across the site's two clusters", () => {
       expect(manifest.placement).toMatchObject({
         cluster: 'kdgat-annex',
         clusterName: 'kdgat-annex',
+        via: 'kdgat-annex',
         mode: 'auto',
       });
       expect(manifest.placement.candidates).toHaveLength(2);
