@@ -48,7 +48,7 @@ test_features_payload.py`` checks every column against a slow pure-Python refere
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -209,13 +209,4 @@ def payload_features(
             with_d = node_profiled & (n_has > 0)
             extra[:, 1] = np.where(with_d, extra[:, 1] / np.maximum(n_has, 1), 0.0)
             extra[:, 4] = np.where(with_d, extra[:, 4] / np.maximum(n_has, 1), 0.0)
-    return WindowGraphs(
-        node_can_id=graphs.node_can_id,
-        x=np.concatenate([graphs.x, extra.astype(np.float32)], axis=1),
-        edge_index=graphs.edge_index,
-        edge_attr=graphs.edge_attr,
-        node_ptr=graphs.node_ptr,
-        edge_ptr=graphs.edge_ptr,
-        y=graphs.y,
-        window_start=graphs.window_start,
-    )
+    return replace(graphs, x=np.concatenate([graphs.x, extra.astype(np.float32)], axis=1))
