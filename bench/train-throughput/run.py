@@ -178,6 +178,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--step-ms", type=float, nargs="+", default=[2.0, 10.0, 50.0])
     ap.add_argument("--json", type=Path, help="also write the per-run figures here")
+    ap.add_argument(
+        "--persistent-only",
+        action="store_true",
+        help="only workers=0 and the persistent-worker variants (the pipeline's default)",
+    )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="kdgat-bench-"))
     os.environ.update(KD_GAT_DATA_ROOT=str(root / "raw"), KD_GAT_CACHE_ROOT=str(root / "cache"))
@@ -200,7 +205,11 @@ def main() -> None:
     variants = list(
         dict.fromkeys(
             [Variant(0, False, 1)]
-            + [Variant(w, p, 3 if p else 1) for w in (1, max(1, cores - 1)) for p in (False, True)]
+            + [
+                Variant(w, p, 3 if p else 1)
+                for w in (1, max(1, cores - 1))
+                for p in ((True,) if args.persistent_only else (False, True))
+            ]
         )
     )
     steps = args.step_ms if args.mode == "emulate" else [float("nan")]

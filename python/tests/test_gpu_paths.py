@@ -251,3 +251,21 @@ def test_fused_layer_matches_gat_conv_on_the_gpu() -> None:
     g = graph(9, 30).cuda()
     x = torch.randn(9, 9, device="cuda")
     assert torch.allclose(fused(x, g.edge_index, g.edge_attr), ref(x, g.edge_index, g.edge_attr), atol=1e-3)
+
+
+def test_loader_workers_are_forked_beside_cuda_and_read_every_graph(
+    pipeline_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spawned workers re-imported torch and PyG each: on an H200 that made one epoch 15-24x slower
+    than workers=0 (bench/train-throughput/README.md). With CUDA present the workers are forked, and
+    they still hand over every graph of the memory-mapped cache."""
+    from kdgat.training.loader import make_loader
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cfg = build_config("small", {"data.num_workers": 1, "data.pin_memory": False})
+    train = load_graphs(DATASET, graph_params(cfg)).train
+    loader = make_loader(train, cfg, 16, shuffle=False)
+    assert loader.num_workers == 1
+    assert loader.multiprocessing_context is None  # the platform default: fork on Linux
+    seen = sum(batch.num_graphs for batch in loader)
+    assert seen == len(train)

@@ -33,7 +33,7 @@ class GraphSet(Dataset[Data]):
     returned object only, so samples are safe to move. ``y`` / ``attack_type`` give the labels of
     the whole split at once (int64[len]); ``subset(idx)`` selects graphs (e.g. for curricula).
 
-    Pickling (DataLoader workers under ``spawn``) sends the cache file's path and the indices, not
+    Pickling (a worker started by ``spawn``) sends the cache file's path and the indices, not
     the tensors: each worker memory-maps ``graphs.pt`` itself, once per process.
     """
 
