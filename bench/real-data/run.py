@@ -27,10 +27,9 @@ windows, then the curriculum GAT), every one scored in every mode of ``kdgat.sco
 (``SCORING_MODES``). Every threshold and fusion weight is fitted on the validation windows of
 the training recordings; test labels are used to compute the printed scores and, with one
 exception, nothing else (``known``: the CAN-ID vocabulary reads every benign message of the
-recordings, test windows included). One more rule, bench only: ``novelty_mean_or_max``, the GAT's
-verdict or a window more novel than every benign validation window by the VGAE's mean node loss or
-by its largest (``fusion_novelty`` on each of the two scores, OR-ed). Beside window F1 / precision /
-recall: the event figures of
+recordings, test windows included); ``novelty_mean_or_max`` is scored with the VGAE's mean and
+largest node loss (the pipeline's ``vgae_pools``), the other modes with ``--vgae-pool``. Beside
+window F1 / precision / recall: the event figures of
 ``kdgat.scoring.events`` (episodes detected, delay, false alarms per hour of benign traffic).
 
 - ``paper``          the published 11 + 11 features with the CAN-ID vocabulary index
@@ -76,6 +75,7 @@ from kdgat.scoring import (
     event_figures,
     fit_scorer,
     gat_probabilities,
+    vgae_pools,
     window_times,
 )
 from kdgat.stages.scoring import anomaly_scores
@@ -334,10 +334,20 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     vocab = CanIdVocab.build([r.benign_ids for r in train_recs])
     store, _ = make_store(recs, files, features, calib, lambda y: (split == 0) & (y == 0), vocab)
 
+    y_all = store["y"].view(-1).numpy()
+
     def subset(code: int, limit: int | None = None) -> GraphSet:
         idx = np.flatnonzero(split == code)
         if limit and len(idx) > limit:
-            idx = np.sort(rng.choice(idx, limit, replace=False))
+            if args.train_sample == "attacks":
+                # every training attack window (up to half the limit), benign ones drawn for the rest:
+                # a uniform draw keeps ~limit/len of a rare attack's few hundred windows
+                att, ben = idx[y_all[idx] == 1], idx[y_all[idx] == 0]
+                att = rng.choice(att, min(len(att), limit // 2), replace=False)
+                ben = rng.choice(ben, min(len(ben), limit - len(att)), replace=False)
+                idx = np.sort(np.concatenate([att, ben]))
+            else:
+                idx = np.sort(rng.choice(idx, limit, replace=False))
         return GraphSet(store, torch.from_numpy(idx))
 
     train, val, test = subset(0, args.max_train), subset(1), subset(2)
@@ -355,9 +365,19 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     gat = GATWithJK(cfg.gat, vocab_size=vocab.size, node_features=nf)
     train_gat(gat, train, order, args.gat_epochs, args.batch_size)
     fit_s = time.perf_counter() - t0
-    score = anomaly_scores if args.vgae_pool == "mean" else max_node_scores
-    pv, sv = gat_probabilities(gat, val), score(vgae, val)
-    pt, st = gat_probabilities(gat, test), score(vgae, test)
+    # the VGAE's window score per pool, on the validation and test windows: "mean" is the pipeline's
+    # score (--vgae-pool max swaps the two for every mode but novelty_mean_or_max, which reads both)
+    pooled = {
+        pool: (anomaly_scores(vgae, val, pool), anomaly_scores(vgae, test, pool)) for pool in ("mean", "max")
+    }
+    pv, pt = gat_probabilities(gat, val), gat_probabilities(gat, test)
+
+    def vgae_inputs(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+        pools = vgae_pools(mode) if mode == "novelty_mean_or_max" else (args.vgae_pool,)
+        if len(pools) == 1:
+            return pooled[pools[0]]
+        return torch.stack([pooled[p][0] for p in pools], 1), torch.stack([pooled[p][1] for p in pools], 1)
+
     out: dict[str, Any] = {
         "train_windows": len(train),
         "val_windows": len(val),
@@ -365,18 +385,10 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     }
     at = np.flatnonzero(split == 2)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
-    # novelty_mean_or_max: the GAT's verdict, or a window more novel than every benign validation
-    # window by the VGAE's mean node loss or by its largest (fusion_novelty on each score, OR-ed)
-    other = max_node_scores if args.vgae_pool == "mean" else anomaly_scores
-    sv2, st2 = other(vgae, val), other(vgae, test)
-    by_other = fit_scorer("fusion_novelty", val.y, gat_prob=pv, vgae_score=sv2)
-    for mode in (*SCORING_MODES, "novelty_mean_or_max"):
-        if mode == "novelty_mean_or_max":
-            scorer = fit_scorer("fusion_novelty", val.y, gat_prob=pv, vgae_score=sv)
-            pred = scorer.predict(pt, st) | by_other.predict(pt, st2)
-        else:
-            scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
-            pred = scorer.predict(pt, st)
+    for mode in SCORING_MODES:
+        sv, st = vgae_inputs(mode)
+        scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
+        pred = scorer.predict(pt, st)
         windows = {
             "recording": file_of[at],
             "window": rank[at],
@@ -394,26 +406,9 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
             "events_runs": event_figures(**windows).to_json(),
             "scorer": scorer.to_json(),
         }
-        if mode in ("fusion_max", "fusion_novelty"):
+        if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max"):
             out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1))
-        if mode == "novelty_mean_or_max":
-            out[mode]["scorer_other_pool"] = by_other.to_json()
     return out
-
-
-@torch.no_grad()
-def max_node_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet) -> torch.Tensor:
-    """The VGAE's anomaly score of each window as its *largest* per-node loss (``--vgae-pool max``):
-    one spoofed ID among thirty moves the mean of the window's node losses little."""
-    vgae.eval()
-    out = []
-    for b in DataLoader(data, batch_size=256, shuffle=False):  # type: ignore[arg-type]
-        per_node = vgae.node_losses(
-            vgae(b.x, b.edge_index, b.edge_attr, b.batch), b.x, b.edge_index, b.num_nodes
-        )
-        top = torch.full((b.num_graphs,), -torch.inf).scatter_reduce(0, b.batch, per_node, reduce="amax")
-        out.append(top)
-    return torch.cat(out) if out else torch.zeros(0)
 
 
 def decided_by(
@@ -422,8 +417,8 @@ def decided_by(
     """Which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows: the GAT alone,
     the VGAE alone, both (and of each, how many were attack windows)."""
     g = gat_prob.double() >= 0.5
-    if scorer.mode == "fusion_novelty":
-        v = (vgae_score.double() - scorer.vgae_centre) / scorer.vgae_scale > scorer.vgae_threshold
+    if scorer.mode in ("fusion_novelty", "novelty_mean_or_max"):
+        v = scorer.novel(vgae_score)
     else:
         vgae = Scorer("vgae", scorer.vgae_threshold, scorer.vgae_centre, scorer.vgae_scale)
         v = vgae.predict(None, vgae_score) == 1
@@ -464,6 +459,12 @@ def main() -> int:
     ap.add_argument("--gat-epochs", type=int, default=6)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--max-train", type=int, default=None, help="at most this many training windows")
+    ap.add_argument(
+        "--train-sample",
+        choices=["uniform", "attacks"],
+        default="uniform",
+        help="how --max-train draws: uniformly, or every training attack window (up to half) first",
+    )
     ap.add_argument("--variants", default="paper,vi,vi+calib")
     ap.add_argument("--scenarios", default="all")
     ap.add_argument("--history", type=int, default=1000)
@@ -510,14 +511,14 @@ def main() -> int:
             results[sname][v] = r
             log(
                 "  "
-                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in (*SCORING_MODES, "novelty_mean_or_max"))
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
                 + f"  ({r['fit_seconds']}s)"
             )
     print()
     print(TABLE_HEAD)
     for sname in names:
         for v in variants:
-            for m in (*SCORING_MODES, "novelty_mean_or_max"):
+            for m in SCORING_MODES:
                 print(table_row(sname, v, m, results[sname][v][m]))
     doc = {
         "bench": "real-data",

@@ -37,6 +37,26 @@ def test_vgae_scores_each_graph() -> None:
     assert model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch).shape == (3,)  # type: ignore[operator]
 
 
+def test_vgae_pools_each_graphs_node_losses_by_mean_or_max() -> None:
+    torch.manual_seed(0)
+    model = build_model("vgae", build_config("small"), vocab_size=5).eval()
+    graphs = [graph(7, 20, seed=1), graph(3, 6, seed=2), graph(12, 40, seed=3)]
+    b = Batch.from_data_list(graphs)
+    mean = model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch)  # type: ignore[operator]
+    top = model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch, "max")  # type: ignore[operator]
+    # the slow reference: each graph's own node losses, read off the batched forward pass
+    with torch.no_grad():
+        out = model(b.x, b.edge_index, b.edge_attr, b.batch)
+        per_node = model.node_losses(out, b.x, b.edge_index, b.num_nodes)  # type: ignore[operator]
+    for i in range(len(graphs)):
+        own = per_node[b.batch == i]
+        assert float(mean[i]) == pytest.approx(float(own.mean()), rel=1e-6)
+        assert float(top[i]) == float(own.max())
+    assert bool((top >= mean).all())
+    with pytest.raises(ValueError, match="pool 'median' is unknown"):
+        model.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch, "median")  # type: ignore[operator]
+
+
 def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     torch.manual_seed(0)
     plain = build_model("gat", build_config("small"), vocab_size=8)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 import torch
 
-from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.config import EvaluationConfig
+from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer, vgae_pools
 
 
 def _f1(pred: torch.Tensor, y: torch.Tensor) -> float:
@@ -42,11 +45,12 @@ def _val() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def test_each_mode_separates_what_its_models_see() -> None:
     y, gat, vgae = _val()
-    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=vgae) for m in SCORING_MODES}
+    inputs = {m: torch.stack([vgae, vgae], dim=1) if len(vgae_pools(m)) == 2 else vgae for m in SCORING_MODES}
+    got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=inputs[m]) for m in SCORING_MODES}
     assert got["gat"] == Scorer("gat")  # the published decision: probability >= 0.5
     assert _f1(got["gat"].predict(gat, vgae), y) == pytest.approx(2 * 20 / 60)
-    for mode in ("vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"):
-        assert _f1(got[mode].predict(gat, vgae), y) == pytest.approx(1.0), mode
+    for mode in SCORING_MODES[1:]:
+        assert _f1(got[mode].predict(gat, inputs[mode]), y) == pytest.approx(1.0), mode
     # the VGAE is standardised by the benign windows: centre = their median
     assert got["vgae"].vgae_centre == pytest.approx(float(vgae[40:].median()))
 
@@ -95,3 +99,27 @@ def test_fusion_novelty_adds_only_windows_beyond_every_benign_validation_window(
     vgae2[:40] = 100.0
     moved = fit_scorer("fusion_novelty", y, gat_prob=gat, vgae_score=vgae2)
     assert moved.vgae_threshold == s.vgae_threshold
+
+
+def test_the_config_offers_every_scoring_mode_and_no_other() -> None:
+    field = EvaluationConfig.model_fields["scoring"]
+    assert field.annotation is not None
+    assert set(get_args(field.annotation)) == set(SCORING_MODES)
+
+
+def test_novelty_mean_or_max_adds_windows_novel_by_either_pooled_score() -> None:
+    y, gat, mean = _val()
+    top = torch.randn(200, generator=torch.Generator().manual_seed(2)).double() * 3 + 10
+    s = fit_scorer("novelty_mean_or_max", y, gat_prob=gat, vgae_score=torch.stack([mean, top], dim=1))
+    # each column's threshold is fusion_novelty's on that column alone: the most novel benign window
+    assert s.vgae_threshold == fit_scorer("fusion_novelty", y, gat, mean).vgae_threshold
+    assert s.max_threshold == fit_scorer("fusion_novelty", y, gat, top).vgae_threshold
+    assert int(s.predict(gat, torch.stack([mean, top], dim=1))[y == 0].sum()) == 0
+    m, t = float(mean[y == 0].max()), float(top[y == 0].max())
+    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1, 0.1]).double()
+    new_vgae = torch.tensor(
+        [[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, t + 1e-3], [m, t], [-5.0, 0.0]], dtype=torch.float64
+    )
+    assert s.predict(new_gat, new_vgae).tolist() == [1, 1, 1, 0, 0]
+    with pytest.raises(ValueError, match=r"\[N, 2\] VGAE scores"):
+        fit_scorer("novelty_mean_or_max", y, gat_prob=gat, vgae_score=mean)

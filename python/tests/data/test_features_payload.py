@@ -4,11 +4,23 @@ hand-made and random streams, and: no label enters them."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from torch_geometric.data import Batch
 
-from kdgat.data import build_window_graphs
+from kdgat.config import build_config
+from kdgat.data import (
+    GraphParams,
+    build_window_graphs,
+    load_graphs,
+    preprocess_dataset,
+    read_can_file,
+    write_synthetic_dataset,
+)
+from kdgat.data.build import list_sources
 from kdgat.data.features_payload import (
     CATEGORICAL_VALUES,
     PAYLOAD_NODE_FEATURES,
@@ -16,6 +28,8 @@ from kdgat.data.features_payload import (
     payload_profile,
 )
 from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
+from kdgat.data.params import node_feature_count
+from kdgat.models import build_model
 
 
 def _prev(ids: list[int], m: int) -> int | None:
@@ -195,3 +209,53 @@ def test_labels_enter_nothing() -> None:
     np.testing.assert_array_equal(values[0][0], values[1][0])
     for field in ("ids", "jump_max", "low", "high", "period", "masks", "categorical", "values"):
         np.testing.assert_array_equal(getattr(values[0][1], field), getattr(values[1][1], field))
+
+
+def test_cache_with_payload_features_keeps_the_payload_columns_raw(tmp_path: Path) -> None:
+    """``data.features = payload``: the cache holds the 17 columns; 1-10 calibrated as the
+    vehicle-independent set's, 11-16 exactly ``payload_features`` of each recording against its
+    own first ``profile_windows`` windows; the models are built for 17."""
+    raw = write_synthetic_dataset(tmp_path / "raw" / "syn", n_messages=12_000, seed=5)
+    params = GraphParams(features="payload", calibration_windows=4, profile_windows=3)
+    preprocess_dataset("syn", params, raw=raw, cache=tmp_path / "cache")
+    splits = load_graphs("syn", params, cache=tmp_path / "cache")
+    assert splits.meta["feature_names"]["node"] == list(PAYLOAD_NODE_FEATURES)
+    assert splits.num_node_features == len(PAYLOAD_NODE_FEATURES) == node_feature_count("payload")
+    store = splits.train.store
+    vi_only = load_graphs(
+        "syn",
+        GraphParams(features="vehicle_independent", calibration_windows=4),
+        cache=_cache_of(raw, tmp_path / "cache-vi", "vehicle_independent"),
+    ).train.store
+    n = len(VI_NODE_FEATURES)
+    assert torch.equal(store["x"][:, :n], vi_only["x"])
+    # the payload columns: recomputed from the first file by hand, stored as they are
+    first_file = list_sources(raw)[0]
+    msgs, _ = read_can_file(first_file)
+    g = build_window_graphs(msgs.can_id, msgs.payload, msgs.label, 100, 100)
+    vi = vehicle_independent_features(
+        g, timestamp=msgs.timestamp, can_id=msgs.can_id, dlc=msgs.dlc, payload=msgs.payload, window_size=100
+    )
+    head = 3 * 100
+    prof = payload_profile(msgs.can_id[:head], msgs.payload[:head], msgs.timestamp[:head])
+    want = payload_features(
+        vi, prof, can_id=msgs.can_id, payload=msgs.payload, timestamp=msgs.timestamp, window_size=100
+    )
+    rows = int(store["node_ptr"][int((store["file_index"] == 0).sum())])
+    np.testing.assert_allclose(store["x"][:rows, n:].numpy(), want.x[:rows, n:].astype(np.float32))
+    assert float(store["x"][:, n:].abs().sum()) > 0  # the synthetic attacks move some of them
+    cfg = build_config("small", {"data.features": "payload"})
+    net = build_model("gat", cfg, vocab_size=splits.vocab_size)
+    batch = Batch.from_data_list([splits.test[i] for i in range(4)])
+    assert net(batch.x, batch.edge_index, batch.edge_attr, batch.batch).shape == (4, 2)
+    # profile_windows keys the cache of the payload features only
+    assert (
+        GraphParams(features="payload", profile_windows=4).digest()
+        != GraphParams(features="payload").digest()
+    )
+    assert GraphParams(profile_windows=4).digest() == GraphParams().digest()
+
+
+def _cache_of(raw: Path, cache: Path, features: str) -> Path:
+    preprocess_dataset("syn", GraphParams(features=features, calibration_windows=4), raw=raw, cache=cache)
+    return cache

@@ -65,14 +65,22 @@ class DataConfig(_Frozen):
     val_fraction: float = Field(0.1, ge=0, lt=1)
     test_fraction: float = Field(0.2, ge=0, lt=1)
     split_seed: int = Field(0, ge=0)
-    features: Literal["paper", "vehicle_independent"] = Field(
+    features: Literal["paper", "vehicle_independent", "payload"] = Field(
         "vehicle_independent",
         description="node/edge features of the window graphs: paper = the published 11 + 11 with the "
         "CAN-ID vocabulary index; vehicle_independent = rate, period, regularity, payload entropy and "
-        "change, novelty (kdgat.data.features_vi); part of the graph cache key",
+        "change, novelty (kdgat.data.features_vi); payload = vehicle_independent plus six columns "
+        "against each ID's own payload profile: value jumps, range, early messages, new change "
+        "patterns and values (kdgat.data.features_payload); part of the graph cache key",
     )
     novelty_history: int = Field(
-        1000, ge=1, description="vehicle_independent features: novelty horizon in messages"
+        1000, ge=1, description="vehicle_independent and payload features: novelty horizon in messages"
+    )
+    profile_windows: int = Field(
+        20,
+        ge=1,
+        description="payload features: each recording's per-ID payload profile is learned from its own "
+        "first N windows (unlabelled traffic only)",
     )
     calibration_windows: int = Field(
         20,
@@ -83,14 +91,22 @@ class DataConfig(_Frozen):
 
 
 class EvaluationConfig(_Frozen):
-    scoring: Literal["gat", "vgae", "fusion_learned", "fusion_weighted", "fusion_max", "fusion_novelty"] = (
-        Field(
-            "fusion_max",
-            description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
-            "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "
-            "the VGAE only for windows more novel than every benign validation window); all but gat need "
-            "the autoencoder stage",
-        )
+    # the modes of kdgat.scoring.SCORING_MODES (tests/test_scoring.py checks the two lists agree)
+    scoring: Literal[
+        "gat",
+        "vgae",
+        "fusion_learned",
+        "fusion_weighted",
+        "fusion_max",
+        "fusion_novelty",
+        "novelty_mean_or_max",
+    ] = Field(
+        "fusion_max",
+        description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
+        "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "
+        "the VGAE only for windows more novel than every benign validation window; novelty_mean_or_max: "
+        "the same by the mean or the largest of the window's VGAE node losses); all but gat need the "
+        "autoencoder stage",
     )
 
 

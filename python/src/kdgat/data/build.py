@@ -34,6 +34,7 @@ from kdgat.data.cache import (
 from kdgat.data.calibration import calibrate_rows
 from kdgat.data.calibration import moments as _moments
 from kdgat.data.errors import DataError
+from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES, payload_features, payload_profile
 from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
 from kdgat.data.graphs import EDGE_FEATURES, NODE_FEATURES, WindowGraphs, build_window_graphs
 from kdgat.data.params import ATTACK_TYPES, CACHE_FORMAT_VERSION, GraphParams, attack_type_of, split_of
@@ -58,6 +59,7 @@ def _build_file(
     max_malformed: float,
     features: str = "paper",
     history: int = 1000,
+    profile_windows: int = 20,
 ) -> _FileResult:
     messages, report = read_can_file(path)
     if report.rows and report.malformed > max_malformed * report.rows:
@@ -68,7 +70,7 @@ def _build_file(
             f"first: {examples}"
         )
     graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
-    if features == "vehicle_independent":
+    if features in ("vehicle_independent", "payload"):
         graphs = vehicle_independent_features(
             graphs,
             timestamp=messages.timestamp,
@@ -77,6 +79,18 @@ def _build_file(
             payload=messages.payload,
             window_size=window_size,
             history=history,
+        )
+    if features == "payload":
+        # each ID's payload profile from the recording's own first windows: unlabelled traffic
+        head = (profile_windows - 1) * stride + window_size
+        profile = payload_profile(messages.can_id[:head], messages.payload[:head], messages.timestamp[:head])
+        graphs = payload_features(
+            graphs,
+            profile,
+            can_id=messages.can_id,
+            payload=messages.payload,
+            timestamp=messages.timestamp,
+            window_size=window_size,
         )
     benign_ids = np.unique(messages.can_id[messages.label == 0])
     return _FileResult(report.to_json(), graphs, benign_ids, len(messages))
@@ -175,7 +189,7 @@ def preprocess_dataset(
         return info
 
 
-def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, str, int]:
+def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, str, int, int]:
     """The arguments of :func:`_build_file` for ``path``."""
     return (
         str(path),
@@ -184,6 +198,7 @@ def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, s
         params.max_malformed_fraction,
         params.features,
         params.novelty_history,
+        params.profile_windows,
     )
 
 
@@ -268,6 +283,13 @@ def _build(
     else:
         x[:, 1:] = (x[:, 1:] - node_mean) / node_std
         edge_attr = (graphs.edge_attr - edge_mean) / edge_std
+    if params.features == "payload":
+        # the payload columns already measure against each ID's own profile (bounded units), and
+        # a recording's first windows spread these mostly-zero columns ~0, which would blow them up:
+        # they are stored raw (mean 0, std 1 in the meta)
+        raw_from = len(VI_NODE_FEATURES)
+        x[:, raw_from:] = graphs.x[:, raw_from:]
+        node_mean[raw_from - 1 :], node_std[raw_from - 1 :] = 0.0, 1.0
 
     store = {
         "x": torch.from_numpy(np.ascontiguousarray(x, np.float32)),
@@ -312,7 +334,11 @@ def _build(
         "node_features": {"mean": node_mean.tolist(), "std": node_std.tolist()},
         "edge_features": {"mean": edge_mean.tolist(), "std": edge_std.tolist()},
         "feature_names": {
-            "node": list(NODE_FEATURES if params.features == "paper" else VI_NODE_FEATURES),
+            "node": list(
+                {"paper": NODE_FEATURES, "vehicle_independent": VI_NODE_FEATURES}.get(
+                    params.features, PAYLOAD_NODE_FEATURES
+                )
+            ),
             "edge": list(EDGE_FEATURES if params.features == "paper" else VI_EDGE_FEATURES),
         },
     }

@@ -154,6 +154,8 @@ def load_graphs(
         test=sets["test"],
         vocab_size=int(meta["vocab_size"]),
         attack_types=tuple(meta["attack_types"]),
+        num_node_features=int(store["x"].shape[1]),
+        num_edge_features=int(store["edge_attr"].shape[1]),
         cache_dir=cache,
         meta=meta,
     )

@@ -11,7 +11,7 @@ from pathlib import PurePath
 CACHE_FORMAT_VERSION = 1
 
 #: Node/edge feature sets a cache can hold (``GraphParams.features``).
-FEATURE_SETS: tuple[str, ...] = ("paper", "vehicle_independent")
+FEATURE_SETS: tuple[str, ...] = ("paper", "vehicle_independent", "payload")
 
 #: Index -> name of ``attack_type`` (per window; 0 for benign windows).
 ATTACK_TYPES: tuple[str, ...] = ("benign", "dos", "fuzzy", "gear", "rpm", "other")
@@ -39,12 +39,17 @@ class GraphParams:
       (likely the wrong format) instead of being used with the rows counted
     - ``features``: ``"paper"`` (the published 11 + 11 features, CAN-ID vocabulary index first,
       :mod:`kdgat.data.graphs`) or ``"vehicle_independent"`` (:mod:`kdgat.data.features_vi`)
-    - ``novelty_history``: the novelty horizon H in messages (vehicle-independent features only)
+      or ``"payload"`` (the vehicle-independent set plus six payload-semantics columns measured
+      against each ID's own profile, :mod:`kdgat.data.features_payload`)
+    - ``novelty_history``: the novelty horizon H in messages (vehicle-independent and payload)
+    - ``profile_windows``: payload features only: each recording's per-ID payload profile is
+      learned from its own first N windows (unlabelled, like calibration)
     - ``calibration_windows``: 0 = normalise with benign training windows; K > 0 = normalise each
       recording by its own first K windows, unlabelled (:mod:`kdgat.data.calibration`)
 
     The digest of the paper features without calibration is the one caches had before the other
-    feature sets existed (the new fields enter the digest only when they differ from that).
+    feature sets existed (the new fields enter the digest only when they differ from that, and
+    ``profile_windows`` only with the payload features).
     """
 
     window_size: int = 100
@@ -56,6 +61,7 @@ class GraphParams:
     features: str = "paper"
     novelty_history: int = 1000
     calibration_windows: int = 0
+    profile_windows: int = 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.window_size, int) or self.window_size < 2:
@@ -81,6 +87,8 @@ class GraphParams:
             )
         if not isinstance(self.novelty_history, int) or self.novelty_history < 1:
             raise ValueError(f"GraphParams.novelty_history is {self.novelty_history!r}; expected an int >= 1")
+        if not isinstance(self.profile_windows, int) or self.profile_windows < 1:
+            raise ValueError(f"GraphParams.profile_windows is {self.profile_windows!r}; expected an int >= 1")
         if not isinstance(self.calibration_windows, int) or self.calibration_windows < 0:
             raise ValueError(
                 f"GraphParams.calibration_windows is {self.calibration_windows!r}; expected an int >= 0"
@@ -90,6 +98,8 @@ class GraphParams:
         doc = asdict(self)
         if self.features == "paper":
             del doc["features"], doc["novelty_history"]
+        if self.features != "payload":
+            del doc["profile_windows"]
         if self.calibration_windows == 0:
             del doc["calibration_windows"]
         return doc
@@ -117,3 +127,22 @@ def attack_type_of(relative_path: str | PurePath) -> int:
         if keyword in text:
             return index
     return 5
+
+
+def node_feature_count(features: str) -> int:
+    """Node features per window-graph node of a feature set (column 0 the CAN-ID vocabulary index,
+    or 0): 11 for ``paper`` and ``vehicle_independent``, 17 for ``payload``. The models are built
+    with it (:func:`kdgat.models.build_model`)."""
+    # imported here: those modules build on this one
+    from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES
+    from kdgat.data.features_vi import VI_NODE_FEATURES
+    from kdgat.data.graphs import NODE_FEATURES
+
+    names = {
+        "paper": NODE_FEATURES,
+        "vehicle_independent": VI_NODE_FEATURES,
+        "payload": PAYLOAD_NODE_FEATURES,
+    }
+    if features not in names:
+        raise ValueError(f"features is {features!r}; expected one of {', '.join(FEATURE_SETS)}")
+    return len(names[features])

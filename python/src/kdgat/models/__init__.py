@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kdgat.config import PipelineConfig, build_config
+from kdgat.data.params import node_feature_count
 from kdgat.models.gat import GATWithJK
 from kdgat.models.layers import cugraph_available, make_gat_conv
 from kdgat.models.vgae import GraphAutoencoderNeighborhood
@@ -28,14 +29,17 @@ PUBLISHED_PARAMETERS = {
 def build_model(
     model: str, cfg: PipelineConfig, *, vocab_size: int
 ) -> GATWithJK | GraphAutoencoderNeighborhood:
+    # the node features of the config's feature set (the graph cache it reads holds that many)
+    node_features = node_feature_count(cfg.data.features)
     if model == "gat":
         return GATWithJK(
             cfg.gat,
             vocab_size=vocab_size,
+            node_features=node_features,
             gradient_checkpointing=cfg.training.gradient_checkpointing,
         )
     if model == "vgae":
-        return GraphAutoencoderNeighborhood(cfg.vgae, vocab_size=vocab_size)
+        return GraphAutoencoderNeighborhood(cfg.vgae, vocab_size=vocab_size, node_features=node_features)
     raise ValueError(f"model {model!r} is unknown; expected gat or vgae")
 
 

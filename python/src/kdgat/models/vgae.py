@@ -114,8 +114,18 @@ class GraphAutoencoderNeighborhood(nn.Module):
         return recon + 1e-3 * kl
 
     @torch.no_grad()
-    def anomaly_score(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
-        """Mean per-node reconstruction loss of each graph ``[B]`` (higher = more anomalous)."""
+    def anomaly_score(
+        self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor, pool: str = "mean"
+    ) -> Tensor:
+        """Each graph's per-node reconstruction losses pooled to ``[B]`` (higher = more anomalous):
+        their mean (``pool="mean"``), or their largest (``"max"``: one spoofed ID among thirty moves
+        the mean little and the largest much)."""
         out = self(x, edge_index, edge_attr, batch)
         per_node = self.node_losses(out, x, edge_index, x.shape[0])
+        if pool == "max":
+            size = int(batch.max()) + 1 if batch.numel() else 0
+            empty = torch.full((size,), -torch.inf, dtype=per_node.dtype, device=per_node.device)
+            return empty.scatter_reduce(0, batch, per_node, reduce="amax")
+        if pool != "mean":
+            raise ValueError(f"VGAE score pool {pool!r} is unknown; expected mean or max")
         return global_mean_pool(per_node.unsqueeze(-1), batch).squeeze(-1)

@@ -3,7 +3,7 @@
 event-level figures of scored windows (episodes detected, delay, false alarms per hour: ``events``)."""
 
 from kdgat.scoring.events import EventFigures, event_figures, window_times
-from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer
+from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer, vgae_pools
 from kdgat.scoring.outputs import gat_probabilities
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "event_figures",
     "fit_scorer",
     "gat_probabilities",
+    "vgae_pools",
     "window_times",
 ]

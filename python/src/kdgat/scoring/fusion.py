@@ -18,6 +18,12 @@
                      what it was trained on, the VGAE adds only windows more novel than all the
                      benign traffic it was checked on (no attack label picks that threshold, so it
                      does not trade the GAT's known attacks against the VGAE's false alarms)
+``novelty_mean_or_max``  ``fusion_novelty`` on two VGAE scores of each window, OR-ed: the mean of
+                     its node losses and the largest (one spoofed ID among thirty moves the mean
+                     little and the largest much; random-ID fuzzing of a new vehicle the reverse).
+                     Its VGAE input is ``[N, 2]``: column 0 the mean-pooled score, 1 the max-pooled
+                     (:func:`vgae_pools` says which a mode needs); still no threshold picked by an
+                     attack label
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
@@ -39,8 +45,17 @@ SCORING_MODES: tuple[str, ...] = (
     "fusion_weighted",
     "fusion_max",
     "fusion_novelty",
+    "novelty_mean_or_max",
 )
 _EPS = 1e-6
+
+
+def vgae_pools(mode: str) -> tuple[str, ...]:
+    """The VGAE scores a mode reads, in the column order of its ``vgae_score``: none for ``gat``,
+    the mean node loss for the others, and the mean and the largest for ``novelty_mean_or_max``."""
+    if mode == "gat":
+        return ()
+    return ("mean", "max") if mode == "novelty_mean_or_max" else ("mean",)
 
 
 def best_f1_threshold(score: Tensor, y: Tensor) -> float:
@@ -81,15 +96,28 @@ class Scorer:
     alpha: float = 1.0
     weights: tuple[float, float, float] = (1.0, 0.0, 0.0)
     vgae_threshold: float = 0.5
+    # novelty_mean_or_max: the max-pooled VGAE score's centre, scale and novelty threshold
+    max_centre: float = 0.0
+    max_scale: float = 1.0
+    max_threshold: float = 0.5
 
     def _z(self, vgae_score: Tensor) -> Tensor:
         return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
 
+    def novel(self, vgae_score: Tensor) -> Tensor:
+        """``fusion_novelty`` / ``novelty_mean_or_max``: the windows more novel than every benign
+        validation window (by either pooled score for the latter), as a bool ``[N]``."""
+        if self.mode == "novelty_mean_or_max":
+            mean, top = vgae_score[:, 0], vgae_score[:, 1]
+            by_max = (top.double() - self.max_centre) / self.max_scale > self.max_threshold
+            return (self._z(mean) > self.vgae_threshold) | by_max
+        return self._z(vgae_score) > self.vgae_threshold
+
     def score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
-        if self.mode == "fusion_novelty":
-            assert gat_prob is not None and vgae_score is not None, "fusion_novelty needs both models"
+        if self.mode in ("fusion_novelty", "novelty_mean_or_max"):
+            assert gat_prob is not None and vgae_score is not None, f"{self.mode} needs both models"
             # vgae_threshold is here the standardised score of the most novel benign validation window
-            return torch.maximum(gat_prob.double(), (self._z(vgae_score) > self.vgae_threshold).double())
+            return torch.maximum(gat_prob.double(), self.novel(vgae_score).double())
         if self.mode == "fusion_max":
             assert gat_prob is not None and vgae_score is not None, "fusion_max needs both models"
             v = Scorer("vgae", self.vgae_threshold, self.vgae_centre, self.vgae_scale)
@@ -155,6 +183,21 @@ def fit_scorer(
         return Scorer("gat")
     if vgae_score is None:
         raise ValueError(f"scoring {mode} needs the VGAE's anomaly scores of the validation windows")
+    if mode == "novelty_mean_or_max":
+        if vgae_score.dim() != 2 or vgae_score.shape[1] != 2:
+            raise ValueError("scoring novelty_mean_or_max needs [N, 2] VGAE scores (mean, max pooled)")
+        by_mean = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 0])
+        by_max = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 1])
+        return Scorer(
+            mode,
+            threshold=0.5,
+            vgae_centre=by_mean.vgae_centre,
+            vgae_scale=by_mean.vgae_scale,
+            vgae_threshold=by_mean.vgae_threshold,
+            max_centre=by_max.vgae_centre,
+            max_scale=by_max.vgae_scale,
+            max_threshold=by_max.vgae_threshold,
+        )
     y = y_val.long().flatten()
     benign = vgae_score.double()[y == 0]
     ref = benign if len(benign) >= 2 else vgae_score.double()

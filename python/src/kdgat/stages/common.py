@@ -39,6 +39,7 @@ def graph_params(cfg: PipelineConfig) -> GraphParams:
         features=d.features,
         novelty_history=d.novelty_history,
         calibration_windows=d.calibration_windows,
+        profile_windows=d.profile_windows,
     )
 
 

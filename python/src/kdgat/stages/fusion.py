@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdgat.data import GraphSplits
+import torch
+
+from kdgat.data import GraphSet, GraphSplits
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
-from kdgat.scoring import fit_scorer, gat_probabilities
+from kdgat.scoring import fit_scorer, gat_probabilities, vgae_pools
 from kdgat.stages.common import load_model, require_model
 from kdgat.stages.context import StageContext
 from kdgat.stages.scoring import anomaly_scores, binary_scores, majority_baseline, scores_by_attack
@@ -31,7 +33,7 @@ def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> d
         )
         vgae = load_model(vgae_path)
         assert isinstance(vgae, GraphAutoencoderNeighborhood)
-        sv, st = anomaly_scores(vgae, splits.val), anomaly_scores(vgae, splits.test)
+        sv, st = (_vgae_scores(vgae, data, vgae_pools(mode)) for data in (splits.val, splits.test))
     scorer = fit_scorer(mode, splits.val.y, gat_prob=pv, vgae_score=sv)
     prob = scorer.decision_score(pt, st)
     y, attack = splits.test.y.view(-1), splits.test.attack_type.view(-1)
@@ -41,3 +43,9 @@ def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> d
         "baseline": majority_baseline(y),
         "scorer": {**scorer.to_json(), "vgae_model": None if vgae_path is None else str(vgae_path)},
     }
+
+
+def _vgae_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet, pools: tuple[str, ...]) -> torch.Tensor:
+    """``[N]`` for one pooled score, ``[N, len(pools)]`` for several (the scorer's column order)."""
+    scores = [anomaly_scores(vgae, data, pool) for pool in pools]
+    return scores[0] if len(scores) == 1 else torch.stack(scores, dim=1)

@@ -61,9 +61,12 @@ def majority_baseline(y: Tensor) -> dict[str, float]:
 
 
 @torch.no_grad()
-def anomaly_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet) -> torch.Tensor:
+def anomaly_scores(vgae: GraphAutoencoderNeighborhood, data: GraphSet, pool: str = "mean") -> torch.Tensor:
+    """The VGAE's anomaly score of each window ``[len(data)]``, its node losses pooled by ``pool``
+    (:meth:`GraphAutoencoderNeighborhood.anomaly_score`)."""
     loader = DataLoader(data, batch_size=256, shuffle=False)  # type: ignore[arg-type]
-    return torch.cat([vgae.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch) for b in loader])
+    out = [vgae.anomaly_score(b.x, b.edge_index, b.edge_attr, b.batch, pool) for b in loader]
+    return torch.cat(out) if out else torch.zeros(0)
 
 
 @torch.no_grad()
