@@ -24,6 +24,12 @@ class TrainingConfig(_Frozen):
     lr: float = Field(1e-3, gt=0)
     max_epochs: int = Field(20, ge=1)
     batch_size: int = Field(64, ge=1)
+    limit_train_batches: int | None = Field(
+        None,
+        ge=1,
+        description="at most this many training batches per epoch, a fresh shuffled draw each epoch "
+        "(Lightning's limit_train_batches); None: every training window each epoch",
+    )
     precision: Precision = "16-mixed"
     precision_fallback: Literal["32", "bf16-mixed"] = Field(
         "32",

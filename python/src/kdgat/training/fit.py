@@ -308,6 +308,7 @@ def make_trainer(
     return L.Trainer(
         default_root_dir=run_dir,
         max_epochs=cfg.training.max_epochs,
+        limit_train_batches=cfg.training.limit_train_batches or 1.0,
         accelerator="gpu" if gpus else "cpu",
         devices=devices,
         num_nodes=nodes,
