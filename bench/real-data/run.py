@@ -514,13 +514,22 @@ def main() -> int:
                 + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
                 + f"  ({r['fit_seconds']}s)"
             )
+            doc = document(args, results, started)
+            if args.json:  # after every run: a bench cut short keeps what it measured
+                args.json.write_text(json.dumps(doc, indent=1) + "\n")
     print()
     print(TABLE_HEAD)
     for sname in names:
         for v in variants:
             for m in SCORING_MODES:
                 print(table_row(sname, v, m, results[sname][v][m]))
-    doc = {
+    print(json.dumps(document(args, results, started)))
+    return 0
+
+
+def document(args: argparse.Namespace, results: dict[str, dict[str, Any]], started: float) -> dict[str, Any]:
+    """The results file: arguments, machine, seconds so far and every finished run."""
+    return {
         "bench": "real-data",
         "args": {k: (str(a) if isinstance(a, Path) else a) for k, a in vars(args).items()},
         "machine": {
@@ -531,10 +540,6 @@ def main() -> int:
         "seconds": round(time.perf_counter() - started, 1),
         "results": results,
     }
-    print(json.dumps(doc))
-    if args.json:
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    return 0
 
 
 if __name__ == "__main__":
