@@ -7,7 +7,8 @@ merged, e.g. the two halves of a run split to keep each command short).
 2. per scenario, for the pairs named by ``--pairs variant:mode,...`` (or every pair with
    ``--full``): window F1, precision, recall, and the event figures of ``kdgat.scoring.events``
    (episodes detected, median delay, false alarms per hour of benign traffic);
-3. which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows (``--decided``).
+3. which part of ``fusion_max`` / ``fusion_novelty`` / ``novelty_mean_or_max`` flagged the test
+   windows (``--decided``).
 """
 
 from __future__ import annotations
