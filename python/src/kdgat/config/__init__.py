@@ -14,6 +14,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Precision = Literal["32", "16-mixed", "bf16-mixed"]
+#: How the evaluation stage scores a window; kdgat.scoring fits each (its SCORING_MODES is this list).
+ScoringMode = Literal[
+    "gat",
+    "vgae",
+    "fusion_learned",
+    "fusion_weighted",
+    "fusion_max",
+    "fusion_novelty",
+    "novelty_mean_or_max",
+]
 
 
 class _Frozen(BaseModel):
@@ -97,16 +107,7 @@ class DataConfig(_Frozen):
 
 
 class EvaluationConfig(_Frozen):
-    # the modes of kdgat.scoring.SCORING_MODES (tests/test_scoring.py checks the two lists agree)
-    scoring: Literal[
-        "gat",
-        "vgae",
-        "fusion_learned",
-        "fusion_weighted",
-        "fusion_max",
-        "fusion_novelty",
-        "novelty_mean_or_max",
-    ] = Field(
+    scoring: ScoringMode = Field(
         "fusion_max",
         description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
         "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "

@@ -34,10 +34,17 @@ from kdgat.data.cache import (
 from kdgat.data.calibration import calibrate_rows
 from kdgat.data.calibration import moments as _moments
 from kdgat.data.errors import DataError
-from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES, payload_features, payload_profile
+from kdgat.data.features_payload import payload_features, payload_profile
 from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
-from kdgat.data.graphs import EDGE_FEATURES, NODE_FEATURES, WindowGraphs, build_window_graphs
-from kdgat.data.params import ATTACK_TYPES, CACHE_FORMAT_VERSION, GraphParams, attack_type_of, split_of
+from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs, build_window_graphs
+from kdgat.data.params import (
+    ATTACK_TYPES,
+    CACHE_FORMAT_VERSION,
+    GraphParams,
+    attack_type_of,
+    node_feature_names,
+    split_of,
+)
 from kdgat.data.readers import is_can_file, read_can_file
 from kdgat.data.vocab import CanIdVocab
 
@@ -334,11 +341,7 @@ def _build(
         "node_features": {"mean": node_mean.tolist(), "std": node_std.tolist()},
         "edge_features": {"mean": edge_mean.tolist(), "std": edge_std.tolist()},
         "feature_names": {
-            "node": list(
-                {"paper": NODE_FEATURES, "vehicle_independent": VI_NODE_FEATURES}.get(
-                    params.features, PAYLOAD_NODE_FEATURES
-                )
-            ),
+            "node": list(node_feature_names(params.features)),
             "edge": list(EDGE_FEATURES if params.features == "paper" else VI_EDGE_FEATURES),
         },
     }

@@ -129,10 +129,8 @@ def attack_type_of(relative_path: str | PurePath) -> int:
     return 5
 
 
-def node_feature_count(features: str) -> int:
-    """Node features per window-graph node of a feature set (column 0 the CAN-ID vocabulary index,
-    or 0): 11 for ``paper`` and ``vehicle_independent``, 17 for ``payload``. The models are built
-    with it (:func:`kdgat.models.build_model`)."""
+def node_feature_names(features: str) -> tuple[str, ...]:
+    """The node feature columns of a feature set (column 0 the CAN-ID vocabulary index, or 0)."""
     # imported here: those modules build on this one
     from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES
     from kdgat.data.features_vi import VI_NODE_FEATURES
@@ -145,4 +143,11 @@ def node_feature_count(features: str) -> int:
     }
     if features not in names:
         raise ValueError(f"features is {features!r}; expected one of {', '.join(FEATURE_SETS)}")
-    return len(names[features])
+    return names[features]
+
+
+def node_feature_count(features: str) -> int:
+    """Node features per window-graph node of a feature set: 11 for ``paper`` and
+    ``vehicle_independent``, 17 for ``payload``. The models are built with it
+    (:func:`kdgat.models.build_model`)."""
+    return len(node_feature_names(features))

@@ -7,7 +7,7 @@ from itertools import pairwise
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import global_mean_pool
+from torch_geometric.nn import global_max_pool, global_mean_pool
 from torch_geometric.utils import degree
 
 from kdgat.config import VGAEArchitecture
@@ -122,10 +122,7 @@ class GraphAutoencoderNeighborhood(nn.Module):
         the mean little and the largest much)."""
         out = self(x, edge_index, edge_attr, batch)
         per_node = self.node_losses(out, x, edge_index, x.shape[0])
-        if pool == "max":
-            size = int(batch.max()) + 1 if batch.numel() else 0
-            empty = torch.full((size,), -torch.inf, dtype=per_node.dtype, device=per_node.device)
-            return empty.scatter_reduce(0, batch, per_node, reduce="amax")
-        if pool != "mean":
+        pools = {"mean": global_mean_pool, "max": global_max_pool}
+        if pool not in pools:
             raise ValueError(f"VGAE score pool {pool!r} is unknown; expected mean or max")
-        return global_mean_pool(per_node.unsqueeze(-1), batch).squeeze(-1)
+        return pools[pool](per_node.unsqueeze(-1), batch).squeeze(-1)

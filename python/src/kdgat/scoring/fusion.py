@@ -32,21 +32,15 @@ and returns a frozen :class:`Scorer` that is then applied to any other windows.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from torch import Tensor
 
+from kdgat.config import ScoringMode
+
 #: The modes the pipeline config offers (``evaluation.scoring``), each fitted by :func:`fit_scorer`.
-SCORING_MODES: tuple[str, ...] = (
-    "gat",
-    "vgae",
-    "fusion_learned",
-    "fusion_weighted",
-    "fusion_max",
-    "fusion_novelty",
-    "novelty_mean_or_max",
-)
+SCORING_MODES: tuple[str, ...] = get_args(ScoringMode)
 _EPS = 1e-6
 
 
