@@ -75,6 +75,8 @@ from kdgat.scoring import (
     event_figures,
     fit_scorer,
     gat_probabilities,
+    needs_timing,
+    timing_scores,
     vgae_pools,
     window_times,
 )
@@ -373,7 +375,7 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     pv, pt = gat_probabilities(gat, val), gat_probabilities(gat, test)
 
     def vgae_inputs(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-        pools = vgae_pools(mode) if mode == "novelty_mean_or_max" else (args.vgae_pool,)
+        pools = vgae_pools(mode) if len(vgae_pools(mode)) > 1 else (args.vgae_pool,)
         if len(pools) == 1:
             return pooled[pools[0]]
         return torch.stack([pooled[p][0] for p in pools], 1), torch.stack([pooled[p][1] for p in pools], 1)
@@ -385,10 +387,14 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     }
     at = np.flatnonzero(split == 2)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
+    timing = (timing_scores(val), timing_scores(test)) if features == "payload" else None
     for mode in SCORING_MODES:
+        if needs_timing(mode) and timing is None:
+            continue  # the timing rule reads the payload features' period column
         sv, st = vgae_inputs(mode)
         scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
-        pred = scorer.predict(pt, st)
+        tt = timing[1] if needs_timing(mode) and timing else None
+        pred = scorer.predict(pt, st, tt)
         windows = {
             "recording": file_of[at],
             "window": rank[at],
@@ -406,24 +412,40 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
             "events_runs": event_figures(**windows).to_json(),
             "scorer": scorer.to_json(),
         }
-        if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max"):
-            out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1))
+        if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
+            out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1), tt)
+        if tt is not None and timing:
+            # the declared timing rule on the benign validation windows: the false alarms it would add
+            benign_val = val.y.view(-1) == 0
+            out[mode]["timing_val_benign_flagged"] = float(
+                scorer.timed(timing[0])[benign_val].double().mean()
+            )
     return out
 
 
 def decided_by(
-    scorer: Scorer, gat_prob: torch.Tensor, vgae_score: torch.Tensor, y: torch.Tensor
+    scorer: Scorer,
+    gat_prob: torch.Tensor,
+    vgae_score: torch.Tensor,
+    y: torch.Tensor,
+    timing: torch.Tensor | None = None,
 ) -> dict[str, int]:
     """Which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows: the GAT alone,
-    the VGAE alone, both (and of each, how many were attack windows)."""
+    the VGAE alone, both (and of each, how many were attack windows); ``novelty_timing`` also: the
+    windows that only the timing rule flagged."""
     g = gat_prob.double() >= 0.5
-    if scorer.mode in ("fusion_novelty", "novelty_mean_or_max"):
+    if scorer.mode in ("fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
         v = scorer.novel(vgae_score)
     else:
         vgae = Scorer("vgae", scorer.vgae_threshold, scorer.vgae_centre, scorer.vgae_scale)
         v = vgae.predict(None, vgae_score) == 1
     a = y == 1
+    timed: dict[str, int] = {}
+    if timing is not None:
+        t = scorer.timed(timing) & ~g & ~v
+        timed = {"timing_only": int(t.sum()), "timing_only_attack": int((t & a).sum())}
     return {
+        **timed,
         "gat_only": int((g & ~v).sum()),
         "gat_only_attack": int((g & ~v & a).sum()),
         "vgae_only": int((v & ~g).sum()),

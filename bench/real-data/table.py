@@ -7,8 +7,9 @@ merged, e.g. the two halves of a run split to keep each command short).
 2. per scenario, for the pairs named by ``--pairs variant:mode,...`` (or every pair with
    ``--full``): window F1, precision, recall, and the event figures of ``kdgat.scoring.events``
    (episodes detected, median delay, false alarms per hour of benign traffic);
-3. which part of ``fusion_max`` / ``fusion_novelty`` / ``novelty_mean_or_max`` flagged the test
-   windows (``--decided``).
+3. which part of ``fusion_max`` / ``fusion_novelty`` / ``novelty_mean_or_max`` /
+   ``novelty_timing`` flagged the test windows (``--decided``; the timing rule's column only for
+   ``novelty_timing``).
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ def main() -> None:
         res.update(json.loads(path.read_text())["results"])
     scen = list(res)
     variants = list(res[scen[0]])
-    modes = [k for k in res[scen[0]][variants[0]] if isinstance(res[scen[0]][variants[0]][k], dict)]
-    cols = [(v, m) for v in variants for m in modes]
+    # a mode a variant does not score (novelty_timing without the payload features) is left out
+    cols = [(v, m) for v in variants for m, r in res[scen[0]][v].items() if isinstance(r, dict)]
     print("| scenario | " + " | ".join(f"{v} {m}" for v, m in cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for s in scen:
-        f1 = [res[s][v][m]["f1"] if v in res[s] else float("nan") for v, m in cols]
+        f1 = [res[s].get(v, {}).get(m, {}).get("f1", float("nan")) for v, m in cols]
         best = max(x for x in f1 if x == x)
         cells = [f"**{x:.3f}**" if x == best else f"{x:.3f}" for x in f1]
         print(f"| {s} | " + " | ".join(cells) + " |")
@@ -48,19 +49,24 @@ def main() -> None:
     print(TABLE_HEAD)
     for s in scen:
         for v, m in pairs:
-            if v in res[s]:
+            if m in res[s].get(v, {}):
                 print(table_row(s, v, m, res[s][v][m]))
     if a.decided:
         print()
-        print("| scenario | variant | scoring | GAT only (attack) | VGAE only (attack) | both (attack) |")
-        print("|---|---|---|---:|---:|---:|")
+        print(
+            "| scenario | variant | scoring | GAT only (attack) | VGAE only (attack) | both (attack) "
+            "| timing rule only (attack) |"
+        )
+        print("|---|---|---|---:|---:|---:|---:|")
         for s in scen:
             for v, m in pairs:
                 d = res[s].get(v, {}).get(m, {}).get("decided_by")
                 if d:
+                    timed = f"{d['timing_only']} ({d['timing_only_attack']})" if "timing_only" in d else "-"
                     print(
                         f"| {s} | {v} | {m} | {d['gat_only']} ({d['gat_only_attack']}) "
-                        f"| {d['vgae_only']} ({d['vgae_only_attack']}) | {d['both']} ({d['both_attack']}) |"
+                        f"| {d['vgae_only']} ({d['vgae_only_attack']}) | {d['both']} ({d['both_attack']}) "
+                        f"| {timed} |"
                     )
 
 

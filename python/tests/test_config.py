@@ -59,6 +59,26 @@ def test_bad_value_names_key_value_and_expectation() -> None:
         build_config("large", {"training.memory_estimation": "guess"})
 
 
+def test_a_rule_across_sections_names_both_keys_and_is_in_the_schema() -> None:
+    with pytest.raises(ConfigError) as e:
+        build_config("small", {"evaluation.scoring": "novelty_timing"})
+    assert str(e.value) == (
+        "invalid config: evaluation.scoring = 'novelty_timing' needs data.features = 'payload' "
+        "(novelty_timing reads the payload features' period column); data.features is "
+        "'vehicle_independent': set it, or choose another evaluation.scoring"
+    )
+    ok = build_config("small", {"evaluation.scoring": "novelty_timing", "data.features": "payload"})
+    assert ok.evaluation.scoring == "novelty_timing"
+    # the runner checks the same rule before anything is queued, from the schema
+    assert json_schema()["x-requires"] == [
+        {
+            "if": {"key": "evaluation.scoring", "equals": "novelty_timing"},
+            "then": {"key": "data.features", "equals": "payload"},
+            "why": "novelty_timing reads the payload features' period column",
+        }
+    ]
+
+
 def test_config_is_frozen() -> None:
     cfg = build_config("large")
     with pytest.raises(ValidationError):

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from kdgat.scoring import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer, vgae_pools
+from kdgat.data import GraphSet
+from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES
+from kdgat.scoring import (
+    SCORING_MODES,
+    Scorer,
+    best_f1_threshold,
+    fit_scorer,
+    needs_timing,
+    timing_scores,
+    vgae_pools,
+)
 
 
 def _f1(pred: torch.Tensor, y: torch.Tensor) -> float:
@@ -46,8 +57,9 @@ def test_each_mode_separates_what_its_models_see() -> None:
     got = {m: fit_scorer(m, y, gat_prob=gat, vgae_score=inputs[m]) for m in SCORING_MODES}
     assert got["gat"] == Scorer("gat")  # the published decision: probability >= 0.5
     assert _f1(got["gat"].predict(gat, vgae), y) == pytest.approx(2 * 20 / 60)
+    quiet = torch.zeros(len(y)).double()  # no window's timing flagged
     for mode in SCORING_MODES[1:]:
-        assert _f1(got[mode].predict(gat, inputs[mode]), y) == pytest.approx(1.0), mode
+        assert _f1(got[mode].predict(gat, inputs[mode], quiet), y) == pytest.approx(1.0), mode
     # the VGAE is standardised by the benign windows: centre = their median
     assert got["vgae"].vgae_centre == pytest.approx(float(vgae[40:].median()))
 
@@ -114,3 +126,46 @@ def test_novelty_mean_or_max_adds_windows_novel_by_either_pooled_score() -> None
     assert s.predict(new_gat, new_vgae).tolist() == [1, 1, 1, 0, 0]
     with pytest.raises(ValueError, match=r"\[N, 2\] VGAE scores"):
         fit_scorer("novelty_mean_or_max", y, gat_prob=gat, vgae_score=mean)
+
+
+def test_novelty_timing_adds_the_windows_of_the_declared_timing_rule() -> None:
+    y, gat, mean = _val()
+    top = torch.randn(200, generator=torch.Generator().manual_seed(2)).double() * 3 + 10
+    vgae = torch.stack([mean, top], dim=1)
+    s = fit_scorer("novelty_timing", y, gat_prob=gat, vgae_score=vgae)
+    # the VGAE's parts are novelty_mean_or_max's; the timing threshold is declared, not fitted
+    assert {**s.to_json(), "mode": ""} == {
+        **fit_scorer("novelty_mean_or_max", y, gat, vgae).to_json(),
+        "mode": "",
+    }
+    assert (
+        s.timing_threshold == 0.0
+        and needs_timing("novelty_timing")
+        and not needs_timing("novelty_mean_or_max")
+    )
+    m = float(mean[y == 0].max())
+    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1]).double()
+    new_vgae = torch.tensor([[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, 0.0], [-5.0, 0.0]], dtype=torch.float64)
+    timing = torch.tensor([0.0, 0.0, 0.5, 0.0]).double()  # window 2: two messages a third of a period apart
+    assert s.predict(new_gat, new_vgae, timing).tolist() == [1, 1, 1, 0]
+    assert fit_scorer("novelty_mean_or_max", y, gat, vgae).predict(new_gat, new_vgae).tolist() == [1, 1, 0, 0]
+    with pytest.raises(AssertionError, match="timing scores"):
+        s.predict(new_gat, new_vgae)
+
+
+def test_timing_scores_are_the_negated_smallest_period_column_of_each_window() -> None:
+    rng = np.random.default_rng(0)
+    nodes = rng.integers(1, 6, size=30)
+    ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
+    x = torch.zeros(int(ptr[-1]), len(PAYLOAD_NODE_FEATURES))
+    col = PAYLOAD_NODE_FEATURES.index("period_ratio")
+    x[:, col] = torch.from_numpy(np.minimum(0.0, rng.normal(-0.5, 1.0, int(ptr[-1])))).float()
+    store = {"x": x, "node_ptr": ptr}
+    idx = torch.tensor([3, 0, 29, 7])
+    got = timing_scores(GraphSet(store, idx))
+    want = [-min(0.0, *(float(v) for v in x[int(ptr[g]) : int(ptr[g + 1]), col])) for g in idx.tolist()]
+    assert got.tolist() == pytest.approx(want)
+    with pytest.raises(ValueError, match=r"data\.features payload"):
+        timing_scores(
+            GraphSet({"x": torch.zeros(4, 11), "node_ptr": torch.tensor([0, 4])}, torch.tensor([0]))
+        )

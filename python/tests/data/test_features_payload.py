@@ -39,6 +39,13 @@ def _prev(ids: list[int], m: int) -> int | None:
     return None
 
 
+def _next(ids: list[int], m: int) -> int | None:
+    for j in range(m + 1, len(ids)):
+        if ids[j] == ids[m]:
+            return j
+    return None
+
+
 def reference_profile(ids, payload, t):  # type: ignore[no-untyped-def]
     """ID -> jump_max, low, high, period, masks, values, straight from the module docstring."""
     prof = {}
@@ -84,18 +91,22 @@ def reference_payload(ids, payload, t, prof, w, s):  # type: ignore[no-untyped-d
                 )
                 for m in ms
             ) / len(ms)
+            # the closest consecutive pair of the ID with a message in the window, either side
+            near = [t[m] - t[p] for m, p in d_set] + [
+                t[n] - t[m] for m in ms if (n := _next(ids, m)) is not None
+            ]
+            period = min(0.0, math.log2(max(2 * min(near) / pv["period"], 2.0**-10))) if near else 0.0
             if not d_set:
-                out.append([0.0, 0.0, rng, 0.0, 0.0, novel_value])
+                out.append([0.0, 0.0, rng, period, 0.0, novel_value])
                 continue
             jm = pv["jump_max"]
-            soonest = min((t[m] - t[p]) / pv["period"] for m, p in d_set)
             masks = [sum(1 << k for k in range(8) if delta[m][k] > 0) for m, _ in d_set]
             out.append(
                 [
                     max(max(0, delta[m][k] - jm[k]) for m, _ in d_set for k in range(8)) / 255,
                     sum(any(delta[m][k] > jm[k] for k in range(8)) for m, _ in d_set) / len(d_set),
                     rng,
-                    min(0.0, math.log2(max(2 * soonest, 2.0**-10))),
+                    period,
                     sum(mask not in pv["masks"] for mask in masks) / len(d_set),
                     novel_value,
                 ]
@@ -194,6 +205,20 @@ def test_hand_made_spoofing_window() -> None:
     # categorical byte here) takes new values 18..22 and 200 in all 8 messages
     assert attack[4] == 0.0
     assert attack[5] == pytest.approx(8 / 8)
+
+
+def test_an_injected_message_late_in_the_period_marks_its_own_window() -> None:
+    # ID 0x10 every 10 ms; an injected copy 9 ms after a true message, the last of window 2, and the
+    # true one 1 ms after it, the first of window 3: the window holding the injected message sees
+    # the closeness too (it waits for the next message of the ID), not only the window after it
+    ids = np.full(24, 0x10, np.uint32)
+    payload = np.zeros((24, 8), np.uint8)
+    t = np.array([0.01 * i for i in range(15)] + [0.149] + [0.01 * i for i in range(15, 23)])
+    vi = _vi(ids, payload, t, np.zeros(24, np.uint8), 8, 8)
+    prof = payload_profile(ids[:8], payload[:8], t[:8])
+    period_col = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 14]
+    # window 2: 0.08 .. 0.14 and the injected 0.149 (9 ms after 0.14, 1 ms before 0.15)
+    assert period_col.tolist() == pytest.approx([0.0, math.log2(2 * 0.1), math.log2(2 * 0.1)], rel=1e-4)
 
 
 def test_labels_enter_nothing() -> None:

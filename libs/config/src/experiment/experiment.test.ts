@@ -199,6 +199,26 @@ describe('rules, each with its message', () => {
     ]);
     expect(issues[0]!.expected).toBe('an integer >= 1');
   });
+  it('a rule across keys of the pipeline (x-requires): novelty_timing needs the payload features', () => {
+    const timing = LOCAL_SPEC.replace(
+      'training.max_epochs: 2',
+      'training.max_epochs: 2\n      evaluation.scoring: novelty_timing',
+    );
+    const [i, ...rest] = issuesOf(timing);
+    expect(rest).toEqual([]);
+    expect(i).toMatchObject({
+      path: 'stages[0].overrides.evaluation.scoring',
+      expected: 'data.features = "payload"',
+      found: 'data.features = "vehicle_independent"',
+    });
+    expect(i!.message).toContain('evaluation.scoring = "novelty_timing" needs data.features = "payload"');
+    const payload = timing.replace('training.max_epochs: 2', 'training.max_epochs: 2\n      data.features: payload');
+    expect(load(payload).resolved.stages[0]!.overrides['evaluation.scoring']).toBe('novelty_timing');
+    // a sweep point that sets the condition is named as the place to fix, once
+    const [s, ...others] = issuesOf(`${LOCAL_SPEC}sweep:\n  grid:\n    evaluation.scoring: [gat, novelty_timing]\n`);
+    expect(others).toEqual([]);
+    expect(s).toMatchObject({ path: 'sweep.grid.evaluation.scoring', expected: 'data.features = "payload"' });
+  });
   it('shards: only on a preprocess stage, never in a sweep', () => {
     const sharded = LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    shards: 4\n');
     expect(sharded).not.toBe(LOCAL_SPEC);

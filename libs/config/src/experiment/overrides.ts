@@ -19,6 +19,14 @@ interface JsonSchema {
   exclusiveMinimum?: number;
   exclusiveMaximum?: number;
   $defs?: Record<string, JsonSchema>;
+  /** Rules across keys (a pipeline schema's own): when `if.key` is `if.equals`, `then.key` must be `then.equals`. */
+  'x-requires'?: Requirement[];
+}
+
+interface Requirement {
+  if: { key: string; equals: unknown };
+  then: { key: string; equals: unknown };
+  why: string;
 }
 
 export interface OverrideProblem {
@@ -137,6 +145,32 @@ export function validateOverrides(overrides: Record<string, unknown>, schema: Js
         found: JSON.stringify(value),
       });
     }
+  }
+  return problems;
+}
+
+/**
+ * Problems of the schema's rules across keys (`x-requires`) for one set of overrides that apply
+ * together (a stage's, with a sweep point's on top): a key not overridden has the pipeline's default.
+ * The problem names the key of the rule's condition.
+ */
+export function requirementProblems(
+  overrides: Record<string, unknown>,
+  schema: JsonSchema,
+): OverrideProblem[] {
+  const valueOf = (key: string) => (key in overrides ? overrides[key] : overrideDefault(key, schema));
+  const problems: OverrideProblem[] = [];
+  for (const rule of schema['x-requires'] ?? []) {
+    const found = valueOf(rule.then.key);
+    if (valueOf(rule.if.key) !== rule.if.equals || found === rule.then.equals) continue;
+    problems.push({
+      key: rule.if.key,
+      message:
+        `${rule.if.key} = ${JSON.stringify(rule.if.equals)} needs ${rule.then.key} = ` +
+        `${JSON.stringify(rule.then.equals)} (${rule.why}); set it beside it, or choose another ${rule.if.key}`,
+      expected: `${rule.then.key} = ${JSON.stringify(rule.then.equals)}`,
+      found: `${rule.then.key} = ${JSON.stringify(found)}`,
+    });
   }
   return problems;
 }

@@ -7,7 +7,7 @@ import type { ClusterProfile, Partition } from '../cluster/schema.ts';
 import { cudaSupportsGpu, hasCugraphOps, rapidsSupportsGpu } from '../environment/rules.ts';
 import type { EnvironmentSpec } from '../environment/schema.ts';
 import { parseSlurmTime } from '../time.ts';
-import { validateOverrides } from './overrides.ts';
+import { requirementProblems, validateOverrides } from './overrides.ts';
 import { DEFAULT_PIPELINE_NAME, isDefaultPipeline, type Pipeline } from '../pipeline/pipeline.ts';
 import type { Problem, ResolvedStage, Resources } from './resolve.ts';
 import type { ExperimentSpec, Scalar } from './schema.ts';
@@ -266,6 +266,25 @@ export function overrideProblems(
         expected: p.expected,
         found: p.found,
       });
+  });
+  // rules across keys: each stage's overrides with each sweep point's on top (once without a sweep);
+  // the problem is reported where its condition's value was written, once per place and value
+  const seen = new Set<string>();
+  stages.forEach((st, i) => {
+    const points = sweepPoints.length ? sweepPoints : [{}];
+    points.forEach((point: Record<string, Scalar>, j) => {
+      for (const p of requirementProblems({ ...st.overrides, ...point }, pipelineSchema)) {
+        const path = !(p.key in point)
+          ? overridePath(spec, i, p.key)
+          : spec.sweep?.grid && p.key in spec.sweep.grid
+            ? ['sweep', 'grid', p.key]
+            : ['sweep', 'list', j - gridSize(spec), p.key];
+        const id = JSON.stringify([path, p.found]);
+        if (seen.has(id)) continue;
+        seen.add(id);
+        out.push({ path, message: p.message, expected: p.expected, found: p.found });
+      }
+    });
   });
   sweepPoints.forEach((point, j) => {
     for (const p of validateOverrides(point, pipelineSchema))

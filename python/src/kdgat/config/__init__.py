@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Precision = Literal["32", "16-mixed", "bf16-mixed"]
 #: How the evaluation stage scores a window; kdgat.scoring fits each (its SCORING_MODES is this list).
@@ -23,6 +23,7 @@ ScoringMode = Literal[
     "fusion_max",
     "fusion_novelty",
     "novelty_mean_or_max",
+    "novelty_timing",
 ]
 
 
@@ -112,8 +113,9 @@ class EvaluationConfig(_Frozen):
         description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
         "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "
         "the VGAE only for windows more novel than every benign validation window; novelty_mean_or_max: "
-        "the same by the mean or the largest of the window's VGAE node losses); all but gat need the "
-        "autoencoder stage",
+        "the same by the mean or the largest of the window's VGAE node losses; novelty_timing: "
+        "novelty_mean_or_max, plus every window where two messages of an ID came closer than half its "
+        "profiled period, which needs data.features payload); all but gat need the autoencoder stage",
     )
 
 
@@ -183,7 +185,30 @@ class TrackingConfig(_Frozen):
     wandb: WandbTracking = WandbTracking()
 
 
+#: Rules across sections: when the ``if`` key has that value, the ``then`` key must have its value.
+#: Checked here (:class:`PipelineConfig`) and, from the schema's ``x-requires``, by the runner before
+#: anything is queued (``@kdgat/config`` ``validateOverrides``).
+REQUIREMENTS: tuple[dict[str, Any], ...] = (
+    {
+        "if": {"key": "evaluation.scoring", "equals": "novelty_timing"},
+        "then": {"key": "data.features", "equals": "payload"},
+        "why": "novelty_timing reads the payload features' period column",
+    },
+)
+
+
+def _dotted(model: BaseModel, key: str) -> Any:
+    value: Any = model
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
 class PipelineConfig(_Frozen):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_extra={"x-requires": list(REQUIREMENTS)}
+    )
+
     training: TrainingConfig = TrainingConfig()
     data: DataConfig = DataConfig()
     gat: GATArchitecture = GATArchitecture()
@@ -191,6 +216,18 @@ class PipelineConfig(_Frozen):
     kd: KDConfig = KDConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="after")
+    def _requirements(self) -> PipelineConfig:
+        for rule in REQUIREMENTS:
+            when, then = rule["if"], rule["then"]
+            found = _dotted(self, then["key"])
+            if _dotted(self, when["key"]) == when["equals"] and found != then["equals"]:
+                raise ValueError(
+                    f"{when['key']} = {when['equals']!r} needs {then['key']} = {then['equals']!r} "
+                    f"({rule['why']}); {then['key']} is {found!r}: set it, or choose another {when['key']}"
+                )
+        return self
 
 
 #: Presets of the published KD-GAT code: large = teacher, small = student (6.32% of the teacher).
@@ -259,8 +296,11 @@ def build_config(scale: str, overrides: dict[str, Any] | None = None) -> Pipelin
     try:
         return PipelineConfig.model_validate(data)
     except ValidationError as e:
+        # an error of the whole config (a rule across sections) names its fields in its message
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])} = {err.get('input')!r}: {err['msg']}"
+            if err["loc"]
+            else err["msg"].removeprefix("Value error, ")
             for err in e.errors()
         )
         raise ConfigError(f"invalid config: {problems}") from None

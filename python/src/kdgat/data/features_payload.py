@@ -9,6 +9,13 @@ value flips back and forth between the true one and the injected one.
 
 On the recordings an injected message is also an *extra* message of that ID, between two of its
 periodic ones, and often breaks a byte that only takes a few values (a counter, a status field).
+Which of the two close messages is the injected one, timing cannot tell: an injected message that
+comes late in the period is far from the true message before it and close to the one after it,
+which may already be in the next window. So ``period_ratio`` measures each message of the window
+against its neighbours of the same ID on *both* sides: a window's verdict then waits for the next
+message of each of its IDs, at most half that ID's period after the window (the column is 0 from
+half a period on), and the bench's delays do not count that wait (``PAYLOAD_FEATURES_VERSION`` 2;
+version 1 looked back only, and missed about a quarter of the speed-spoofing windows).
 
 So each ID gets a **payload profile** learned from traffic without labels (:func:`payload_profile`):
 per byte ``k`` the largest change between consecutive messages of the ID (``jump_max[k]``), the
@@ -21,7 +28,9 @@ own first seconds of traffic; nothing here reads a label.
 
 Definitions. ``P[m]`` are message ``m``'s 8 payload bytes (0 beyond its DLC), ``prev(m)`` the
 closest earlier message of the stream with the same ID, ``Δ[m, k] = |P[m, k] - P[prev(m), k]|``,
-``mask(m)`` the bits ``k`` with ``Δ[m, k] > 0`` and ``gap(m) = t[m] - t[prev(m)]``. For a node
+``mask(m)`` the bits ``k`` with ``Δ[m, k] > 0``, ``gap(m) = t[m] - t[prev(m)]``, ``next(m)`` the
+closest later message with the same ID and ``near(m)`` the smaller of ``gap(m)`` and
+``t[next(m)] - t[m]`` (of those that exist; a node without either has period_ratio 0). For a node
 (ID ``v`` in a window) with messages ``M``, ``D`` = those with a ``prev(m)``, and ``v``'s profile
 (if ``v`` had at least one message with a ``prev`` in the profile traffic: *profiled*; every
 column is 0 otherwise):
@@ -32,9 +41,10 @@ col   name               meaning (0 when the set it averages or maximises over i
 11    jump_excess        max over m in D, k of max(0, Δ[m, k] - jump_max[k]) / 255
 12    jump_share         share of m in D with Δ[m, k] > jump_max[k] for some k
 13    range_excess       max over m in M, k of max(0, low[k] - P[m, k], P[m, k] - high[k]) / 255
-14    period_ratio       log2(max(2 * min over m in D of gap(m) / period, 2^-10)), capped at 0:
-                         how much sooner than half the ID's period a message came (0 = not
-                         sooner: the jitter of periodic traffic stays above half a period)
+14    period_ratio       log2(max(2 * min over m in M of near(m) / period, 2^-10)), capped at 0:
+                         how much closer than half the ID's period two consecutive messages of
+                         the ID came, one of them in the window (0 = not closer: the jitter of
+                         periodic traffic stays above half a period)
 15    novel_mask_share   share of m in D whose mask(m) is not among the profile's masks
 16    novel_value_share  share of m in M with a categorical byte k (at most CATEGORICAL_VALUES
                          values in the profile) whose value P[m, k] the profile never saw
@@ -67,6 +77,8 @@ PAYLOAD_NODE_FEATURES: tuple[str, ...] = (
 )
 #: A byte with at most this many distinct values in the profile is categorical (its values kept).
 CATEGORICAL_VALUES = 16
+#: The definition of these columns; part of a payload cache's key (a change rebuilds those caches).
+PAYLOAD_FEATURES_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,8 @@ def payload_features(
         node = np.searchsorted(node_key, msg_key).astype(np.int64)
 
         prev, delta_all, mask_all = _deltas(can_id, payload)
+        nxt = np.full(len(prev), -1, np.int64)
+        nxt[prev[prev >= 0]] = np.flatnonzero(prev >= 0)
         pm = prev[msg]
         has = pm >= 0
         delta, mask = delta_all[msg], mask_all[msg]
@@ -186,8 +200,12 @@ def payload_features(
             extra[:, 1] = np.bincount(node, weights=prof_has & over, minlength=num_nodes)
             out_of_range = np.maximum(0, np.maximum(profile.low[r] - p, p - profile.high[r])).max(axis=1)
             np.maximum.at(extra[:, 2], node[profiled], out_of_range[profiled] / 255.0)
-            gap = np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], np.inf)
-            ratio = np.where(prof_has, gap / np.maximum(profile.period[r], 1e-9), np.inf)
+            nm = nxt[msg]
+            gap = np.minimum(
+                np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], np.inf),
+                np.where(nm >= 0, timestamp[np.maximum(nm, 0)] - timestamp[msg], np.inf),
+            )
+            ratio = np.where(profiled & np.isfinite(gap), gap / np.maximum(profile.period[r], 1e-9), np.inf)
             soonest = np.full(num_nodes, np.inf)
             np.minimum.at(soonest, node, ratio)
             extra[:, 3] = np.where(

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
 
+from kdgat.data.features_payload import PAYLOAD_FEATURES_VERSION
+
 #: Bump when the cache layout or the meaning of a feature changes: old caches then rebuild.
 CACHE_FORMAT_VERSION = 1
 
@@ -100,6 +102,8 @@ class GraphParams:
             del doc["features"], doc["novelty_history"]
         if self.features != "payload":
             del doc["profile_windows"]
+        else:
+            doc["payload_version"] = PAYLOAD_FEATURES_VERSION
         if self.calibration_windows == 0:
             del doc["calibration_windows"]
         return doc

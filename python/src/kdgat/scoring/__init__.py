@@ -1,10 +1,18 @@
-"""How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both
-(``evaluation.scoring``), with every parameter and threshold fitted on validation windows; and the
-event-level figures of scored windows (episodes detected, delay, false alarms per hour: ``events``)."""
+"""How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both (and, in
+``novelty_timing``, a timing rule on the payload features) (``evaluation.scoring``), with every
+parameter and threshold fitted on validation windows; and the event-level figures of scored windows
+(episodes detected, delay, false alarms per hour: ``events``)."""
 
 from kdgat.scoring.events import EventFigures, event_figures, window_times
-from kdgat.scoring.fusion import SCORING_MODES, Scorer, best_f1_threshold, fit_scorer, vgae_pools
-from kdgat.scoring.outputs import gat_probabilities
+from kdgat.scoring.fusion import (
+    SCORING_MODES,
+    Scorer,
+    best_f1_threshold,
+    fit_scorer,
+    needs_timing,
+    vgae_pools,
+)
+from kdgat.scoring.outputs import gat_probabilities, timing_scores
 
 __all__ = [
     "SCORING_MODES",
@@ -14,6 +22,8 @@ __all__ = [
     "event_figures",
     "fit_scorer",
     "gat_probabilities",
+    "needs_timing",
+    "timing_scores",
     "vgae_pools",
     "window_times",
 ]

@@ -24,6 +24,14 @@
                      Its VGAE input is ``[N, 2]``: column 0 the mean-pooled score, 1 the max-pooled
                      (:func:`vgae_pools` says which a mode needs); still no threshold picked by an
                      attack label
+``novelty_timing``   ``novelty_mean_or_max``, plus every window whose *timing score* is above
+                     ``timing_threshold`` (0): with the payload features, the window's most negative
+                     ``period_ratio`` column, negated — above 0 when two consecutive messages of one
+                     of its IDs came closer than half that ID's profiled period, which periodic
+                     traffic does not do and an injected extra message of a legitimate ID (spoofing,
+                     targeted fuzzing) does. A declared rule, not fitted: the half period is the
+                     column's own definition (:mod:`kdgat.data.features_payload`); its timing input
+                     is ``[N]`` (:func:`kdgat.stages.scoring.timing_scores`)
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
@@ -41,7 +49,15 @@ from kdgat.config import ScoringMode
 
 #: The modes the pipeline config offers (``evaluation.scoring``), each fitted by :func:`fit_scorer`.
 SCORING_MODES: tuple[str, ...] = get_args(ScoringMode)
+#: The modes that read the VGAE's mean and largest node loss, and the one that also reads timing.
+_BY_MEAN_OR_MAX = ("novelty_mean_or_max", "novelty_timing")
+_NOVELTY = ("fusion_novelty", *_BY_MEAN_OR_MAX)
 _EPS = 1e-6
+
+
+def needs_timing(mode: str) -> bool:
+    """Whether ``mode`` reads the windows' timing scores (and so the payload features)."""
+    return mode == "novelty_timing"
 
 
 def vgae_pools(mode: str) -> tuple[str, ...]:
@@ -49,7 +65,7 @@ def vgae_pools(mode: str) -> tuple[str, ...]:
     the mean node loss for the others, and the mean and the largest for ``novelty_mean_or_max``."""
     if mode == "gat":
         return ()
-    return ("mean", "max") if mode == "novelty_mean_or_max" else ("mean",)
+    return ("mean", "max") if mode in _BY_MEAN_OR_MAX else ("mean",)
 
 
 def best_f1_threshold(score: Tensor, y: Tensor) -> float:
@@ -94,6 +110,8 @@ class Scorer:
     max_centre: float = 0.0
     max_scale: float = 1.0
     max_threshold: float = 0.5
+    # novelty_timing: a window is flagged when its timing score is above this
+    timing_threshold: float = 0.0
 
     def _z(self, vgae_score: Tensor) -> Tensor:
         return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
@@ -101,17 +119,27 @@ class Scorer:
     def novel(self, vgae_score: Tensor) -> Tensor:
         """``fusion_novelty`` / ``novelty_mean_or_max``: the windows more novel than every benign
         validation window (by either pooled score for the latter), as a bool ``[N]``."""
-        if self.mode == "novelty_mean_or_max":
+        if self.mode in _BY_MEAN_OR_MAX:
             mean, top = vgae_score[:, 0], vgae_score[:, 1]
             by_max = (top.double() - self.max_centre) / self.max_scale > self.max_threshold
             return (self._z(mean) > self.vgae_threshold) | by_max
         return self._z(vgae_score) > self.vgae_threshold
 
-    def score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
-        if self.mode in ("fusion_novelty", "novelty_mean_or_max"):
+    def timed(self, timing: Tensor) -> Tensor:
+        """``novelty_timing``: the windows whose timing score is above the threshold, bool ``[N]``."""
+        return timing.double() > self.timing_threshold
+
+    def score(
+        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+    ) -> Tensor:
+        if self.mode in _NOVELTY:
             assert gat_prob is not None and vgae_score is not None, f"{self.mode} needs both models"
             # vgae_threshold is here the standardised score of the most novel benign validation window
-            return torch.maximum(gat_prob.double(), self.novel(vgae_score).double())
+            out = torch.maximum(gat_prob.double(), self.novel(vgae_score).double())
+            if needs_timing(self.mode):
+                assert timing is not None, f"{self.mode} needs the windows' timing scores"
+                out = torch.maximum(out, self.timed(timing).double())
+            return out
         if self.mode == "fusion_max":
             assert gat_prob is not None and vgae_score is not None, "fusion_max needs both models"
             v = Scorer("vgae", self.vgae_threshold, self.vgae_centre, self.vgae_scale)
@@ -128,16 +156,20 @@ class Scorer:
         w0, w1, b = self.weights
         return torch.sigmoid(w0 * _logit(gat_prob) + w1 * self._z(vgae_score) + b)
 
-    def decision_score(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
+    def decision_score(
+        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+    ) -> Tensor:
         """:meth:`score` mapped monotonically (piecewise linear) so that the threshold lands on 0.5:
         the same ranking (AUROC), and "attack when >= 0.5" is this scorer's decision."""
-        s, t = self.score(gat_prob, vgae_score), self.threshold
+        s, t = self.score(gat_prob, vgae_score, timing), self.threshold
         lo = 0.5 * s / max(t, _EPS)
         hi = 0.5 + 0.5 * (s - t) / max(1 - t, _EPS)
         return torch.where(s < t, lo, hi).clamp(0, 1).float()
 
-    def predict(self, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Tensor:
-        return (self.score(gat_prob, vgae_score) >= self.threshold).long()
+    def predict(
+        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+    ) -> Tensor:
+        return (self.score(gat_prob, vgae_score, timing) >= self.threshold).long()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,11 +209,12 @@ def fit_scorer(
         return Scorer("gat")
     if vgae_score is None:
         raise ValueError(f"scoring {mode} needs the VGAE's anomaly scores of the validation windows")
-    if mode == "novelty_mean_or_max":
+    if mode in _BY_MEAN_OR_MAX:
         if vgae_score.dim() != 2 or vgae_score.shape[1] != 2:
-            raise ValueError("scoring novelty_mean_or_max needs [N, 2] VGAE scores (mean, max pooled)")
+            raise ValueError(f"scoring {mode} needs [N, 2] VGAE scores (mean, max pooled)")
         by_mean = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 0])
         by_max = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 1])
+        # novelty_timing's timing threshold is declared (Scorer.timing_threshold), not fitted
         return Scorer(
             mode,
             threshold=0.5,
