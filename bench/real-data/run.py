@@ -533,7 +533,7 @@ def main() -> int:
             results[sname][v] = r
             log(
                 "  "
-                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES)
+                + "  ".join(f"{m} F1 {r[m]['f1']:.4f}" for m in SCORING_MODES if m in r)
                 + f"  ({r['fit_seconds']}s)"
             )
             doc = document(args, results, started)
@@ -544,7 +544,8 @@ def main() -> int:
     for sname in names:
         for v in variants:
             for m in SCORING_MODES:
-                print(table_row(sname, v, m, results[sname][v][m]))
+                if m in results[sname][v]:  # novelty_timing only with the payload features
+                    print(table_row(sname, v, m, results[sname][v][m]))
     print(json.dumps(document(args, results, started)))
     return 0
 
