@@ -139,6 +139,8 @@ def _assert_same_scorers(ra: dict[str, Any], rb: dict[str, Any]) -> None:
         fa = {k: v for k, v in ra[mode]["scoring"].items() if k != "vgae_model"}
         fb = {k: v for k, v in rb[mode]["scoring"].items() if k != "vgae_model"}
         assert fa == fb, mode  # floats compared exactly: thresholds, centre, scale, alpha, weights
+        if needs_timing(mode):  # the timing rule's share of flagged benign validation windows
+            assert 0.0 <= fa["timing_val_benign_flagged"] <= 1.0
         assert ra[mode]["scores"] != rb[mode]["scores"], mode  # the test labels do reach the scores
 
 
