@@ -415,11 +415,7 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
         if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
             out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1), tt)
         if tt is not None and timing:
-            # the declared timing rule on the benign validation windows: the false alarms it would add
-            benign_val = val.y.view(-1) == 0
-            out[mode]["timing_val_benign_flagged"] = float(
-                scorer.timed(timing[0])[benign_val].double().mean()
-            )
+            out[mode]["timing_val_benign_flagged"] = scorer.timed_benign_share(timing[0], val.y)
     return out
 
 

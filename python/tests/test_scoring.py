@@ -148,6 +148,9 @@ def test_novelty_timing_adds_the_windows_of_the_declared_timing_rule() -> None:
     new_vgae = torch.tensor([[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, 0.0], [-5.0, 0.0]], dtype=torch.float64)
     timing = torch.tensor([0.0, 0.0, 0.5, 0.0]).double()  # window 2: two messages a third of a period apart
     assert s.predict(new_gat, new_vgae, timing).tolist() == [1, 1, 1, 0]
+    # the rule's false alarms on benign windows: 1 of the 3 benign ones here; none without benign
+    assert s.timed_benign_share(timing, torch.tensor([1, 0, 0, 0])) == pytest.approx(1 / 3)
+    assert s.timed_benign_share(timing, torch.ones(4)) == 0.0
     assert fit_scorer("novelty_mean_or_max", y, gat, vgae).predict(new_gat, new_vgae).tolist() == [1, 1, 0, 0]
     with pytest.raises(AssertionError, match="timing scores"):
         s.predict(new_gat, new_vgae)

@@ -250,6 +250,11 @@ function overridePath(spec: ExperimentSpec, stageIndex: number, key: string): (s
     : ['overrides', key];
 }
 
+/** Where sweep point `j`'s value of `key` was written: its grid key, else its entry of the list. */
+function sweepPath(spec: ExperimentSpec, j: number, key: string): (string | number)[] {
+  return spec.sweep?.grid && key in spec.sweep.grid ? ['sweep', 'grid', key] : ['sweep', 'list', j - gridSize(spec), key];
+}
+
 /** Overrides: each stage's, then each sweep point's, against the pipeline's JSON Schema. */
 export function overrideProblems(
   spec: ExperimentSpec,
@@ -274,11 +279,7 @@ export function overrideProblems(
     const points = sweepPoints.length ? sweepPoints : [{}];
     points.forEach((point: Record<string, Scalar>, j) => {
       for (const p of requirementProblems({ ...st.overrides, ...point }, pipelineSchema)) {
-        const path = !(p.key in point)
-          ? overridePath(spec, i, p.key)
-          : spec.sweep?.grid && p.key in spec.sweep.grid
-            ? ['sweep', 'grid', p.key]
-            : ['sweep', 'list', j - gridSize(spec), p.key];
+        const path = p.key in point ? sweepPath(spec, j, p.key) : overridePath(spec, i, p.key);
         const id = JSON.stringify([path, p.found]);
         if (seen.has(id)) continue;
         seen.add(id);
@@ -289,10 +290,7 @@ export function overrideProblems(
   sweepPoints.forEach((point, j) => {
     for (const p of validateOverrides(point, pipelineSchema))
       out.push({
-        path:
-          spec.sweep?.grid && p.key in spec.sweep.grid
-            ? ['sweep', 'grid', p.key]
-            : ['sweep', 'list', j - gridSize(spec), p.key],
+        path: sweepPath(spec, j, p.key),
         message: p.message,
         expected: p.expected,
         found: p.found,

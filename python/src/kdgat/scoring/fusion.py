@@ -31,7 +31,7 @@
                      traffic does not do and an injected extra message of a legitimate ID (spoofing,
                      targeted fuzzing) does. A declared rule, not fitted: the half period is the
                      column's own definition (:mod:`kdgat.data.features_payload`); its timing input
-                     is ``[N]`` (:func:`kdgat.stages.scoring.timing_scores`)
+                     is ``[N]`` (:func:`kdgat.scoring.outputs.timing_scores`)
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
@@ -128,6 +128,12 @@ class Scorer:
     def timed(self, timing: Tensor) -> Tensor:
         """``novelty_timing``: the windows whose timing score is above the threshold, bool ``[N]``."""
         return timing.double() > self.timing_threshold
+
+    def timed_benign_share(self, timing: Tensor, y: Tensor) -> float:
+        """The share of the benign windows (``y == 0``) that the timing rule flags: on validation
+        windows, the false alarms the declared rule adds (0 when there is no benign window)."""
+        benign = y.view(-1) == 0
+        return float(self.timed(timing)[benign].double().mean()) if bool(benign.any()) else 0.0
 
     def score(
         self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None

@@ -39,11 +39,8 @@ def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> d
     tt = None
     if needs_timing(mode):
         tt = timing_scores(splits.test)
-        # the declared timing rule on the benign validation windows: the false alarms it would add
-        benign = splits.val.y.view(-1) == 0
-        checks["timing_val_benign_flagged"] = round(
-            float(scorer.timed(timing_scores(splits.val))[benign].double().mean()) if benign.any() else 0.0, 6
-        )
+        share = scorer.timed_benign_share(timing_scores(splits.val), splits.val.y)
+        checks["timing_val_benign_flagged"] = round(share, 6)
     prob = scorer.decision_score(pt, st, tt)
     y, attack = splits.test.y.view(-1), splits.test.attack_type.view(-1)
     return {
