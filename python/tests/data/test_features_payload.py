@@ -46,6 +46,26 @@ def _next(ids: list[int], m: int) -> int | None:
     return None
 
 
+def _extra_near(ids: list[int], t: list[float], m: int, period: float) -> float | None:
+    """``near(m)`` when ``m`` is an extra message (module docstring), else None."""
+    p, n = _prev(ids, m), _next(ids, m)
+    if p is None and n is None:
+        return None
+
+    def off(x: int | None, y: int | None) -> float:
+        return math.inf if x is None or y is None else abs((t[y] - t[x]) / period - 1)
+
+    back = t[m] - t[p] if p is not None else math.inf
+    ahead = t[n] - t[m] if n is not None else math.inf
+    if back <= ahead:
+        assert p is not None
+        other = off(_prev(ids, p), m)
+    else:
+        assert n is not None
+        other = off(m, _next(ids, n))
+    return min(back, ahead) if off(p, n) <= other else None
+
+
 def reference_profile(ids, payload, t):  # type: ignore[no-untyped-def]
     """ID -> jump_max, low, high, period, masks, values, straight from the module docstring."""
     prof = {}
@@ -91,10 +111,8 @@ def reference_payload(ids, payload, t, prof, w, s):  # type: ignore[no-untyped-d
                 )
                 for m in ms
             ) / len(ms)
-            # the closest consecutive pair of the ID with a message in the window, either side
-            near = [t[m] - t[p] for m, p in d_set] + [
-                t[n] - t[m] for m in ms if (n := _next(ids, m)) is not None
-            ]
+            # the extra messages of the window, each at its nearer neighbour's distance
+            near = [d for m in ms if (d := _extra_near(ids, t, m, pv["period"])) is not None]
             period = min(0.0, math.log2(max(2 * min(near) / pv["period"], 2.0**-10))) if near else 0.0
             if not d_set:
                 out.append([0.0, 0.0, rng, period, 0.0, novel_value])
@@ -207,7 +225,7 @@ def test_hand_made_spoofing_window() -> None:
     assert attack[5] == pytest.approx(8 / 8)
 
 
-def test_an_injected_message_late_in_the_period_marks_its_own_window() -> None:
+def test_an_injected_message_late_in_the_period_marks_its_own_window_only() -> None:
     # ID 0x10 every 10 ms; an injected copy 9 ms after a true message, the last of window 2, and the
     # true one 1 ms after it, the first of window 3: the window holding the injected message sees
     # the closeness too (it waits for the next message of the ID), not only the window after it
@@ -218,7 +236,19 @@ def test_an_injected_message_late_in_the_period_marks_its_own_window() -> None:
     prof = payload_profile(ids[:8], payload[:8], t[:8])
     period_col = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 14]
     # window 2: 0.08 .. 0.14 and the injected 0.149 (9 ms after 0.14, 1 ms before 0.15)
-    assert period_col.tolist() == pytest.approx([0.0, math.log2(2 * 0.1), math.log2(2 * 0.1)], rel=1e-4)
+    assert period_col.tolist() == pytest.approx([0.0, math.log2(2 * 0.1), 0.0], rel=1e-4, abs=1e-6)
+
+
+def test_an_injected_message_early_in_the_period_marks_its_own_window_only() -> None:
+    # the mirror case: the true message 0.15 ends window 2 and an injected copy 1 ms after it opens
+    # window 3; only window 3 holds an extra message
+    ids = np.full(24, 0x10, np.uint32)
+    payload = np.zeros((24, 8), np.uint8)
+    t = np.array([0.01 * i for i in range(16)] + [0.151] + [0.01 * i for i in range(16, 23)])
+    vi = _vi(ids, payload, t, np.zeros(24, np.uint8), 8, 8)
+    prof = payload_profile(ids[:8], payload[:8], t[:8])
+    period_col = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 14]
+    assert period_col.tolist() == pytest.approx([0.0, 0.0, math.log2(2 * 0.1)], rel=1e-4, abs=1e-6)
 
 
 def test_labels_enter_nothing() -> None:

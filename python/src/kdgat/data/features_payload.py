@@ -9,13 +9,17 @@ value flips back and forth between the true one and the injected one.
 
 On the recordings an injected message is also an *extra* message of that ID, between two of its
 periodic ones, and often breaks a byte that only takes a few values (a counter, a status field).
-Which of the two close messages is the injected one, timing cannot tell: an injected message that
-comes late in the period is far from the true message before it and close to the one after it,
-which may already be in the next window. So ``period_ratio`` measures each message of the window
-against its neighbours of the same ID on *both* sides: a window's verdict then waits for the next
-message of each of its IDs, at most half that ID's period after the window (the column is 0 from
-half a period on), and the bench's delays do not count that wait (``PAYLOAD_FEATURES_VERSION`` 2;
-version 1 looked back only, and missed about a quarter of the speed-spoofing windows).
+Two messages of an ID closer than half its period are a *close pair*; which of the two is the
+extra one, the pair alone cannot tell: an injected message late in the period is close to the true
+message *after* it, one early in the period to the true message *before* it. Their neighbours can:
+taking the injected message out leaves the ID's true messages one period apart, taking the true one
+out leaves a gap a period off by the offset of the injection. So ``period_ratio`` looks at each
+message's nearer neighbour of the same ID on *both* sides, and counts the message only when it is
+the pair's extra one by that test. A window's verdict then waits for the ID's messages up to about
+one and a half periods after the window (the bench's delays do not count that wait). Version 1 of
+the column looked back only and missed about a quarter of the speed-spoofing windows; version 2
+looked both ways but counted both messages of a pair, so the benign window next to an attack
+window was flagged whenever the pair straddled their border (``PAYLOAD_FEATURES_VERSION`` 3).
 
 So each ID gets a **payload profile** learned from traffic without labels (:func:`payload_profile`):
 per byte ``k`` the largest change between consecutive messages of the ID (``jump_max[k]``), the
@@ -29,11 +33,15 @@ own first seconds of traffic; nothing here reads a label.
 Definitions. ``P[m]`` are message ``m``'s 8 payload bytes (0 beyond its DLC), ``prev(m)`` the
 closest earlier message of the stream with the same ID, ``Δ[m, k] = |P[m, k] - P[prev(m), k]|``,
 ``mask(m)`` the bits ``k`` with ``Δ[m, k] > 0``, ``gap(m) = t[m] - t[prev(m)]``, ``next(m)`` the
-closest later message with the same ID and ``near(m)`` the smaller of ``gap(m)`` and
-``t[next(m)] - t[m]`` (of those that exist; a node without either has period_ratio 0). For a node
-(ID ``v`` in a window) with messages ``M``, ``D`` = those with a ``prev(m)``, and ``v``'s profile
-(if ``v`` had at least one message with a ``prev`` in the profile traffic: *profiled*; every
-column is 0 otherwise):
+closest later message with the same ID, ``near(m)`` the smaller of ``gap(m)`` and
+``t[next(m)] - t[m]`` (of those that exist; ∞ without either) and ``c(m)`` that neighbour (the
+earlier one on a tie). With ``off(x, y) = |(t[y] - t[x]) / period - 1|`` (∞ when ``x`` or ``y``
+does not exist), ``m`` is *extra* when ``off(prev(m), next(m)) <= off`` of the pair with ``c(m)``
+taken out instead (``off(prev(c), m)`` when ``c(m) = prev(m)``, ``off(m, next(c))`` when it is
+``next(m)``): taking ``m`` out leaves a spacing at least as regular. For a node (ID ``v`` in a
+window) with messages ``M``, ``D`` = those with a ``prev(m)``, ``X`` = the extra ones, and ``v``'s
+profile (if ``v`` had at least one message with a ``prev`` in the profile traffic: *profiled*;
+every column is 0 otherwise):
 
 ====  =================  ===================================================================
 col   name               meaning (0 when the set it averages or maximises over is empty)
@@ -41,10 +49,10 @@ col   name               meaning (0 when the set it averages or maximises over i
 11    jump_excess        max over m in D, k of max(0, Δ[m, k] - jump_max[k]) / 255
 12    jump_share         share of m in D with Δ[m, k] > jump_max[k] for some k
 13    range_excess       max over m in M, k of max(0, low[k] - P[m, k], P[m, k] - high[k]) / 255
-14    period_ratio       log2(max(2 * min over m in M of near(m) / period, 2^-10)), capped at 0:
-                         how much closer than half the ID's period two consecutive messages of
-                         the ID came, one of them in the window (0 = not closer: the jitter of
-                         periodic traffic stays above half a period)
+14    period_ratio       log2(max(2 * min over m in X of near(m) / period, 2^-10)), capped at 0:
+                         how much closer than half the ID's period an extra message of the window
+                         came to its neighbour (0 = not closer: the jitter of periodic traffic
+                         stays above half a period)
 15    novel_mask_share   share of m in D whose mask(m) is not among the profile's masks
 16    novel_value_share  share of m in M with a categorical byte k (at most CATEGORICAL_VALUES
                          values in the profile) whose value P[m, k] the profile never saw
@@ -78,7 +86,7 @@ PAYLOAD_NODE_FEATURES: tuple[str, ...] = (
 #: A byte with at most this many distinct values in the profile is categorical (its values kept).
 CATEGORICAL_VALUES = 16
 #: The definition of these columns; part of a payload cache's key (a change rebuilds those caches).
-PAYLOAD_FEATURES_VERSION = 2
+PAYLOAD_FEATURES_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -200,16 +208,8 @@ def payload_features(
             extra[:, 1] = np.bincount(node, weights=prof_has & over, minlength=num_nodes)
             out_of_range = np.maximum(0, np.maximum(profile.low[r] - p, p - profile.high[r])).max(axis=1)
             np.maximum.at(extra[:, 2], node[profiled], out_of_range[profiled] / 255.0)
-            nm = nxt[msg]
-            gap = np.minimum(
-                np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], np.inf),
-                np.where(nm >= 0, timestamp[np.maximum(nm, 0)] - timestamp[msg], np.inf),
-            )
-            ratio = np.where(profiled & np.isfinite(gap), gap / np.maximum(profile.period[r], 1e-9), np.inf)
-            soonest = np.full(num_nodes, np.inf)
-            np.minimum.at(soonest, node, ratio)
-            extra[:, 3] = np.where(
-                np.isfinite(soonest), np.minimum(0.0, np.log2(np.maximum(2 * soonest, 2.0**-10))), 0.0
+            extra[:, 3] = _period_ratio(
+                node, num_nodes, msg, prev, nxt, timestamp, np.where(profiled, profile.period[r], np.nan)
             )
             vkey = _value_keys(ids, payload[msg])
             vat = np.minimum(np.searchsorted(profile.values, vkey), len(profile.values) - 1)
@@ -228,3 +228,47 @@ def payload_features(
             extra[:, 1] = np.where(with_d, extra[:, 1] / np.maximum(n_has, 1), 0.0)
             extra[:, 4] = np.where(with_d, extra[:, 4] / np.maximum(n_has, 1), 0.0)
     return replace(graphs, x=np.concatenate([graphs.x, extra.astype(np.float32)], axis=1))
+
+
+def _period_ratio(
+    node: npt.NDArray[np.int64],
+    num_nodes: int,
+    msg: npt.NDArray[np.int64],
+    prev: npt.NDArray[np.int64],
+    nxt: npt.NDArray[np.int64],
+    timestamp: npt.NDArray[np.float64],
+    period: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Column 14 per node: ``msg`` are the stream indices of the windows' messages, ``node`` their
+    node, ``period`` their ID's profiled period (NaN when unprofiled)."""
+
+    def at(i: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """``t[i]``, NaN where ``i`` is -1 (no such message)."""
+        return np.where(i >= 0, timestamp[np.maximum(i, 0)], np.nan)
+
+    def hop(links: npt.NDArray[np.int64], i: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``links[i]``, -1 where ``i`` is -1."""
+        return np.where(i >= 0, links[np.maximum(i, 0)], -1)
+
+    def off(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """How far ``y - x`` is from one period, in periods; inf where either is missing."""
+        d = np.abs((y - x) / np.maximum(period, 1e-9) - 1)
+        return np.where(np.isnan(d), np.inf, d)
+
+    pm, nm = prev[msg], nxt[msg]
+    t, tp, tn = timestamp[msg], at(pm), at(nm)
+    back = np.where(pm >= 0, t - tp, np.inf)
+    ahead = np.where(nm >= 0, tn - t, np.inf)
+    near = np.minimum(back, ahead)
+    partner_is_prev = back <= ahead
+    # the spacing left with the partner taken out instead of m
+    other = np.where(
+        partner_is_prev,
+        off(at(hop(prev, pm)), t),
+        off(t, at(hop(nxt, nm))),
+    )
+    is_extra = np.isfinite(near) & ~np.isnan(period) & (off(tp, tn) <= other)
+    ratio = np.where(is_extra, near / np.maximum(period, 1e-9), np.inf)
+    soonest = np.full(num_nodes, np.inf)
+    np.minimum.at(soonest, node, ratio)
+    return np.where(np.isfinite(soonest), np.minimum(0.0, np.log2(np.maximum(2 * soonest, 2.0**-10))), 0.0)
