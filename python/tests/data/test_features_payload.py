@@ -79,7 +79,8 @@ def reference_profile(ids, payload, t):  # type: ignore[no-untyped-def]
             "jump_max": [max(d[k] for d in deltas) for k in range(8)],
             "low": [min(payload[m][k] for m in ms) for k in range(8)],
             "high": [max(payload[m][k] for m in ms) for k in range(8)],
-            "period": sorted(t[m] - t[p] for m, p in with_prev)[(len(with_prev) - 1) // 2],
+            "period": (period := sorted(t[m] - t[p] for m, p in with_prev)[(len(with_prev) - 1) // 2]),
+            "periodic": all(t[m] - t[p] >= period / 2 for m, p in with_prev),
             "masks": {sum(1 << k for k in range(8) if d[k] > 0) for d in deltas},
             "values": [{payload[m][k] for m in ms} for k in range(8)],
         }
@@ -112,7 +113,7 @@ def reference_payload(ids, payload, t, prof, w, s):  # type: ignore[no-untyped-d
                 for m in ms
             ) / len(ms)
             # the extra messages of the window, each at its nearer neighbour's distance
-            near = [d for m in ms if (d := _extra_near(ids, t, m, pv["period"])) is not None]
+            near = [d for m in ms if (d := _extra_near(ids, t, m, pv["period"])) is not None] * pv["periodic"]
             period = min(0.0, math.log2(max(2 * min(near) / pv["period"], 2.0**-10))) if near else 0.0
             if not d_set:
                 out.append([0.0, 0.0, rng, period, 0.0, novel_value])
@@ -133,10 +134,13 @@ def reference_payload(ids, payload, t, prof, w, s):  # type: ignore[no-untyped-d
 
 
 def _stream(seed: int, n: int = 240):  # type: ignore[no-untyped-def]
-    """Four IDs: a counter, a slow signal, a constant, and one that appears only late (unprofiled);
-    messages about 1 ms apart, with jitter."""
+    """Five IDs: a counter, a slow signal, a constant, a periodic one (every 5th message) with three
+    extra messages after the profile, and one that appears only late (unprofiled); messages about
+    1 ms apart, with jitter."""
     rng = np.random.default_rng(seed)
     ids = rng.choice([0x100, 0x200, 0x300], size=n, p=[0.4, 0.4, 0.2]).astype(np.uint32)
+    ids[::5] = 0x500
+    ids[[131, 176, 219]] = 0x500  # 1 ms after a periodic one (two), 1 ms before one
     ids[n * 2 // 3 :: 7] = 0x400
     payload = np.zeros((n, 8), np.uint8)
     counter = 0
@@ -151,6 +155,8 @@ def _stream(seed: int, n: int = 240):  # type: ignore[no-untyped-def]
             payload[m, 2:4] = [value, value // 2]
         elif ids[m] == 0x300:
             payload[m, 1] = 7
+        elif ids[m] == 0x500:
+            payload[m, 4] = m % 7
         else:
             payload[m] = rng.integers(0, 256, 8)
     # the attacks after the profile: a spoofed value, a fuzzed byte
@@ -187,6 +193,7 @@ def test_every_column_matches_the_reference(seed: int) -> None:
         assert prof.low[i].tolist() == ref_prof[v]["low"]
         assert prof.high[i].tolist() == ref_prof[v]["high"]
         assert prof.period[i] == pytest.approx(ref_prof[v]["period"])
+        assert prof.periodic[i] == ref_prof[v]["periodic"]
         assert prof.categorical[i].tolist() == [
             len(vals) <= CATEGORICAL_VALUES for vals in ref_prof[v]["values"]
         ]
@@ -194,6 +201,8 @@ def test_every_column_matches_the_reference(seed: int) -> None:
     np.testing.assert_allclose(got.x[:, len(VI_NODE_FEATURES) :], ref, rtol=1e-5, atol=1e-6)
     assert (ref[:, [0, 2, 5]].max(axis=0) > 0).all()  # the attacks show
     assert ref[:, 3].min() < 0
+    # only the periodic ID's extra messages mark: the others have gaps under half their median
+    assert set(got.node_can_id[got.x[:, 14] < 0].tolist()) == {0x500}
 
 
 def test_hand_made_spoofing_window() -> None:
@@ -251,6 +260,30 @@ def test_an_injected_message_early_in_the_period_marks_its_own_window_only() -> 
     assert period_col.tolist() == pytest.approx([0.0, 0.0, math.log2(2 * 0.1)], rel=1e-4, abs=1e-6)
 
 
+def test_an_id_without_a_period_marks_nothing() -> None:
+    # two IDs, alternating: 0x10 every 10 ms, 0x20 at random (exponential gaps, an event-driven ID);
+    # in the profile 0x20 has gaps under half its median, so it is not periodic and never marks a
+    # window, however close its messages come; 0x10 still marks the window of its extra message
+    rng = np.random.default_rng(0)
+    n = 400
+    t10 = 0.01 * np.arange(n // 2)
+    t10[150] = t10[149] + 0.001  # an extra 0x10 message 1 ms after its true one
+    t20 = np.cumsum(rng.exponential(0.01, n // 2))
+    t = np.concatenate([t10, t20])
+    ids = np.concatenate([np.full(n // 2, 0x10), np.full(n // 2, 0x20)]).astype(np.uint32)
+    order = np.argsort(t, kind="stable")
+    t, ids = t[order], ids[order]
+    payload = np.zeros((n, 8), np.uint8)
+    prof = payload_profile(ids[:100], payload[:100], t[:100])
+    assert prof.ids.tolist() == [0x10, 0x20] and prof.periodic.tolist() == [True, False]
+    vi = _vi(ids, payload, t, np.zeros(n, np.uint8), 20, 20)
+    x = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=20).x
+    marked = x[:, 14] < 0
+    assert (vi.node_can_id[marked] == 0x10).all() and marked.sum() == 1
+    gaps = np.diff(t[ids == 0x20])
+    assert (gaps < prof.period[1] / 2).sum() > 20  # 0x20 did come close, often
+
+
 def test_labels_enter_nothing() -> None:
     """Shuffling every label changes no feature value and no fitted profile."""
     ids, payload, t = _stream(3)
@@ -262,7 +295,7 @@ def test_labels_enter_nothing() -> None:
         x = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=20).x
         values.append((x, prof))
     np.testing.assert_array_equal(values[0][0], values[1][0])
-    for field in ("ids", "jump_max", "low", "high", "period", "masks", "categorical", "values"):
+    for field in ("ids", "jump_max", "low", "high", "period", "periodic", "masks", "categorical", "values"):
         np.testing.assert_array_equal(getattr(values[0][1], field), getattr(values[1][1], field))
 
 

@@ -19,16 +19,19 @@ the pair's extra one by that test. A window's verdict then waits for the ID's me
 one and a half periods after the window (the bench's delays do not count that wait). Version 1 of
 the column looked back only and missed about a quarter of the speed-spoofing windows; version 2
 looked both ways but counted both messages of a pair, so the benign window next to an attack
-window was flagged whenever the pair straddled their border (``PAYLOAD_FEATURES_VERSION`` 3).
+window was flagged whenever the pair straddled their border; version 3 counted the extra message
+only, but of every ID, and an event-driven ID (no period: its messages come close by themselves)
+marked most windows of traffic that has them (``PAYLOAD_FEATURES_VERSION`` 4: periodic IDs only).
 
 So each ID gets a **payload profile** learned from traffic without labels (:func:`payload_profile`):
 per byte ``k`` the largest change between consecutive messages of the ID (``jump_max[k]``), the
 smallest and largest value (``low[k]``, ``high[k]``), the values it takes (kept for the bytes with
 at most ``CATEGORICAL_VALUES`` distinct values: counters, flags), the set of *change masks* seen
-(bit ``k`` set when byte ``k`` changed) and the ID's period (median gap between its messages). The
-bench and the tests learn it per recording from its first ``K * W`` messages — the same unlabelled
-calibration traffic as ``data.calibration_windows = K`` — so a new vehicle needs nothing but its
-own first seconds of traffic; nothing here reads a label.
+(bit ``k`` set when byte ``k`` changed), the ID's period (median gap between its messages) and
+whether it is periodic (no gap under half the period). The bench and the tests learn it per
+recording from its first ``K * W`` messages — the same unlabelled calibration traffic as
+``data.calibration_windows = K`` — so a new vehicle needs nothing but its own first seconds of
+traffic; nothing here reads a label.
 
 Definitions. ``P[m]`` are message ``m``'s 8 payload bytes (0 beyond its DLC), ``prev(m)`` the
 closest earlier message of the stream with the same ID, ``Δ[m, k] = |P[m, k] - P[prev(m), k]|``,
@@ -52,7 +55,9 @@ col   name               meaning (0 when the set it averages or maximises over i
 14    period_ratio       log2(max(2 * min over m in X of near(m) / period, 2^-10)), capped at 0:
                          how much closer than half the ID's period an extra message of the window
                          came to its neighbour (0 = not closer: the jitter of periodic traffic
-                         stays above half a period)
+                         stays above half a period); 0 for an ID that is not *periodic*: one with
+                         a gap under half its period in the profile traffic (an event-driven ID,
+                         whose messages come close by themselves)
 15    novel_mask_share   share of m in D whose mask(m) is not among the profile's masks
 16    novel_value_share  share of m in M with a categorical byte k (at most CATEGORICAL_VALUES
                          values in the profile) whose value P[m, k] the profile never saw
@@ -86,7 +91,7 @@ PAYLOAD_NODE_FEATURES: tuple[str, ...] = (
 #: A byte with at most this many distinct values in the profile is categorical (its values kept).
 CATEGORICAL_VALUES = 16
 #: The definition of these columns; part of a payload cache's key (a change rebuilds those caches).
-PAYLOAD_FEATURES_VERSION = 3
+PAYLOAD_FEATURES_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -94,13 +99,15 @@ class PayloadProfile:
     """Per profiled ID (``ids`` ascending): ``jump_max``, ``low``, ``high`` ``[n, 8]`` (uint8 as
     int64), ``period`` ``[n]`` (s); ``masks``: sorted keys ``id << 8 | mask`` of the masks seen;
     ``categorical`` ``[n, 8]``: byte k has at most CATEGORICAL_VALUES values; ``values``: sorted keys
-    ``id << 11 | k << 8 | value`` of the values seen."""
+    ``id << 11 | k << 8 | value`` of the values seen; ``periodic`` ``[n]``: no two consecutive
+    messages of the ID came closer than half its period (the only IDs ``period_ratio`` reads)."""
 
     ids: npt.NDArray[np.uint32]
     jump_max: npt.NDArray[np.int64]
     low: npt.NDArray[np.int64]
     high: npt.NDArray[np.int64]
     period: npt.NDArray[np.float64]
+    periodic: npt.NDArray[np.bool_]
     masks: npt.NDArray[np.uint64]
     categorical: npt.NDArray[np.bool_]
     values: npt.NDArray[np.uint64]
@@ -149,6 +156,7 @@ def payload_profile(
     first = np.searchsorted(sr, np.arange(n))
     count = np.bincount(sr, minlength=n)
     period = sg[first + (count - 1) // 2] if n else np.zeros(0)
+    periodic = sg[first] >= period / 2 if n else np.zeros(0, bool)
     masks = np.unique((can_id[has].astype(np.uint64) << np.uint64(8)) | mask[has])
     keys = np.unique(_value_keys(can_id[known], payload[known]))
     distinct = np.zeros((n, 8), np.int64)
@@ -160,7 +168,8 @@ def payload_profile(
         ),
         1,
     )
-    return PayloadProfile(ids, jump_max, low, high, period, masks, distinct <= CATEGORICAL_VALUES, keys)
+    categorical = distinct <= CATEGORICAL_VALUES
+    return PayloadProfile(ids, jump_max, low, high, period, periodic, masks, categorical, keys)
 
 
 def payload_features(
@@ -209,7 +218,13 @@ def payload_features(
             out_of_range = np.maximum(0, np.maximum(profile.low[r] - p, p - profile.high[r])).max(axis=1)
             np.maximum.at(extra[:, 2], node[profiled], out_of_range[profiled] / 255.0)
             extra[:, 3] = _period_ratio(
-                node, num_nodes, msg, prev, nxt, timestamp, np.where(profiled, profile.period[r], np.nan)
+                node,
+                num_nodes,
+                msg,
+                prev,
+                nxt,
+                timestamp,
+                np.where(profiled & profile.periodic[r], profile.period[r], np.nan),
             )
             vkey = _value_keys(ids, payload[msg])
             vat = np.minimum(np.searchsorted(profile.values, vkey), len(profile.values) - 1)
