@@ -10,6 +10,8 @@ import torch
 from torch_geometric.data import Data
 
 from kdgat.cli import main
+from kdgat.config import DataConfig
+from kdgat.data.params import node_feature_count
 
 DATASET = "synth"
 # No loader workers and no early stopping: short, deterministic stage runs.
@@ -34,10 +36,10 @@ def metrics(run_root: Path, name: str, dataset: str = DATASET) -> dict:
 
 
 def graph(n: int, e: int, seed: int = 0) -> Data:
-    """A random graph of ``n`` nodes and ``e`` edges with 11 node and 11 edge features (the node's
-    first feature an ID index below 5), labelled as an attack."""
+    """A random graph of ``n`` nodes and ``e`` edges with the default feature set's node features
+    and 11 edge features (the node's first feature an ID index below 5), labelled as an attack."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 11, generator=g)
+    x = torch.randn(n, node_feature_count(DataConfig().features), generator=g)
     x[:, 0] = torch.randint(0, 5, (n,), generator=g).float()
     return Data(
         x=x,

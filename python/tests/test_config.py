@@ -60,15 +60,18 @@ def test_bad_value_names_key_value_and_expectation() -> None:
 
 
 def test_a_rule_across_sections_names_both_keys_and_is_in_the_schema() -> None:
+    # the defaults are the pair; another feature set alone breaks it, and the error says both ways out
+    default = build_config("small")
+    assert (default.evaluation.scoring, default.data.features) == ("novelty_timing", "payload")
     with pytest.raises(ConfigError) as e:
-        build_config("small", {"evaluation.scoring": "novelty_timing"})
+        build_config("small", {"data.features": "vehicle_independent"})
     assert str(e.value) == (
         "invalid config: evaluation.scoring = 'novelty_timing' needs data.features = 'payload' "
         "(novelty_timing reads the payload features' period column); data.features is "
         "'vehicle_independent': set it, or choose another evaluation.scoring"
     )
-    ok = build_config("small", {"evaluation.scoring": "novelty_timing", "data.features": "payload"})
-    assert ok.evaluation.scoring == "novelty_timing"
+    ok = build_config("small", {"evaluation.scoring": "fusion_max", "data.features": "vehicle_independent"})
+    assert ok.evaluation.scoring == "fusion_max"
     # the runner checks the same rule before anything is queued, from the schema
     assert json_schema()["x-requires"] == [
         {

@@ -72,10 +72,12 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert cache["params"]["window_size"] == 100
     for d in ("gat_large_curriculum", "gat_small_distillation", "gat_small_evaluation"):
         assert metrics(run_root, d)["graph_cache"] == cache, d
-    # the default scoring: the GAT or the VGAE's anomaly score, fitted on validation windows
-    assert ev["scoring"]["mode"] == "fusion_max"
+    # the default scoring: the GAT's verdict, the VGAE's novel windows and the timing rule's, on the
+    # payload features (the synthetic traffic's event-driven IDs are not periodic: the rule stays quiet)
+    assert ev["scoring"]["mode"] == "novelty_timing"
     assert ev["scoring"]["vgae_model"].endswith("vgae_small_autoencoder/model.pt")
-    assert cache["params"]["features"] == "vehicle_independent"
+    assert ev["scoring"]["timing_val_benign_flagged"] < 0.05
+    assert cache["params"]["features"] == "payload"
     args = ("evaluation", "--model", "gat", "--scale", "small", "-O", "evaluation.scoring", "gat")
     assert kdgat(run_root, *args) == 0
     alone = metrics(run_root, "gat_small_evaluation")

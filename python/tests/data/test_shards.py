@@ -146,7 +146,7 @@ def test_a_failed_file_is_named_and_a_rerun_builds_only_it(raw: Path, tmp_path: 
 def test_the_stage_runs_a_task_or_the_join_by_the_array_variables(
     raw: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = build_config("small")  # the pipeline's features: vehicle-independent, calibrated
+    cfg = build_config("small")  # the pipeline's default features: payload, calibrated
     monkeypatch.setenv("KD_GAT_DATA_ROOT", str(raw.parent))
     monkeypatch.setenv("KD_GAT_CACHE_ROOT", str(tmp_path / "cache"))
 

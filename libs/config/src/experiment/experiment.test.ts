@@ -200,10 +200,9 @@ describe('rules, each with its message', () => {
     expect(issues[0]!.expected).toBe('an integer >= 1');
   });
   it('a rule across keys of the pipeline (x-requires): novelty_timing needs the payload features', () => {
-    const timing = LOCAL_SPEC.replace(
-      'training.max_epochs: 2',
-      'training.max_epochs: 2\n      evaluation.scoring: novelty_timing',
-    );
+    const written = (lines: string) =>
+      LOCAL_SPEC.replace('training.max_epochs: 2', `training.max_epochs: 2\n      ${lines}`);
+    const timing = written('evaluation.scoring: novelty_timing\n      data.features: vehicle_independent');
     const [i, ...rest] = issuesOf(timing);
     expect(rest).toEqual([]);
     expect(i).toMatchObject({
@@ -212,12 +211,22 @@ describe('rules, each with its message', () => {
       found: 'data.features = "vehicle_independent"',
     });
     expect(i!.message).toContain('evaluation.scoring = "novelty_timing" needs data.features = "payload"');
-    const payload = timing.replace('training.max_epochs: 2', 'training.max_epochs: 2\n      data.features: payload');
-    expect(load(payload).resolved.stages[0]!.overrides['evaluation.scoring']).toBe('novelty_timing');
-    // a sweep point that sets the condition is named as the place to fix, once
-    const [s, ...others] = issuesOf(`${LOCAL_SPEC}sweep:\n  grid:\n    evaluation.scoring: [gat, novelty_timing]\n`);
+    // the defaults are the pair: another feature set alone is named as the key to fix
+    const [d, ...alsoD] = issuesOf(written('data.features: paper'));
+    expect(alsoD).toEqual([]);
+    expect(d).toMatchObject({ path: 'stages[0].overrides.data.features', found: 'data.features = "paper"' });
+    expect(d!.message).toContain(`evaluation.scoring = "novelty_timing" (the pipeline's default) needs`);
+    expect(d!.message).toContain('set data.features = "payload", or choose another evaluation.scoring');
+    const paper = load(written('data.features: paper\n      evaluation.scoring: gat'));
+    expect(paper.resolved.stages[0]!.overrides['evaluation.scoring']).toBe('gat');
+    // a sweep point that sets the condition, or breaks the default's, is named as the place to fix, once
+    const vi = written('data.features: vehicle_independent');
+    const [s, ...others] = issuesOf(`${vi}sweep:\n  grid:\n    evaluation.scoring: [gat, novelty_timing]\n`);
     expect(others).toEqual([]);
     expect(s).toMatchObject({ path: 'sweep.grid.evaluation.scoring', expected: 'data.features = "payload"' });
+    const [f, ...alsoF] = issuesOf(`${LOCAL_SPEC}sweep:\n  grid:\n    data.features: [payload, paper]\n`);
+    expect(alsoF).toEqual([]);
+    expect(f).toMatchObject({ path: 'sweep.grid.data.features', found: 'data.features = "paper"' });
   });
   it('shards: only on a preprocess stage, never in a sweep', () => {
     const sharded = LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    shards: 4\n');

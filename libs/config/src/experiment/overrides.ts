@@ -152,7 +152,8 @@ export function validateOverrides(overrides: Record<string, unknown>, schema: Js
 /**
  * Problems of the schema's rules across keys (`x-requires`) for one set of overrides that apply
  * together (a stage's, with a sweep point's on top): a key not overridden has the pipeline's default.
- * The problem names the key of the rule's condition.
+ * The problem names the key that was written: the rule's condition, or, when the condition is the
+ * pipeline's default, the key whose written value breaks it.
  */
 export function requirementProblems(
   overrides: Record<string, unknown>,
@@ -163,11 +164,13 @@ export function requirementProblems(
   for (const rule of schema['x-requires'] ?? []) {
     const found = valueOf(rule.then.key);
     if (valueOf(rule.if.key) !== rule.if.equals || found === rule.then.equals) continue;
+    const byDefault = !(rule.if.key in overrides);
     problems.push({
-      key: rule.if.key,
+      key: byDefault && rule.then.key in overrides ? rule.then.key : rule.if.key,
       message:
-        `${rule.if.key} = ${JSON.stringify(rule.if.equals)} needs ${rule.then.key} = ` +
-        `${JSON.stringify(rule.then.equals)} (${rule.why}); set it beside it, or choose another ${rule.if.key}`,
+        `${rule.if.key} = ${JSON.stringify(rule.if.equals)}${byDefault ? " (the pipeline's default)" : ''} ` +
+        `needs ${rule.then.key} = ${JSON.stringify(rule.then.equals)} (${rule.why}); ` +
+        `set ${rule.then.key} = ${JSON.stringify(rule.then.equals)}, or choose another ${rule.if.key}`,
       expected: `${rule.then.key} = ${JSON.stringify(rule.then.equals)}`,
       found: `${rule.then.key} = ${JSON.stringify(found)}`,
     });

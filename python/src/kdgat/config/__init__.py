@@ -83,7 +83,7 @@ class DataConfig(_Frozen):
     test_fraction: float = Field(0.2, ge=0, lt=1)
     split_seed: int = Field(0, ge=0)
     features: Literal["paper", "vehicle_independent", "payload"] = Field(
-        "vehicle_independent",
+        "payload",
         description="node/edge features of the window graphs: paper = the published 11 + 11 with the "
         "CAN-ID vocabulary index; vehicle_independent = rate, period, regularity, payload entropy and "
         "change, novelty (kdgat.data.features_vi); payload = vehicle_independent plus six columns "
@@ -109,13 +109,14 @@ class DataConfig(_Frozen):
 
 class EvaluationConfig(_Frozen):
     scoring: ScoringMode = Field(
-        "fusion_max",
+        "novelty_timing",
         description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
         "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, plus "
         "the VGAE only for windows more novel than every benign validation window; novelty_mean_or_max: "
         "the same by the mean or the largest of the window's VGAE node losses; novelty_timing: "
-        "novelty_mean_or_max, plus every window where two messages of an ID came closer than half its "
-        "profiled period, which needs data.features payload); all but gat need the autoencoder stage",
+        "novelty_mean_or_max, plus every window with an extra message of a periodic ID, closer than half "
+        "its profiled period to its neighbour, which needs data.features payload); all but gat need the "
+        "autoencoder stage",
     )
 
 
