@@ -234,30 +234,37 @@ def test_hand_made_spoofing_window() -> None:
     assert attack[5] == pytest.approx(8 / 8)
 
 
-def test_an_injected_message_late_in_the_period_marks_its_own_window_only() -> None:
-    # ID 0x10 every 10 ms; an injected copy 9 ms after a true message, the last of window 2, and the
-    # true one 1 ms after it, the first of window 3: the window holding the injected message sees
-    # the closeness too (it waits for the next message of the ID), not only the window after it
-    ids = np.full(24, 0x10, np.uint32)
-    payload = np.zeros((24, 8), np.uint8)
-    t = np.array([0.01 * i for i in range(15)] + [0.149] + [0.01 * i for i in range(15, 23)])
-    vi = _vi(ids, payload, t, np.zeros(24, np.uint8), 8, 8)
-    prof = payload_profile(ids[:8], payload[:8], t[:8])
-    period_col = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 14]
-    # window 2: 0.08 .. 0.14 and the injected 0.149 (9 ms after 0.14, 1 ms before 0.15)
-    assert period_col.tolist() == pytest.approx([0.0, math.log2(2 * 0.1), 0.0], rel=1e-4, abs=1e-6)
+def _period_column_of_one_id(t: list[float]) -> list[float]:
+    """``period_ratio`` of the windows (8 messages each) of one ID sent at times ``t``, profiled
+    from its first window."""
+    n = len(t)
+    ids = np.full(n, 0x10, np.uint32)
+    payload = np.zeros((n, 8), np.uint8)
+    ts = np.array(t)
+    vi = _vi(ids, payload, ts, np.zeros(n, np.uint8), 8, 8)
+    prof = payload_profile(ids[:8], payload[:8], ts[:8])
+    x = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=ts, window_size=8).x
+    return x[:, 14].tolist()
 
 
-def test_an_injected_message_early_in_the_period_marks_its_own_window_only() -> None:
-    # the mirror case: the true message 0.15 ends window 2 and an injected copy 1 ms after it opens
-    # window 3; only window 3 holds an extra message
-    ids = np.full(24, 0x10, np.uint32)
-    payload = np.zeros((24, 8), np.uint8)
-    t = np.array([0.01 * i for i in range(16)] + [0.151] + [0.01 * i for i in range(16, 23)])
-    vi = _vi(ids, payload, t, np.zeros(24, np.uint8), 8, 8)
-    prof = payload_profile(ids[:8], payload[:8], t[:8])
-    period_col = payload_features(vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=8).x[:, 14]
-    assert period_col.tolist() == pytest.approx([0.0, 0.0, math.log2(2 * 0.1)], rel=1e-4, abs=1e-6)
+@pytest.mark.parametrize(
+    ("t", "marked"),
+    [
+        # late: an injected copy 9 ms after the true 0.14 ends window 2, the true 0.15 (1 ms after
+        # it) opens window 3; taking 0.149 out leaves 0.14 -> 0.15, one period, taking 0.15 out
+        # leaves 0.149 -> 0.16, 1.1 periods: window 2 is marked (it waits for the ID's next
+        # messages), window 3 is not
+        ([0.01 * i for i in range(15)] + [0.149] + [0.01 * i for i in range(15, 23)], 1),
+        # early, the mirror case: the true 0.15 ends window 2, an injected copy 1 ms after it opens
+        # window 3; only window 3 holds the extra message
+        ([0.01 * i for i in range(16)] + [0.151] + [0.01 * i for i in range(16, 23)], 2),
+    ],
+    ids=["late", "early"],
+)
+def test_an_injected_message_marks_its_own_window_only(t: list[float], marked: int) -> None:
+    expected = [0.0, 0.0, 0.0]
+    expected[marked] = math.log2(2 * 0.1)  # 1 ms from its neighbour: a tenth of the period
+    assert _period_column_of_one_id(t) == pytest.approx(expected, rel=1e-4, abs=1e-6)
 
 
 def test_an_id_without_a_period_marks_nothing() -> None:
