@@ -310,7 +310,11 @@ def metrics(pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     }
 
 
-def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_one(
+    recs: list[Recording], sc: Scenario, variant: str, args: argparse.Namespace, scores: Path | None = None
+) -> dict[str, Any]:
+    """Trains and scores one scenario x variant; ``scores``: where to save every validation and test
+    window's model outputs (``--scores``)."""
     features, calib = VARIANTS[variant]
     train_f, test_f = sc.train, sc.test
     rng = np.random.default_rng(args.seed)
@@ -388,6 +392,28 @@ def run_one(recs: list[Recording], sc: Scenario, variant: str, args: argparse.Na
     at = np.flatnonzero(split == 2)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
     timing = (timing_scores(val), timing_scores(test)) if features == "payload" else None
+    if scores is not None:
+        # every window's model outputs: scoring rules are compared on them without training again
+        scores.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(
+            scores,
+            **{
+                f"{part}_{k}": v.numpy()
+                for part, i in (("val", 0), ("test", 1))
+                for k, v in {
+                    "y": (val, test)[i].y.view(-1),
+                    "gat": (pv, pt)[i],
+                    "vgae_mean": pooled["mean"][i],
+                    "vgae_max": pooled["max"][i],
+                    **({"timing": timing[i]} if timing else {}),
+                }.items()
+            },
+            test_recording=file_of[at],
+            test_window=rank[at],
+            test_t_first=t_first,
+            test_t_last=t_last,
+            test_t_attack=t_attack,
+        )
     for mode in SCORING_MODES:
         if needs_timing(mode) and timing is None:
             continue  # the timing rule reads the payload features' period column
@@ -502,6 +528,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="scale small, 2+3 epochs, 2000 training windows")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--scores",
+        type=Path,
+        default=None,
+        help="save each run's per-window model outputs (validation, test) as DIR/<scenario>__<variant>.npz",
+    )
     args = ap.parse_args()
     if args.quick:
         args.scale, args.vgae_epochs, args.gat_epochs, args.max_train = "small", 2, 3, 2000
@@ -525,7 +557,8 @@ def main() -> int:
         for v in variants:
             on = "all (random windows)" if sc.split == "random" else ", ".join(recs[i].name for i in sc.train)
             log(f"{sname} / {v}: training on {on}; testing on {', '.join(recs[i].name for i in sc.test)}")
-            r = run_one(recs, sc, v, args)
+            scores = args.scores / f"{sname}__{v}.npz" if args.scores else None
+            r = run_one(recs, sc, v, args, scores)
             results[sname][v] = r
             log(
                 "  "
