@@ -378,12 +378,6 @@ def run_one(
     }
     pv, pt = gat_probabilities(gat, val), gat_probabilities(gat, test)
 
-    def vgae_inputs(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-        pools = vgae_pools(mode) if len(vgae_pools(mode)) > 1 else (args.vgae_pool,)
-        if len(pools) == 1:
-            return pooled[pools[0]]
-        return torch.stack([pooled[p][0] for p in pools], 1), torch.stack([pooled[p][1] for p in pools], 1)
-
     out: dict[str, Any] = {
         "train_windows": len(train),
         "val_windows": len(val),
@@ -392,56 +386,83 @@ def run_one(
     at = np.flatnonzero(split == 2)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
     timing = (timing_scores(val), timing_scores(test)) if features == "payload" else None
+    outputs: dict[str, np.ndarray] = {
+        f"{part}_{k}": v.numpy()
+        for part, i in (("val", 0), ("test", 1))
+        for k, v in {
+            "y": (val, test)[i].y.view(-1),
+            "gat": (pv, pt)[i],
+            "vgae_mean": pooled["mean"][i],
+            "vgae_max": pooled["max"][i],
+            **({"timing": timing[i]} if timing else {}),
+        }.items()
+    }
+    outputs |= {
+        "test_recording": file_of[at],
+        "test_window": rank[at],
+        "test_t_first": t_first,
+        "test_t_last": t_last,
+        "test_t_attack": t_attack,
+    }
     if scores is not None:
         # every window's model outputs: scoring rules are compared on them without training again
+        # (rescore.py)
         scores.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(
-            scores,
-            **{
-                f"{part}_{k}": v.numpy()
-                for part, i in (("val", 0), ("test", 1))
-                for k, v in {
-                    "y": (val, test)[i].y.view(-1),
-                    "gat": (pv, pt)[i],
-                    "vgae_mean": pooled["mean"][i],
-                    "vgae_max": pooled["max"][i],
-                    **({"timing": timing[i]} if timing else {}),
-                }.items()
-            },
-            test_recording=file_of[at],
-            test_window=rank[at],
-            test_t_first=t_first,
-            test_t_last=t_last,
-            test_t_attack=t_attack,
-        )
+        np.savez_compressed(scores, **outputs)  # type: ignore[arg-type]  # numpy stubs: allow_pickle
+    out |= score_modes(outputs, vgae_pool=args.vgae_pool, merge_gap_s=args.merge_gap_s, warmup=args.warmup)
+    return out
+
+
+def score_modes(
+    o: dict[str, np.ndarray], *, vgae_pool: str, merge_gap_s: float, warmup: int
+) -> dict[str, dict[str, Any]]:
+    """Every scoring mode of ``kdgat.scoring`` fitted on the validation windows' outputs and applied
+    to the test windows' (``o``: the arrays run_one saves with ``--scores``): window metrics, event
+    figures, the fitted scorer and which part decided. ``warmup``: each test recording's first
+    windows get no verdict (every mode but gat; ``kdgat.scoring.fusion``)."""
+    t = {k: torch.from_numpy(np.asarray(v)) for k, v in o.items() if k.startswith(("val_", "test_"))}
+    y_val, y_test = t["val_y"].long(), t["test_y"].long()
+    rank = t["test_window"].long()
+    pooled = {p: (t[f"val_vgae_{p}"], t[f"test_vgae_{p}"]) for p in ("mean", "max")}
+    timing = (t["val_timing"], t["test_timing"]) if "val_timing" in t else None
+
+    def vgae_inputs(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+        # "mean" is the pipeline's score (--vgae-pool max swaps the two for every mode but the
+        # ones that read both)
+        pools = vgae_pools(mode) if len(vgae_pools(mode)) > 1 else (vgae_pool,)
+        if len(pools) == 1:
+            return pooled[pools[0]]
+        return torch.stack([pooled[p][0] for p in pools], 1), torch.stack([pooled[p][1] for p in pools], 1)
+
+    out: dict[str, dict[str, Any]] = {}
     for mode in SCORING_MODES:
         if needs_timing(mode) and timing is None:
             continue  # the timing rule reads the payload features' period column
         sv, st = vgae_inputs(mode)
-        scorer = fit_scorer(mode, val.y, gat_prob=pv, vgae_score=sv)
+        scorer = fit_scorer(mode, y_val, gat_prob=t["val_gat"], vgae_score=sv, warmup_windows=warmup)
         tt = timing[1] if needs_timing(mode) and timing else None
-        pred = scorer.predict(pt, st, tt)
-        windows = {
-            "recording": file_of[at],
-            "window": rank[at],
-            "y": test.y.view(-1).numpy(),
+        pred = scorer.predict(t["test_gat"], st, tt, rank)
+        windows: dict[str, Any] = {
+            "recording": o["test_recording"],
+            "window": o["test_window"],
+            "y": y_test.numpy(),
             "pred": pred.numpy(),
-            "t_first": t_first,
-            "t_last": t_last,
-            "t_attack": t_attack,
+            "t_first": o["test_t_first"],
+            "t_last": o["test_t_last"],
+            "t_attack": o["test_t_attack"],
         }
         out[mode] = {
-            **metrics(pred, test.y.view(-1)),
+            **metrics(pred, y_test),
             # episodes: attack windows <= merge-gap-s apart are one attack; events_runs: every run
             # of adjacent attack windows is one
-            "events": event_figures(**windows, merge_gap_s=args.merge_gap_s).to_json(),
+            "events": event_figures(**windows, merge_gap_s=merge_gap_s).to_json(),
             "events_runs": event_figures(**windows).to_json(),
             "scorer": scorer.to_json(),
         }
         if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
-            out[mode]["decided_by"] = decided_by(scorer, pt, st, test.y.view(-1), tt)
+            out[mode]["decided_by"] = decided_by(scorer, t["test_gat"], st, y_test, tt, rank)
         if tt is not None and timing:
-            out[mode]["timing_val_benign_flagged"] = scorer.timed_benign_share(timing[0], val.y)
+            out[mode]["timing_val_benign_flagged"] = scorer.timed_benign_share(timing[0], y_val)
     return out
 
 
@@ -451,20 +472,22 @@ def decided_by(
     vgae_score: torch.Tensor,
     y: torch.Tensor,
     timing: torch.Tensor | None = None,
+    rank: torch.Tensor | None = None,
 ) -> dict[str, int]:
     """Which part of ``fusion_max`` / ``fusion_novelty`` flagged the test windows: the GAT alone,
     the VGAE alone, both (and of each, how many were attack windows); ``novelty_timing`` also: the
     windows that only the timing rule flagged."""
-    g = gat_prob.double() >= 0.5
+    judged = ~scorer.in_warmup(rank, len(y))  # the warm-up's windows: no part flags them
+    g = (gat_prob.double() >= 0.5) & judged
     if scorer.mode in ("fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
-        v = scorer.novel(vgae_score)
+        v = scorer.novel(vgae_score) & judged
     else:
         vgae = Scorer("vgae", scorer.vgae_threshold, scorer.vgae_centre, scorer.vgae_scale)
-        v = vgae.predict(None, vgae_score) == 1
+        v = (vgae.predict(None, vgae_score) == 1) & judged
     a = y == 1
     timed: dict[str, int] = {}
     if timing is not None:
-        t = scorer.timed(timing) & ~g & ~v
+        t = scorer.timed(timing) & judged & ~g & ~v
         timed = {"timing_only": int(t.sum()), "timing_only_attack": int((t & a).sum())}
     return {
         **timed,
@@ -524,6 +547,13 @@ def main() -> int:
         type=float,
         default=2.0,
         help="attack windows of a recording at most this many seconds apart are one episode",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="each test recording's first N windows get no verdict, in every scoring mode but gat "
+        "(the pipeline's evaluation.warmup_windows)",
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="scale small, 2+3 epochs, 2000 training windows")

@@ -16,6 +16,7 @@ from kdgat.scoring import (
     needs_timing,
     timing_scores,
     vgae_pools,
+    window_ranks,
 )
 
 
@@ -172,3 +173,36 @@ def test_timing_scores_are_the_negated_smallest_period_column_of_each_window() -
         timing_scores(
             GraphSet({"x": torch.zeros(4, 11), "node_ptr": torch.tensor([0, 4])}, torch.tensor([0]))
         )
+
+
+def test_the_warm_up_gives_a_recordings_first_windows_no_verdict_in_every_mode_but_gat() -> None:
+    y, gat, mean = _val()
+    vgae = torch.stack([mean, mean], dim=1)
+    # four test windows: the first two of a recording, then its 20th and 21st (positions 0, 1, 19, 20)
+    rank = torch.tensor([0, 1, 19, 20])
+    loud = torch.ones(4).double()  # every part of every mode says attack
+    for mode in SCORING_MODES:
+        v = vgae if vgae_pools(mode) == ("mean", "max") else mean
+        s = fit_scorer(mode, y, gat_prob=gat, vgae_score=v, warmup_windows=20)
+        t = loud if needs_timing(mode) else None
+        v_test = torch.full((4, 2) if v.dim() == 2 else (4,), 1e6).double()
+        if mode == "gat":  # the published classifier judges every window
+            assert s.warmup_windows == 0 and s.predict(loud, None, None, rank).tolist() == [1, 1, 1, 1]
+            continue
+        assert s.warmup_windows == 20, mode
+        assert s.predict(loud, v_test, t, rank).tolist() == [0, 0, 0, 1], mode
+        assert s.decision_score(loud, v_test, t, rank)[:3].tolist() == [0.0, 0.0, 0.0], mode
+        # the rest of the fit is the one without a warm-up
+        assert {**s.to_json(), "warmup_windows": 0} == fit_scorer(mode, y, gat, v).to_json(), mode
+        with pytest.raises(ValueError, match="position in its recording"):
+            s.predict(loud, v_test, t)
+    assert fit_scorer("fusion_max", y, gat, mean).predict(loud, torch.full((4,), 1e6).double()).sum() == 4
+    with pytest.raises(ValueError, match="warmup_windows -1"):
+        fit_scorer("fusion_max", y, gat, mean, warmup_windows=-1)
+
+
+def test_window_ranks_count_each_windows_position_in_its_own_recording() -> None:
+    # three recordings of 3, 1 and 4 windows, stored together in stream order
+    store = {"file_index": torch.tensor([0, 0, 0, 1, 2, 2, 2, 2])}
+    assert window_ranks(GraphSet(store, torch.arange(8))).tolist() == [0, 1, 2, 0, 0, 1, 2, 3]
+    assert window_ranks(GraphSet(store, torch.tensor([7, 3, 1]))).tolist() == [3, 0, 1]

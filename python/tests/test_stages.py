@@ -77,6 +77,8 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert ev["scoring"]["mode"] == "novelty_timing"
     assert ev["scoring"]["vgae_model"].endswith("vgae_small_autoencoder/model.pt")
     assert ev["scoring"]["timing_val_benign_flagged"] < 0.05
+    # no warm-up by default: every test window is judged
+    assert ev["scoring"]["warmup_windows"] == 0 and ev["warmup"]["test_windows"] == 0
     assert cache["params"]["features"] == "payload"
     args = ("evaluation", "--model", "gat", "--scale", "small", "-O", "evaluation.scoring", "gat")
     assert kdgat(run_root, *args) == 0

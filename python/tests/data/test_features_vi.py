@@ -21,8 +21,10 @@ from kdgat.data.calibration import calibrate_rows, robust_moments
 from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
 
 
-def _nov(d: int | None, h: int) -> float:
-    return 1.0 if d is None else min(1.0, math.log1p(d) / math.log1p(h))
+def _nov(pos: int, prev: int | None, h: int) -> float:
+    # no earlier occurrence: at least pos + 1 messages back (the stream starts at 0)
+    d = pos + 1 if prev is None else pos - prev
+    return min(1.0, math.log1p(d) / math.log1p(h))
 
 
 def reference_vi(t, ids, dlc, payload, w, s, h):  # type: ignore[no-untyped-def]
@@ -78,7 +80,7 @@ def reference_vi(t, ids, dlc, payload, w, s, h):  # type: ignore[no-untyped-def]
                     len({body(m) for m in ms}) / c,
                     sum(all(b == 0 for b in payload[m][: dlc[m]]) for m in ms) / c,
                     sum(dlc[m] for m in ms) / c / 8,
-                    _nov(None if first_prev is None else ms[0] - first_prev, h),
+                    _nov(ms[0], first_prev, h),
                     rank / max(1, len(nodes) - 1),
                 ]
             )
@@ -93,7 +95,7 @@ def reference_vi(t, ids, dlc, payload, w, s, h):  # type: ignore[no-untyped-def]
             dts = [abs(t[start + p + 1] - t[start + p]) for p in at]
             e.append(
                 [
-                    _nov(None if fp is None else start + at[0] - fp, h),
+                    _nov(start + at[0], fp, h),
                     math.log10((statistics.fmean(dts) + 1e-6) / (win_dt + 1e-6)),
                 ]
             )
@@ -159,7 +161,9 @@ def test_a_hand_made_dos_window() -> None:
     np.testing.assert_allclose(x["payload_entropy"], [0.0, 3 / 8], atol=1e-6)  # 8 equiprobable bytes
     np.testing.assert_allclose(x["zero_payload"], [1.0, 0.0])
     np.testing.assert_allclose(x["payload_change"], [0.0, 0.0])
-    np.testing.assert_allclose(x["novelty"], [1.0, 1.0])  # first occurrence in the stream
+    # both IDs' first occurrence in the stream (0x300 at message 0, 0x000 at 1): at least 1 and 2
+    # messages from an earlier one, so nov(1) and nov(2) with the default history of 1000 messages
+    np.testing.assert_allclose(x["novelty"], [math.log(3) / math.log(1001), math.log(2) / math.log(1001)])
     np.testing.assert_allclose(x["id_rank"], [0.0, 1.0])
 
 
@@ -212,3 +216,26 @@ def test_cache_with_vehicle_independent_features_and_calibration(tmp_path: Path)
     np.testing.assert_allclose(np.median(x[a:b, 1:].numpy(), axis=0), 0.0, atol=1e-5)
     with pytest.raises(Exception, match="preprocess"):
         load_graphs("syn", GraphParams(features="vehicle_independent"), cache=tmp_path / "cache")
+
+
+def test_a_new_id_is_novel_once_the_history_is_full_and_not_before() -> None:
+    # IDs 0x100 and 0x200 alternate; 0x300 appears first at message 5 (the stream's start) and 0x400
+    # at message 250, after more than the 100-message history: only 0x400 is known to be new
+    n, w, h = 300, 50, 100
+    ids = np.where(np.arange(n) % 2 == 0, 0x100, 0x200).astype(np.uint32)
+    ids[5], ids[250] = 0x300, 0x400
+    t = np.arange(n) * 1e-3
+    dlc = np.full(n, 8, np.uint8)
+    payload = np.zeros((n, 8), np.uint8)
+    g = build_window_graphs(ids, payload, np.zeros(n, np.uint8), w, w)
+    vi = vehicle_independent_features(
+        g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w, history=h
+    )
+    nov = vi.x[:, VI_NODE_FEATURES.index("novelty")]
+    first = {
+        (int(g.node_can_id[k]), int(np.searchsorted(g.node_ptr, k, side="right") - 1)): float(nov[k])
+        for k in range(len(nov))
+    }
+    assert first[(0x300, 0)] == pytest.approx(math.log(7) / math.log(101))  # nov(6): 6 messages back at least
+    assert first[(0x400, 5)] == 1.0
+    assert first[(0x100, 0)] == pytest.approx(math.log(2) / math.log(101))  # message 0: nov(1)

@@ -118,6 +118,13 @@ class EvaluationConfig(_Frozen):
         "its profiled period to its neighbour, which needs data.features payload); all but gat need the "
         "autoencoder stage",
     )
+    warmup_windows: int = Field(
+        0,
+        ge=0,
+        description="a recording's first N windows get no verdict (scored benign): a detector's warm-up, "
+        "for traffic whose start is not representative; 0: every window is judged. Every scoring mode "
+        "but gat (the published classifier judges every window)",
+    )
 
 
 class GATArchitecture(_Frozen):

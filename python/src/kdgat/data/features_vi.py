@@ -11,9 +11,14 @@ again 11 + 11 of them, so the models take either set unchanged.
 Definitions. Message ``m`` of the stream has timestamp ``t[m]``, ID ``id[m]``, length ``dlc[m]``
 and payload ``P[m]`` (its first ``dlc`` bytes). ``prev(m)`` is the closest earlier message of the
 stream with the same ID (none for an ID's first message), ``H`` = ``history`` messages, and
-``nov(d) = min(1, log(1 + d) / log(1 + H))`` for a distance ``d`` in messages (1 when there is no
-earlier occurrence). For a node (ID ``v`` in window ``[s, s + W)``) with messages ``M`` (``c`` of
-them) and ``D`` = the gaps ``t[m] - t[prev(m)]`` for ``m`` in ``M`` with a ``prev(m)``:
+``nov(d) = min(1, log(1 + d) / log(1 + H))`` for a distance ``d`` in messages. With no earlier
+occurrence, message ``m`` (0-based position in the stream) is at least ``m + 1`` messages from one,
+and ``nov(m + 1)``, that least distance, is used: 1 once the stream has ``H`` messages behind it, and
+low at its start, where no ID is yet known to be new (version 1 of these features gave 1 there, so
+a recording's first windows looked like a random-ID injection: ``VI_FEATURES_VERSION`` 2).
+
+For a node (ID ``v`` in window ``[s, s + W)``) with messages ``M`` (``c`` of them) and ``D`` = the
+gaps ``t[m] - t[prev(m)]`` for ``m`` in ``M`` with a ``prev(m)``:
 
 ====  =================  ===================================================================
 col   name               meaning
@@ -41,7 +46,7 @@ degree_ratio — positional and degree statistics, the same on any vehicle), the
 ====  =================  ===================================================================
 9     novelty            nov(q - prevT(q)) for the first transition q = s + p_1, where
                          prevT(q) is the closest earlier transition of the stream with the
-                         same (a, b) (1 when none)
+                         same (a, b) (none: nov(q + 1), as for nodes)
 10    log_gap_ratio      log10((mean_i |t[s+p_i+1] - t[s+p_i]| + 1e-6) / (T_w + 1e-6)), with
                          T_w = |t[s + W - 1] - t[s]| / (W - 1) the window's mean message gap
 ====  =================  ===================================================================
@@ -55,6 +60,11 @@ import numpy as np
 import numpy.typing as npt
 
 from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs
+
+#: The definitions' version, in the graph cache's parameters (a change rebuilds the caches).
+#: 2: an ID or transition with no earlier occurrence gets the novelty of its least possible distance
+#: (1 only once the stream is ``history`` messages long), no longer 1 from the stream's start.
+VI_FEATURES_VERSION = 2
 
 VI_NODE_FEATURES: tuple[str, ...] = (
     "no_vocabulary",
@@ -94,10 +104,12 @@ def previous_occurrence(key: npt.NDArray[np.uint64] | npt.NDArray[np.uint32]) ->
 
 
 def _novelty(
-    distance: npt.NDArray[np.int64], has_prev: npt.NDArray[np.bool_], history: int
+    position: npt.NDArray[np.int64], previous: npt.NDArray[np.int64], history: int
 ) -> npt.NDArray[np.float64]:
-    d = np.maximum(distance, 0).astype(np.float64)
-    return np.where(has_prev, np.minimum(1.0, np.log1p(d) / np.log1p(history)), 1.0)
+    """``nov`` of the distance from each ``position`` back to its ``previous`` occurrence (-1: none,
+    and then the least distance it can have, ``position + 1``)."""
+    d = np.where(previous >= 0, position - previous, position + 1)
+    return np.minimum(1.0, np.log1p(np.maximum(d, 0).astype(np.float64)) / np.log1p(history))
 
 
 def vehicle_independent_features(
@@ -178,7 +190,7 @@ def vehicle_independent_features(
     seg_first[1:] = node[order][1:] != node[order][:-1]
     first_msg[node[order][seg_first]] = msg[order][seg_first]
     fprev = prev[first_msg]
-    x[:, 9] = _novelty(first_msg - fprev, fprev >= 0, history)
+    x[:, 9] = _novelty(first_msg, fprev, history)
     local = np.arange(num_nodes) - graphs.node_ptr[node_graph]
     n_in_graph = np.diff(graphs.node_ptr)[node_graph]
     x[:, 10] = local / np.maximum(1, n_in_graph - 1)
@@ -213,7 +225,7 @@ def vehicle_independent_features(
 
     e = np.zeros((num_edges, len(VI_EDGE_FEATURES)), np.float64)
     e[:, :9] = graphs.edge_attr[:, list(_KEPT_EDGE_COLUMNS)]
-    e[:, 9] = _novelty(first_t - ftp, ftp >= 0, history)
+    e[:, 9] = _novelty(first_t, ftp, history)
     e[:, 10] = np.log10((mean_dt + 1e-6) / (win_dt[e_graph] + 1e-6))
     return WindowGraphs(
         node_can_id=graphs.node_can_id,

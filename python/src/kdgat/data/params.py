@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import PurePath
 
 from kdgat.data.features_payload import PAYLOAD_FEATURES_VERSION
+from kdgat.data.features_vi import VI_FEATURES_VERSION
 
 #: Bump when the cache layout or the meaning of a feature changes: old caches then rebuild.
 CACHE_FORMAT_VERSION = 1
@@ -100,6 +101,8 @@ class GraphParams:
         doc = asdict(self)
         if self.features == "paper":
             del doc["features"], doc["novelty_history"]
+        else:
+            doc["vi_version"] = VI_FEATURES_VERSION
         if self.features != "payload":
             del doc["profile_windows"]
         else:

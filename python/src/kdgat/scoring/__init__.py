@@ -12,7 +12,7 @@ from kdgat.scoring.fusion import (
     needs_timing,
     vgae_pools,
 )
-from kdgat.scoring.outputs import gat_probabilities, timing_scores
+from kdgat.scoring.outputs import gat_probabilities, timing_scores, window_ranks
 
 __all__ = [
     "SCORING_MODES",
@@ -25,5 +25,6 @@ __all__ = [
     "needs_timing",
     "timing_scores",
     "vgae_pools",
+    "window_ranks",
     "window_times",
 ]

@@ -33,13 +33,20 @@
                      column's own definition (:mod:`kdgat.data.features_payload`); its timing input
                      is ``[N]`` (:func:`kdgat.scoring.outputs.timing_scores`)
 
+Every mode but ``gat`` has a *warm-up* (``Scorer.warmup_windows``, ``evaluation.warmup_windows``): the
+first windows of each recording get no verdict (score 0, benign). There the history-based features
+have no history yet (every ID's first message looks as new as a random-ID injection, an ID's period
+is unknown), and with per-recording calibration they are the reference traffic that the calibration
+already assumes attack-free. The scorer reads each window's position in its recording
+(:func:`kdgat.scoring.outputs.window_ranks`), never a label; an attack inside the warm-up is missed.
+
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
 and returns a frozen :class:`Scorer` that is then applied to any other windows.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, get_args
 
 import torch
@@ -112,6 +119,8 @@ class Scorer:
     max_threshold: float = 0.5
     # novelty_timing: a window is flagged when its timing score is above this
     timing_threshold: float = 0.0
+    # a recording's first this many windows get no verdict (score 0): the detector's warm-up
+    warmup_windows: int = 0
 
     def _z(self, vgae_score: Tensor) -> Tensor:
         return (vgae_score.double() - self.vgae_centre) / self.vgae_scale
@@ -135,9 +144,30 @@ class Scorer:
         benign = y.view(-1) == 0
         return float(self.timed(timing)[benign].double().mean()) if bool(benign.any()) else 0.0
 
+    def in_warmup(self, rank: Tensor | None, n: int) -> Tensor:
+        """The windows inside their recording's warm-up (``rank``: each window's position in its
+        recording, 0 = first), bool ``[n]``; none when the scorer has no warm-up."""
+        if self.warmup_windows == 0:
+            return torch.zeros(n, dtype=torch.bool)
+        if rank is None:
+            raise ValueError(
+                f"this scorer has a warm-up of {self.warmup_windows} windows and needs each window's "
+                "position in its recording (rank=; kdgat.scoring.outputs.window_ranks)"
+            )
+        return rank.view(-1) < self.warmup_windows
+
     def score(
-        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+        self,
+        gat_prob: Tensor | None,
+        vgae_score: Tensor | None,
+        timing: Tensor | None = None,
+        rank: Tensor | None = None,
     ) -> Tensor:
+        """Each window's score in [0, 1] (attack when ``>= threshold``); 0 inside the warm-up."""
+        out = self._score(gat_prob, vgae_score, timing)
+        return torch.where(self.in_warmup(rank, len(out)), torch.zeros_like(out), out)
+
+    def _score(self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None) -> Tensor:
         if self.mode in _NOVELTY:
             assert gat_prob is not None and vgae_score is not None, f"{self.mode} needs both models"
             # vgae_threshold is here the standardised score of the most novel benign validation window
@@ -163,19 +193,27 @@ class Scorer:
         return torch.sigmoid(w0 * _logit(gat_prob) + w1 * self._z(vgae_score) + b)
 
     def decision_score(
-        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+        self,
+        gat_prob: Tensor | None,
+        vgae_score: Tensor | None,
+        timing: Tensor | None = None,
+        rank: Tensor | None = None,
     ) -> Tensor:
         """:meth:`score` mapped monotonically (piecewise linear) so that the threshold lands on 0.5:
         the same ranking (AUROC), and "attack when >= 0.5" is this scorer's decision."""
-        s, t = self.score(gat_prob, vgae_score, timing), self.threshold
+        s, t = self.score(gat_prob, vgae_score, timing, rank), self.threshold
         lo = 0.5 * s / max(t, _EPS)
         hi = 0.5 + 0.5 * (s - t) / max(1 - t, _EPS)
         return torch.where(s < t, lo, hi).clamp(0, 1).float()
 
     def predict(
-        self, gat_prob: Tensor | None, vgae_score: Tensor | None, timing: Tensor | None = None
+        self,
+        gat_prob: Tensor | None,
+        vgae_score: Tensor | None,
+        timing: Tensor | None = None,
+        rank: Tensor | None = None,
     ) -> Tensor:
-        return (self.score(gat_prob, vgae_score, timing) >= self.threshold).long()
+        return (self.score(gat_prob, vgae_score, timing, rank) >= self.threshold).long()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -206,9 +244,23 @@ def _logistic(features: Tensor, y: Tensor, steps: int = 200) -> tuple[float, flo
 
 
 def fit_scorer(
-    mode: str, y_val: Tensor, gat_prob: Tensor | None = None, vgae_score: Tensor | None = None
+    mode: str,
+    y_val: Tensor,
+    gat_prob: Tensor | None = None,
+    vgae_score: Tensor | None = None,
+    *,
+    warmup_windows: int = 0,
 ) -> Scorer:
-    """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them)."""
+    """Fit ``mode`` on the validation windows (labels ``y_val``, the models' outputs on them).
+    ``warmup_windows``: the scorer's warm-up (every mode but ``gat``, the published classifier, which
+    judges every window); the fit itself reads every validation window."""
+    if warmup_windows < 0:
+        raise ValueError(f"warmup_windows {warmup_windows} is invalid: expected >= 0 windows")
+    scorer = _fit(mode, y_val, gat_prob, vgae_score)
+    return scorer if mode == "gat" else replace(scorer, warmup_windows=warmup_windows)
+
+
+def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor | None) -> Scorer:
     if mode not in SCORING_MODES:
         raise ValueError(f"scoring mode {mode!r} is unknown; expected one of {', '.join(SCORING_MODES)}")
     if mode == "gat":
@@ -218,8 +270,8 @@ def fit_scorer(
     if mode in _BY_MEAN_OR_MAX:
         if vgae_score.dim() != 2 or vgae_score.shape[1] != 2:
             raise ValueError(f"scoring {mode} needs [N, 2] VGAE scores (mean, max pooled)")
-        by_mean = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 0])
-        by_max = fit_scorer("fusion_novelty", y_val, gat_prob, vgae_score[:, 1])
+        by_mean = _fit("fusion_novelty", y_val, gat_prob, vgae_score[:, 0])
+        by_max = _fit("fusion_novelty", y_val, gat_prob, vgae_score[:, 1])
         # novelty_timing's timing threshold is declared (Scorer.timing_threshold), not fitted
         return Scorer(
             mode,

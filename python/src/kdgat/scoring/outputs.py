@@ -1,6 +1,7 @@
 """The per-window inputs that the scoring modes combine besides the VGAE's
 (:func:`kdgat.stages.scoring.anomaly_scores`): the GAT's attack probability, and the timing score
-that ``novelty_timing`` reads from the payload features."""
+that ``novelty_timing`` reads from the payload features, and each window's position in its recording
+that the warm-up reads."""
 
 from __future__ import annotations
 
@@ -41,3 +42,16 @@ def timing_scores(data: GraphSet) -> torch.Tensor:
     low = torch.zeros(len(ptr) - 1, dtype=torch.float64)
     low.scatter_reduce_(0, graph_of_node, s["x"][:, PERIOD_COLUMN].double(), "amin", include_self=True)
     return -low[data.index]
+
+
+def window_ranks(data: GraphSet) -> torch.Tensor:
+    """Each window's position in its recording ``[len(data)]`` (0 = the recording's first window):
+    the cache stores a recording's windows together and in stream order (``file_index``)."""
+    file_index = data.store["file_index"].view(-1)
+    first = torch.zeros(len(file_index), dtype=torch.long)
+    if len(file_index):
+        new_file = torch.ones(len(file_index), dtype=torch.bool)
+        new_file[1:] = file_index[1:] != file_index[:-1]
+        starts = torch.nonzero(new_file).view(-1)
+        first = starts[torch.cumsum(new_file.long(), 0) - 1]
+    return (torch.arange(len(file_index)) - first)[data.index]

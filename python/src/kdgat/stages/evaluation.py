@@ -34,6 +34,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
         scores_by_attack=out["by_attack"],
         baseline_majority=out["baseline"],
         scoring=out.get("scorer", {"mode": "gat", "threshold": 0.5}),
+        warmup=out.get("warmup", {"test_windows": 0, "test_attack_windows": 0}),
         evaluated_model=str(path),
         graph_cache=graph_cache_record(splits.meta),
     )

@@ -9,7 +9,14 @@ import torch
 
 from kdgat.data import GraphSet, GraphSplits
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
-from kdgat.scoring import fit_scorer, gat_probabilities, needs_timing, timing_scores, vgae_pools
+from kdgat.scoring import (
+    fit_scorer,
+    gat_probabilities,
+    needs_timing,
+    timing_scores,
+    vgae_pools,
+    window_ranks,
+)
 from kdgat.stages.common import load_model, require_model
 from kdgat.stages.context import StageContext
 from kdgat.stages.scoring import anomaly_scores, binary_scores, majority_baseline, scores_by_attack
@@ -34,19 +41,25 @@ def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> d
         vgae = load_model(vgae_path)
         assert isinstance(vgae, GraphAutoencoderNeighborhood)
         sv, st = (_vgae_scores(vgae, data, vgae_pools(mode)) for data in (splits.val, splits.test))
-    scorer = fit_scorer(mode, splits.val.y, gat_prob=pv, vgae_score=sv)
+    scorer = fit_scorer(
+        mode, splits.val.y, gat_prob=pv, vgae_score=sv, warmup_windows=ctx.cfg.evaluation.warmup_windows
+    )
+    rank = window_ranks(splits.test)
+    warm = scorer.in_warmup(rank, len(rank))
     checks: dict[str, float] = {}
     tt = None
     if needs_timing(mode):
         tt = timing_scores(splits.test)
         share = scorer.timed_benign_share(timing_scores(splits.val), splits.val.y)
         checks["timing_val_benign_flagged"] = round(share, 6)
-    prob = scorer.decision_score(pt, st, tt)
+    prob = scorer.decision_score(pt, st, tt, rank)
     y, attack = splits.test.y.view(-1), splits.test.attack_type.view(-1)
     return {
         "overall": binary_scores(prob, y),
         "by_attack": scores_by_attack(prob, y, attack, splits.attack_types),
         "baseline": majority_baseline(y),
+        # the test windows the warm-up gave no verdict, and of them attack windows (missed by design)
+        "warmup": {"test_windows": int(warm.sum()), "test_attack_windows": int((warm & (y == 1)).sum())},
         "scorer": {
             **scorer.to_json(),
             **checks,
