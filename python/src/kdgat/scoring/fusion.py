@@ -33,11 +33,11 @@
                      column's own definition (:mod:`kdgat.data.features_payload`); its timing input
                      is ``[N]`` (:func:`kdgat.scoring.outputs.timing_scores`)
 
-Every mode but ``gat`` has a *warm-up* (``Scorer.warmup_windows``, ``evaluation.warmup_windows``): the
-first windows of each recording get no verdict (score 0, benign). There the history-based features
-have no history yet (every ID's first message looks as new as a random-ID injection, an ID's period
-is unknown), and with per-recording calibration they are the reference traffic that the calibration
-already assumes attack-free. The scorer reads each window's position in its recording
+Every mode but ``gat`` can have a *warm-up* (``Scorer.warmup_windows``, ``evaluation.warmup_windows``;
+opt-in, 0 by default): the first windows of each recording get no verdict (score 0, benign). There
+an ID's first message in the stream has no earlier one, so its period, regularity and payload
+change are unknown, and with per-recording calibration they are the reference traffic that the
+calibration already takes as attack-free. The scorer reads each window's position in its recording
 (:func:`kdgat.scoring.outputs.window_ranks`), never a label; an attack inside the warm-up is missed.
 
 Nothing here sees a test label: :func:`fit_scorer` takes the validation windows' scores and labels
