@@ -73,7 +73,8 @@ def reference_vi(t, ids, dlc, payload, w, s, h):  # type: ignore[no-untyped-def]
                 [
                     0.0,
                     c / w,
-                    math.log10(max(mean, 1e-6)) + 6 if gaps else 0.0,
+                    # no gap: the one message is its ID's first, at least t[m] - t[0] after one
+                    math.log10(max(mean if gaps else t[ms[0]] - t[0], 1e-6)) + 6,
                     cv,
                     ent / 8,
                     change,
@@ -239,3 +240,25 @@ def test_a_new_id_is_novel_once_the_history_is_full_and_not_before() -> None:
     assert first[(0x300, 0)] == pytest.approx(math.log(7) / math.log(101))  # nov(6): 6 messages back at least
     assert first[(0x400, 5)] == 1.0
     assert first[(0x100, 0)] == pytest.approx(math.log(2) / math.log(101))  # message 0: nov(1)
+
+
+def test_an_ids_first_message_takes_the_least_possible_gap_as_its_period() -> None:
+    # 0x100 every 10 ms; a slow ID 0x300 first seen 0.3 s into the stream, and an ID 0x400 first
+    # seen at 2.5 s: neither has an earlier message, so each is at least its time since the stream's
+    # first message from one (version 2 gave both 0, the value of nothing ever seen)
+    n, w = 300, 50
+    ids = np.full(n, 0x100, np.uint32)
+    ids[30], ids[250] = 0x300, 0x400
+    t = np.arange(n) * 0.01
+    dlc = np.full(n, 8, np.uint8)
+    payload = np.zeros((n, 8), np.uint8)
+    g = build_window_graphs(ids, payload, np.zeros(n, np.uint8), w, w)
+    vi = vehicle_independent_features(g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w)
+    period = vi.x[:, VI_NODE_FEATURES.index("log_period")]
+    by = {
+        (int(g.node_can_id[k]), int(np.searchsorted(g.node_ptr, k, side="right") - 1)): float(period[k])
+        for k in range(len(period))
+    }
+    assert by[(0x300, 0)] == pytest.approx(math.log10(0.3) + 6, rel=1e-5)
+    assert by[(0x400, 5)] == pytest.approx(math.log10(2.5) + 6, rel=1e-5)
+    assert by[(0x100, 1)] == pytest.approx(math.log10(0.01) + 6, rel=1e-5)  # a gap: the mean gap

@@ -15,7 +15,12 @@ stream with the same ID (none for an ID's first message), ``H`` = ``history`` me
 occurrence, message ``m`` (0-based position in the stream) is at least ``m + 1`` messages from one,
 and ``nov(m + 1)``, that least distance, is used: 1 once the stream has ``H`` messages behind it, and
 low at its start, where no ID is yet known to be new (version 1 of these features gave 1 there, so
-a recording's first windows looked like a random-ID injection: ``VI_FEATURES_VERSION`` 2).
+a recording's first windows looked like a random-ID injection: ``VI_FEATURES_VERSION`` 2). The
+same holds for time: an ID's first message ``m`` of the stream is at least ``t[m] - t[0]`` seconds
+from an earlier one, and a node whose messages have no earlier occurrence (``D`` below is empty:
+one message, the ID's first) takes that least gap as its period (version 2 gave 0 there, the
+value a random injected ID also had, so the windows in which a recording's slow IDs first appear
+looked like one: ``VI_FEATURES_VERSION`` 3).
 
 For a node (ID ``v`` in window ``[s, s + W)``) with messages ``M`` (``c`` of them) and ``D`` = the
 gaps ``t[m] - t[prev(m)]`` for ``m`` in ``M`` with a ``prev(m)``:
@@ -25,7 +30,8 @@ col   name               meaning
 ====  =================  ===================================================================
 0     no_vocabulary      always 0: the models' CAN-ID embedding slot, unused (one constant row)
 1     rate               c / W
-2     log_period         log10(max(mean(D), 1e-6)) + 6 (0 when D is empty)
+2     log_period         log10(max(mean(D), 1e-6)) + 6; when D is empty (the node's one
+                         message m0 is its ID's first): log10(max(t[m0] - t[0], 1e-6)) + 6
 3     period_cv          std(D) / mean(D) (population std; 0 when |D| < 2 or mean(D) = 0)
 4     payload_entropy    Shannon entropy (bits) of the byte values of all payload bytes of M / 8
 5     payload_change     share of m in M with a prev(m) whose (dlc, payload) differs from
@@ -64,7 +70,9 @@ from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs
 #: The definitions' version, in the graph cache's parameters (a change rebuilds the caches).
 #: 2: an ID or transition with no earlier occurrence gets the novelty of its least possible distance
 #: (1 only once the stream is ``history`` messages long), no longer 1 from the stream's start.
-VI_FEATURES_VERSION = 2
+#: 3: a node whose one message is its ID's first gets the least possible gap as ``log_period``
+#: (the time since the stream's first message), no longer 0.
+VI_FEATURES_VERSION = 3
 
 VI_NODE_FEATURES: tuple[str, ...] = (
     "no_vocabulary",
@@ -153,9 +161,18 @@ def vehicle_independent_features(
     var_gap = np.divide(s2, n_gap, out=np.zeros(num_nodes), where=n_gap > 0) - mean_gap**2
     std_gap = np.sqrt(np.maximum(var_gap, 0.0))
 
+    # the node's first message in the window (window messages are in stream order)
+    first_msg = np.full(num_nodes, -1, np.int64)
+    order = np.argsort(node, kind="stable")
+    seg_first = np.ones(len(order), bool)
+    seg_first[1:] = node[order][1:] != node[order][:-1]
+    first_msg[node[order][seg_first]] = msg[order][seg_first]
+    # no gap at all: the node's one message is its ID's first, at least t[m0] - t[0] after one
+    least_gap = timestamp[first_msg] - timestamp[0]
+
     x = np.zeros((num_nodes, len(VI_NODE_FEATURES)), np.float64)
     x[:, 1] = count / w
-    x[:, 2] = np.where(n_gap > 0, np.log10(np.maximum(mean_gap, 1e-6)) + 6.0, 0.0)
+    x[:, 2] = np.log10(np.maximum(np.where(n_gap > 0, mean_gap, least_gap), 1e-6)) + 6.0
     x[:, 3] = np.where((n_gap >= 2) & (mean_gap > 0), std_gap / np.where(mean_gap > 0, mean_gap, 1.0), 0.0)
 
     # payload byte entropy per node
@@ -183,12 +200,7 @@ def vehicle_independent_features(
     x[:, 7] = np.bincount(node, weights=zero.astype(np.float64), minlength=num_nodes) / count
     x[:, 8] = np.bincount(node, weights=d.astype(np.float64), minlength=num_nodes) / count / 8.0
 
-    # novelty of the node's first message in the window (window messages are in stream order)
-    first_msg = np.full(num_nodes, -1, np.int64)
-    order = np.argsort(node, kind="stable")
-    seg_first = np.ones(len(order), bool)
-    seg_first[1:] = node[order][1:] != node[order][:-1]
-    first_msg[node[order][seg_first]] = msg[order][seg_first]
+    # novelty of the node's first message in the window
     fprev = prev[first_msg]
     x[:, 9] = _novelty(first_msg, fprev, history)
     local = np.arange(num_nodes) - graphs.node_ptr[node_graph]
