@@ -19,6 +19,7 @@ from kdgat.data import (
 )
 from kdgat.data.calibration import calibrate_rows, robust_moments
 from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
+from kdgat.data.graphs import WindowGraphs
 
 
 def _nov(pos: int, prev: int | None, h: int) -> float:
@@ -219,6 +220,14 @@ def test_cache_with_vehicle_independent_features_and_calibration(tmp_path: Path)
         load_graphs("syn", GraphParams(features="vehicle_independent"), cache=tmp_path / "cache")
 
 
+def _by_id_and_window(g: WindowGraphs, column: np.ndarray) -> dict[tuple[int, int], float]:
+    """One node column as ``{(CAN ID, window): value}``."""
+    return {
+        (int(g.node_can_id[k]), int(np.searchsorted(g.node_ptr, k, side="right") - 1)): float(column[k])
+        for k in range(len(column))
+    }
+
+
 def test_a_new_id_is_novel_once_the_history_is_full_and_not_before() -> None:
     # IDs 0x100 and 0x200 alternate; 0x300 appears first at message 5 (the stream's start) and 0x400
     # at message 250, after more than the 100-message history: only 0x400 is known to be new
@@ -232,11 +241,7 @@ def test_a_new_id_is_novel_once_the_history_is_full_and_not_before() -> None:
     vi = vehicle_independent_features(
         g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w, history=h
     )
-    nov = vi.x[:, VI_NODE_FEATURES.index("novelty")]
-    first = {
-        (int(g.node_can_id[k]), int(np.searchsorted(g.node_ptr, k, side="right") - 1)): float(nov[k])
-        for k in range(len(nov))
-    }
+    first = _by_id_and_window(g, vi.x[:, VI_NODE_FEATURES.index("novelty")])
     assert first[(0x300, 0)] == pytest.approx(math.log(7) / math.log(101))  # nov(6): 6 messages back at least
     assert first[(0x400, 5)] == 1.0
     assert first[(0x100, 0)] == pytest.approx(math.log(2) / math.log(101))  # message 0: nov(1)
@@ -254,11 +259,7 @@ def test_an_ids_first_message_takes_the_least_possible_gap_as_its_period() -> No
     payload = np.zeros((n, 8), np.uint8)
     g = build_window_graphs(ids, payload, np.zeros(n, np.uint8), w, w)
     vi = vehicle_independent_features(g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w)
-    period = vi.x[:, VI_NODE_FEATURES.index("log_period")]
-    by = {
-        (int(g.node_can_id[k]), int(np.searchsorted(g.node_ptr, k, side="right") - 1)): float(period[k])
-        for k in range(len(period))
-    }
+    by = _by_id_and_window(g, vi.x[:, VI_NODE_FEATURES.index("log_period")])
     assert by[(0x300, 0)] == pytest.approx(math.log10(0.3) + 6, rel=1e-5)
     assert by[(0x400, 5)] == pytest.approx(math.log10(2.5) + 6, rel=1e-5)
     assert by[(0x100, 1)] == pytest.approx(math.log10(0.01) + 6, rel=1e-5)  # a gap: the mean gap
