@@ -1,28 +1,40 @@
-"""``training.limit_train_batches``: an epoch of at most N training batches, a fresh draw each epoch."""
+"""``training.limit_train_batches``: an epoch of at most N training batches, a fresh draw each epoch;
+64 by default, ``null`` for every training window each epoch."""
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from kdgat import paths
+from kdgat.config import build_config
 
 from helpers import AUTOENCODER, DATASET, kdgat, metrics
 
 
-def test_an_epoch_stops_after_the_configured_batches(run_root: Path) -> None:
-    args = (
-        "-O",
-        "training.max_epochs",
-        "3",
-        "-O",
-        "training.batch_size",
-        "16",
-        "-O",
-        "training.patience",
-        "0",
-    )
-    assert kdgat(run_root, *AUTOENCODER, *args, "-O", "training.limit_train_batches", "2") == 0
-    m = metrics(run_root, "vgae_small_autoencoder")
-    assert m["epochs"] == 3
+def _steps(run_root: Path) -> int:
     ckpt = paths.run_dir(run_root, DATASET, "vgae", "small", "autoencoder") / "checkpoints" / "last.ckpt"
-    assert torch.load(ckpt, weights_only=False, map_location="cpu")["global_step"] == 3 * 2
+    return int(torch.load(ckpt, weights_only=False, map_location="cpu")["global_step"])
+
+
+def test_an_epoch_stops_after_the_configured_batches(run_root: Path) -> None:
+    args = ("-O", "training.max_epochs", "3", "-O", "training.batch_size", "16")
+    assert kdgat(run_root, *AUTOENCODER, *args, "-O", "training.limit_train_batches", "2") == 0
+    assert metrics(run_root, "vgae_small_autoencoder")["epochs"] == 3
+    assert _steps(run_root) == 3 * 2
+
+
+@pytest.mark.parametrize("scale", ["small", "large"])
+def test_the_default_epoch_is_64_batches_and_null_lifts_the_cap(scale: str) -> None:
+    assert build_config(scale).training.limit_train_batches == 64
+    assert build_config(scale, {"training.limit_train_batches": "null"}).training.limit_train_batches is None
+
+
+def test_without_the_cap_an_epoch_is_every_training_window(run_root: Path, tmp_path: Path) -> None:
+    # batch 1: one step per benign training window, more of them than the default cap of 64
+    one_epoch = ("-O", "training.max_epochs", "1", "-O", "training.batch_size", "1")
+    assert kdgat(run_root, *AUTOENCODER, *one_epoch) == 0
+    assert _steps(run_root) == 64
+    full = tmp_path / "full"
+    assert kdgat(full, *AUTOENCODER, *one_epoch, "-O", "training.limit_train_batches", "null") == 0
+    assert _steps(full) > 64

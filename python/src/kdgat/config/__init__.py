@@ -36,10 +36,12 @@ class TrainingConfig(_Frozen):
     max_epochs: int = Field(20, ge=1)
     batch_size: int = Field(64, ge=1)
     limit_train_batches: int | None = Field(
-        None,
+        64,
         ge=1,
         description="at most this many training batches per epoch, a fresh shuffled draw each epoch "
-        "(Lightning's limit_train_batches); None: every training window each epoch",
+        "(Lightning's limit_train_batches); null: every training window each epoch. The default 64 "
+        "(4,096 windows at batch 64) trains the chain at scale large on the 18 real recordings in "
+        "about 11 minutes on 2 CPU cores, where full epochs take over 23 (python/README.md)",
     )
     precision: Precision = "16-mixed"
     precision_fallback: Literal["32", "bf16-mixed"] = Field(
