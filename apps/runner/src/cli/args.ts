@@ -41,8 +41,8 @@ usage:
   kdgat-runner sync   RUN_DIR [--stack NAME] [--stage ID]    upload what the jobs tracked offline (W&B):
                                                              the tracking-sync helper on the
                                                              site's login node (a local stack: here)
-  kdgat-runner shell  [--stack NAME] [--spec FILE.yaml [--stage ID]] [--partition P] [--cpus N]
-                      [--mem-gb N] [--gpus N] [--time HH:MM:SS]
+  kdgat-runner shell  [--stack NAME] [--spec FILE.yaml [--stage ID]] [--cluster NAME] [--partition P]
+                      [--cpus N] [--mem-gb N] [--gpus N] [--time HH:MM:SS]
                                                              an interactive shell in an allocation on the
                                                              site, as the stage's job sees it: its
                                                              partition and resources, modules,
@@ -59,7 +59,8 @@ options:
   --scheduler KIND       slurm | local (default: the cluster profile's scheduler)
   --cluster NAME|auto    a site of several clusters (stack config \`clusters\`): run on that one (-M),
                          or \`auto\`: the earliest expected start (sbatch --test-only on each) within
-                         the budget, a tie (within 5 min) to the cheaper; plan shows every cluster
+                         the budget, a tie (within 5 min) to the cheaper; plan shows every cluster;
+                         shell: open it on that cluster (salloc -M), on its partitions and rates
   --wait                 follow the run to the end, resubmitting the failures it can survive
                          (at most requeue.maxRecoveries per job, within the budget); exit non-zero
                          if any job did not complete

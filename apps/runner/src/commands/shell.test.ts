@@ -2,7 +2,15 @@
 // says it charges, the allocation and init it hands the site (a stub salloc here, on a local
 // stack), and the input it refuses before the stack is read or anything is allocated.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -369,6 +377,70 @@ describe('openShell on a local stack (a stub salloc)', () => {
     expect(lines.join('\n')).toMatch(
       /^shell: no stage: the defaults of cluster profile local on stack local$/m,
     );
+  });
+
+  it("--cluster: on another of the site's clusters, salloc -M it, the stage resolved on its profile", async () => {
+    const annex: ClusterProfile = {
+      ...clusterPresets.local,
+      name: 'annex',
+      clusterName: 'kdgat-annex',
+      defaultPartition: 'gpu',
+      partitions: [
+        {
+          name: 'gpu',
+          gpuType: 'a100',
+          gpusPerNode: 1,
+          gpuMemGB: 40,
+          coresPerNode: 4,
+          memPerNodeGB: 16,
+          maxWalltime: '1-00:00:00',
+        },
+      ],
+      charging: {
+        unit: 'SU',
+        source: 'illustrative, twice the first cluster',
+        wholeNodesWhenMultiNode: true,
+        partitions: { gpu: { coreHour: 2, gpuHour: 20 } },
+      },
+    };
+    const stack = JSON.parse(readFileSync(stackFile, 'utf8')) as Record<string, unknown>;
+    writeFileSync(stackFile, JSON.stringify({ ...stack, clusters: [annex] }));
+    const file = join(dir, 'spec.yaml');
+    writeFileSync(file, spec(false));
+    for (const wanted of ['annex', 'kdgat-annex']) {
+      expect(await openShell(options({ specPath: file, stageId: 'train', cluster: wanted }))).toBe(0);
+      const argv = readFileSync(join(bin, 'salloc.argv'), 'utf8').trimEnd().split('\n');
+      expect(argv.slice(0, argv.indexOf('srun'))).toEqual([
+        '--clusters=kdgat-annex',
+        '--job-name=kdgat-shell-test-train-shell',
+        '--partition=gpu',
+        '--nodes=1',
+        '--ntasks-per-node=1',
+        '--cpus-per-task=2',
+        '--mem=4G',
+        '--gres=gpu:a100:1',
+        '--time=0:30:00',
+      ]);
+    }
+    const said = lines.join('\n');
+    expect(said).toMatch(/^ {2}cluster: annex \(-M kdgat-annex\), one of the site's clusters$/m);
+    // The annex's own rates: 2 cores x 0.5 h x 2 SU + 1 GPU x 0.5 h x 20 SU.
+    expect(said).toMatch(/^charging \(annex; illustrative, twice the first cluster\): .* 12\.00 SU;/m);
+    // The stack's own cluster by name: no -M.
+    expect(await openShell(options({ specPath: file, stageId: 'train', cluster: 'local' }))).toBe(0);
+    expect(readFileSync(join(bin, 'salloc.argv'), 'utf8')).not.toMatch(/--clusters/);
+    await expect(openShell(options({ specPath: file, stageId: 'train', cluster: 'ascend' }))).rejects.toThrow(
+      '--cluster ascend: not a cluster of stack local; expected one of local, annex',
+    );
+    await expect(openShell(options({ specPath: file, stageId: 'train', cluster: 'auto' }))).rejects.toThrow(
+      '--cluster auto places a run by its expected start; a shell names its cluster: one of local, annex',
+    );
+    // The stage asks for more than a node of the annex has: refused, nothing allocated.
+    rmSync(join(bin, 'salloc.argv'));
+    await expect(
+      openShell(options({ specPath: file, stageId: 'train', cluster: 'annex', flags: { cpus: 8 } })),
+    ).rejects.toThrow('--cpus 8: 8 cpus x 1 task(s) per node do not fit a node of gpu; expected at most 4');
+    expect(existsSync(join(bin, 'salloc.argv'))).toBe(false);
   });
 
   it('on the command line: --stage goes with --spec (exit 2)', async () => {

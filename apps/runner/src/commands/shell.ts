@@ -4,10 +4,13 @@
 // staged caches (the job script's own sections: renderInteractiveShell of @kdgat/slurm-templates).
 // What it charges and the account are printed before anything is asked of SLURM; bad input is
 // refused before that. Without --spec: the cluster profile's default partition, modest resources.
+// On a site of several clusters, `--cluster NAME` opens it on another of them (salloc -M), the spec
+// resolved against that cluster's profile as `train --cluster NAME` resolves it.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   SCRIPT_VALUES,
+  environmentClusterProblems,
   matchesRule,
   parseSlurmTime,
   parseYaml,
@@ -33,6 +36,7 @@ import {
   type Site,
   type Spec,
 } from '../pipeline/prepare.ts';
+import { specFor } from '../pipeline/place.ts';
 import { shipCode } from '../pipeline/record.ts';
 import { REPO_ROOT, UsageError, stackSource, type Command, type Flags } from './kit.ts';
 
@@ -181,6 +185,8 @@ export interface ShellOptions {
   stackSource: StackOutputsSource;
   specPath?: string;
   stageId?: string;
+  /** A site of several clusters: the one to open the shell on (its name or SLURM name). */
+  cluster?: string;
   flags: ShellFlags;
   scheduler?: 'slurm' | 'local';
   allowDirty?: boolean;
@@ -192,39 +198,45 @@ export interface ShellOptions {
   log: (line: string) => void;
 }
 
-/** What the shell is of: a spec's stage, or the cluster profile alone. */
+/** What the shell is of: a spec's stage, or the cluster profile alone; `via`: another cluster's -M. */
 interface Subject {
   profile: ClusterProfile;
   spec?: Spec;
   stage?: ResolvedStage;
+  via?: string;
 }
 
 /** Opens the shell and returns the exit status once it ended (0: it ended as the user left it). */
 export async function openShell(opts: ShellOptions): Promise<number> {
   const { log } = opts;
-  const subject: Subject = opts.specPath ? await stageOf(opts, log) : { profile: stackProfile(opts) };
-  const { profile, spec, stage } = subject;
-  const scheduler = opts.scheduler ?? profile.scheduler;
+  const own: Subject = opts.specPath ? await stageOf(opts, log) : { profile: stackProfile(opts) };
+  const scheduler = opts.scheduler ?? own.profile.scheduler;
   if (scheduler !== 'slurm')
     throw new UsageError(
-      `runner shell opens a SLURM allocation, and cluster profile ${profile.name} runs jobs with the ${scheduler} scheduler (bash here): ` +
+      `runner shell opens a SLURM allocation, and cluster profile ${own.profile.name} runs jobs with the ${scheduler} scheduler (bash here): ` +
         'pass --scheduler slurm for a SLURM here (scripts/slurm-local.sh), or source the stack output environment.activate',
     );
-  const { resources, partition } = shellResources(profile, stage, opts.flags);
-  const label = stage?.id ?? partition.name;
-  const site = spec
+  // On the stack's own cluster the resources are refused before the site is asked anything; another
+  // cluster's profile is the site's to say.
+  const early = opts.cluster === undefined ? shellResources(own.profile, own.stage, opts.flags) : undefined;
+  const site = own.spec
     ? await checkStack(
-        spec,
+        own.spec,
         { stack: opts.stack, stackSource: opts.stackSource, repoRoot: opts.repoRoot },
         log,
       )
-    : await siteOf(opts, profile);
+    : await siteOf(opts, own.profile);
+  const subject = opts.cluster === undefined ? own : onCluster(own, site, opts.cluster);
+  const { profile, spec, stage } = subject;
+  const { resources, partition } = early ?? shellResources(profile, stage, opts.flags);
+  const label = stage?.id ?? partition.name;
 
   log(
     spec && stage
       ? `shell: stage ${stage.id} of ${spec.resolved.spec.name} (spec ${spec.resolved.specHash.slice(0, 8)}) on stack ${site.name}, as its job sees it`
       : `shell: no stage: the defaults of cluster profile ${profile.name} on stack ${site.name}`,
   );
+  if (subject.via) log(`  cluster: ${profile.name} (-M ${subject.via}), one of the site's clusters`);
   const r = resources;
   log(
     `  ${r.partition}: ${r.nodes} node(s) x ${r.ntasksPerNode} task(s) x ${r.cpus} cpu(s), ${r.memGB} GB and ${r.gpus.count} GPU(s) per node, time limit ${r.time}`,
@@ -260,6 +272,7 @@ export async function openShell(opts: ShellOptions): Promise<number> {
     },
     ...(data ? { data } : {}),
     initPath,
+    ...(subject.via ? { cluster: subject.via } : {}),
   };
   const { argv, init } = renderInteractiveShell(input);
   log(
@@ -284,8 +297,50 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   }
 }
 
+/**
+ * The shell on another cluster of the site (`--cluster`): that cluster's profile from the stack's
+ * outputs, and the spec resolved against it as `train --cluster` resolves it (its partitions and
+ * charging); refused, naming the site's clusters, when the name is none of them.
+ */
+function onCluster(own: Subject, site: Site, wanted: string): Subject {
+  const members = site.outputs.clusters ?? [];
+  const profiles = [own.profile, ...members.filter((m) => m.name !== own.profile.name)];
+  const names = profiles.map((p) => p.name).join(', ');
+  if (wanted === 'auto')
+    throw new UsageError(
+      `--cluster auto places a run by its expected start; a shell names its cluster: one of ${names}`,
+    );
+  const profile = profiles.find((p) => p.name === wanted || p.clusterName === wanted);
+  if (!profile)
+    throw new UsageError(
+      members.length === 0
+        ? `--cluster ${wanted}: stack ${site.name} declares one cluster (${own.profile.name}); declare the site's others in its config's \`clusters\``
+        : `--cluster ${wanted}: not a cluster of stack ${site.name}; expected one of ${names}`,
+    );
+  if (profile.name === own.profile.name) return own;
+  const via = profile.clusterName;
+  if (!own.spec || !own.stage) return { profile, via };
+  let spec: Spec;
+  try {
+    spec = specFor(own.spec, profile);
+  } catch (e) {
+    throw new UsageError(
+      `--cluster ${wanted}: the spec does not resolve on cluster ${profile.name}: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
+  const stage = spec.resolved.stages.find((s) => s.id === own.stage!.id)!;
+  const environment = spec.resolved.environments[stage.environment];
+  const problem = environment ? environmentClusterProblems(environment, profile)[0] : undefined;
+  if (problem)
+    throw new UsageError(`--cluster ${wanted}: environment ${stage.environment}: ${problem.message}`);
+  return { profile, spec, stage, via };
+}
+
 /** The spec loaded (as `plan` loads it) and the stage the shell is of: named, or the spec's only one. */
-async function stageOf(opts: ShellOptions, log: (line: string) => void): Promise<Required<Subject>> {
+async function stageOf(
+  opts: ShellOptions,
+  log: (line: string) => void,
+): Promise<Required<Omit<Subject, 'via'>>> {
   const spec = await loadSpec({ ...opts, specPath: opts.specPath! }, log);
   logWarnings(spec, log);
   const stages = spec.resolved.stages;
@@ -379,6 +434,7 @@ export const shellCommand: Command = async (ctx) => {
     stackSource: stackSource(values),
     ...(values.spec ? { specPath: values.spec } : {}),
     ...(values.stage ? { stageId: values.stage } : {}),
+    ...(values.cluster !== undefined ? { cluster: values.cluster } : {}),
     flags: shellFlags(values),
     ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
     allowDirty: values['allow-dirty'] === true,

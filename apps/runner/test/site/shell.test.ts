@@ -101,17 +101,21 @@ async function runRunner(args: string[]): Promise<void> {
   await type(`${['node', RUNNER, ...args].join(' ')}; echo "runner-exit=$?"`);
 }
 
-/** Leaves the shell and checks the allocation is released: the runner says so, the queue is empty. */
-async function leave(jobId: string): Promise<void> {
+/**
+ * Leaves the shell and checks the allocation is released: the runner says so, the queue is empty
+ * (on `cluster`, another of the site's, when given: -M).
+ */
+async function leave(jobId: string, cluster?: string): Promise<void> {
+  const m = cluster ? `-M ${cluster} ` : '';
   await type('exit');
   await seen('the runner to end', /^runner-exit=0$/m);
   expect(await screen()).toMatch(/^shell: ended \(salloc exited 0\); the allocation is released$/m);
   await waitFor(`job ${jobId} gone from the queue`, async () => {
-    const r = expectOk(await site.ssh('squeue -h -o %i'));
-    return r.out.trim() === '' || undefined;
+    const r = expectOk(await site.ssh(`squeue ${m}-h -o %i`));
+    return !new RegExp(`^${jobId}$`, 'm').test(r.out) || undefined;
   });
   const state = await waitFor(`job ${jobId} in sacct`, async () => {
-    const r = await site.ssh(`sacct -n -X -j ${jobId} -o State%20`);
+    const r = await site.ssh(`sacct ${m}-n -X -j ${jobId} -o State%20`);
     return r.code === 0 && r.out.trim() !== '' ? r.out.trim() : undefined;
   });
   expect(state).toBe('COMPLETED');
@@ -212,5 +216,31 @@ describe('runner shell', () => {
     // Nothing staged, as a job that stages nothing: the scratch caches.
     expect(await ask('nocache', '$KD_GAT_CACHE_ROOT')).toBe(`${SCRATCH}/cache`);
     await leave(jobId);
+  });
+
+  it("--cluster: a shell on the site's second cluster (salloc -M from the same login node), at its rates", async () => {
+    const annex = site.facts['ANNEX_CLUSTER']!;
+    await runRunner(['shell', '--stack', site.stack, '--cluster', annex, '--time', '0:10:00']);
+    const jobId = (await seen('the allocation', /^salloc: Granted job allocation (\d+)/m))[1]!;
+    const text = await screen();
+    expect(text).toMatch(
+      new RegExp(`^ {2}cluster: kdgat-annex \\(-M ${annex}\\), one of the site's clusters$`, 'm'),
+    );
+    // The annex's own rates (twice the first cluster's): 2 cores and 1 GPU for 10 minutes.
+    expect(text).toMatch(
+      /^charging \(kdgat-annex; .*\): 2 billed core\(s\) \+ 1 GPU\(s\) on gpu; worst \(held to the time limit 0:10:00\) 0\.1667 GPU-h, 0\.3333 core-h, 4\.00 SU;/m,
+    );
+    expect(text).toMatch(new RegExp(`^allocating: salloc --clusters=${annex} `, 'm'));
+    await seen('the shell ready', /^kdgat-hpc shell: exit this shell to end the allocation$/m);
+    // On the annex's one node, in the annex's job, its GPU type in the allocation.
+    expect(await ask('annexhost', '$(hostname)')).toBe(site.facts['ANNEX_NODES']);
+    expect(await ask('annexcluster', '$SLURM_CLUSTER_NAME')).toBe(annex);
+    expect(await ask('annexjob', '$SLURM_JOB_ID')).toBe(jobId);
+    // The allocation is the annex's: the first cluster's queue is empty.
+    expect(expectOk(await site.ssh('squeue -h -o %i')).out.trim()).toBe('');
+    expect(expectOk(await site.ssh(`squeue -M ${annex} -h -j ${jobId} -o '%j %P %T %N'`)).out).toMatch(
+      new RegExp(`^kdgat-shell-gpu-shell gpu RUNNING ${site.facts['ANNEX_NODES']}$`, 'm'),
+    );
+    await leave(jobId, annex);
   });
 });

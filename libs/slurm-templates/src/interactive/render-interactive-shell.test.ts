@@ -75,6 +75,12 @@ describe('renderInteractiveShell: the allocation', () => {
     }
   });
 
+  it("on another cluster of the site: salloc -M that cluster, the allocation's options unchanged", () => {
+    const own = renderInteractiveShell(input()).argv;
+    const { argv } = renderInteractiveShell(input({ cluster: 'ascend' }));
+    expect(argv).toEqual([own[0], '--clusters=ascend', ...own.slice(1)]);
+  });
+
   it('refuses what cannot be asked for, naming the field, the value and what was expected', () => {
     const refusal = (partial: Partial<InteractiveShellInput>) => {
       try {
@@ -94,6 +100,7 @@ describe('renderInteractiveShell: the allocation', () => {
     );
     expect(refusal({ jobName: 'two words' })).toMatch(/job name/);
     expect(refusal({ initPath: 'shells/x.sh' })).toMatch(/initPath.*an absolute path/);
+    expect(refusal({ cluster: 'ascend --uid=0' })).toMatch(/cluster.*"ascend --uid=0".*a name of/);
   });
 });
 

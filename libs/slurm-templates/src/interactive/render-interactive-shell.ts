@@ -44,6 +44,11 @@ export interface InteractiveShellInput {
   };
   /** Where the init will be on the site: read by bash on the allocation's first node. */
   initPath: string;
+  /**
+   * Another SLURM cluster of the site (its SlurmctldClusterName), allocated with `-M` from the same
+   * login node; absent: the login node's own cluster.
+   */
+  cluster?: string;
 }
 
 export interface RenderedInteractiveShell {
@@ -57,8 +62,12 @@ export function renderInteractiveShell(input: InteractiveShellInput): RenderedIn
   const jobName = requireMatch('job name', input.jobName, RULES.jobName);
   const label = requireMatch('label', input.label, RULES.name);
   const initPath = requireAbsolutePath('initPath', input.initPath);
+  const cluster =
+    input.cluster === undefined ? undefined : requireMatch('cluster', input.cluster, RULES.name);
   const argv = [
     'salloc',
+    // salloc sets the allocation's cluster in its environment, so the srun below goes there too.
+    ...(cluster !== undefined ? [`--clusters=${cluster}`] : []),
     `--job-name=${jobName}`,
     ...allocationDirectives(input.profile, input.resources, input.partition?.gpuType).map(
       ([flag, value]) => `--${flag}=${value}`,
