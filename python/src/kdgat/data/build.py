@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from kdgat import paths
@@ -55,7 +54,6 @@ log = logging.getLogger("kdgat.data")
 class _FileResult:
     report: dict[str, Any]
     graphs: WindowGraphs
-    benign_ids: npt.NDArray[np.uint32]
     messages: int
 
 
@@ -99,8 +97,7 @@ def _build_file(
             timestamp=messages.timestamp,
             window_size=window_size,
         )
-    benign_ids = np.unique(messages.can_id[messages.label == 0])
-    return _FileResult(report.to_json(), graphs, benign_ids, len(messages))
+    return _FileResult(report.to_json(), graphs, len(messages))
 
 
 def list_sources(raw: Path) -> list[Path]:
@@ -243,8 +240,6 @@ def _build(
             )
     rel = [p.relative_to(raw).as_posix() for p in files]
     file_split = [split_of(r) for r in rel]
-    vocab = CanIdVocab.build([r.benign_ids for r, s in zip(results, file_split, strict=True) if s == "train"])
-
     graphs = WindowGraphs.concat([r.graphs for r in results])
     per_file = [r.graphs.num_graphs for r in results]
     file_index = np.repeat(np.arange(len(files), dtype=np.int64), per_file)
@@ -260,12 +255,16 @@ def _build(
     split[train_idx[:n_test]] = 2
     split[train_idx[n_test : n_test + n_val]] = 1
 
-    x = graphs.x.copy()
-    if params.features == "paper":
-        x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     nodes_per_graph = np.diff(graphs.node_ptr)
     edges_per_graph = np.diff(graphs.edge_ptr)
     benign_train = (split == 0) & (graphs.y == 0)
+    # The vocabulary: the IDs of the benign training windows, after the split, so that no label of a
+    # validation or test window (a random share of the training files when there is no test file)
+    # decides which IDs it holds, nor its size, which sizes the models' embeddings.
+    vocab = CanIdVocab.build([graphs.node_can_id[np.repeat(benign_train, nodes_per_graph)]])
+    x = graphs.x.copy()
+    if params.features == "paper":
+        x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     if not benign_train.any():
         raise DataError(
             f"data set {dataset} ({raw}) has no benign training window of {params.window_size} "

@@ -8,8 +8,8 @@ writes the cache exactly as a one-job build would (``graphs.pt`` and ``vocab.jso
 
 The store, ``<cache>/shards/<params digest>/``, keys every file by the sha256 of its content:
 
-- ``<sha256>.npz``: the file's :class:`~kdgat.data.graphs.WindowGraphs` arrays and ``benign_ids``
-  (uncompressed ``np.savez``);
+- ``<sha256>.npz``: the file's :class:`~kdgat.data.graphs.WindowGraphs` arrays (uncompressed
+  ``np.savez``);
 - ``ledger/<sha256>.json``: written after the ``.npz``: ``relpath``, ``sha256``, ``status`` (``ok``
   or ``failed``), ``error`` (failed), ``report`` (the parse report, ok), ``messages``, ``graphs``,
   ``seconds``, ``host``, ``job`` (the SLURM array task or job), ``time`` (UTC).
@@ -223,7 +223,7 @@ def load_shard(store: Path, digest: str) -> _FileResult:
     with np.load(store / f"{digest}.npz", allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
     graphs = WindowGraphs(**{k: arrays[k] for k in _GRAPH_FIELDS})
-    return _FileResult(entry["report"], graphs, arrays["benign_ids"], int(entry["messages"]))
+    return _FileResult(entry["report"], graphs, int(entry["messages"]))
 
 
 def _check_shard(index: int, count: int) -> None:
@@ -255,7 +255,7 @@ def _save_result(store: Path, digest: str, result: _FileResult) -> None:
     arrays = {k: getattr(result.graphs, k) for k in _GRAPH_FIELDS}
     try:
         with tmp.open("xb") as fh:
-            np.savez(fh, **arrays, benign_ids=result.benign_ids)
+            np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

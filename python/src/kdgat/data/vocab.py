@@ -16,8 +16,9 @@ OOV_INDEX = 0
 class CanIdVocab:
     """Sorted known CAN IDs; ID ``can_ids[k]`` has index ``k + 1``; unknown IDs get ``OOV_INDEX``.
 
-    Built from the benign rows of training files only, so injected IDs (DoS 0x000, fuzzing's random
-    IDs) map to the out-of-vocabulary index in every split alike."""
+    Built from the IDs of the benign training windows only (after the split: no validation or test
+    label decides it), so injected IDs (DoS 0x000, fuzzing's random IDs) map to the
+    out-of-vocabulary index in every split alike."""
 
     can_ids: npt.NDArray[np.uint32]
 
