@@ -258,6 +258,12 @@ describe('openShell on a local stack (a stub salloc)', () => {
     process.env['PATH'] = path;
   });
 
+  /** The options the stub salloc was given, before the interactive step's `srun`. */
+  const sallocOptions = (): string[] => {
+    const argv = readFileSync(join(bin, 'salloc.argv'), 'utf8').trimEnd().split('\n');
+    return argv.slice(0, argv.indexOf('srun'));
+  };
+
   const options = (partial: Partial<ShellOptions> = {}): ShellOptions => ({
     stack: 'local',
     stackSource: new FileStackOutputs(stackFile),
@@ -361,8 +367,7 @@ describe('openShell on a local stack (a stub salloc)', () => {
       ].join('\n'),
     );
     expect(await openShell(options({ scheduler: undefined, flags: { gpus: 0, time: '0:10:00' } }))).toBe(0);
-    const argv = readFileSync(join(bin, 'salloc.argv'), 'utf8').trimEnd().split('\n');
-    expect(argv.slice(0, argv.indexOf('srun'))).toEqual([
+    expect(sallocOptions()).toEqual([
       '--job-name=kdgat-shell-gpu-shell',
       '--partition=gpu',
       '--nodes=1',
@@ -407,28 +412,23 @@ describe('openShell on a local stack (a stub salloc)', () => {
     writeFileSync(stackFile, JSON.stringify({ ...stack, clusters: [annex] }));
     const file = join(dir, 'spec.yaml');
     writeFileSync(file, spec(false));
+    // The stack's own cluster by name: no -M; the stage on its v100 partition.
+    expect(await openShell(options({ specPath: file, stageId: 'train', cluster: 'local' }))).toBe(0);
+    const own = sallocOptions();
+    expect(own).toContain('--gres=gpu:v100:1');
+    expect(own.filter((o) => o.startsWith('--clusters'))).toEqual([]);
     for (const wanted of ['annex', 'kdgat-annex']) {
       expect(await openShell(options({ specPath: file, stageId: 'train', cluster: wanted }))).toBe(0);
-      const argv = readFileSync(join(bin, 'salloc.argv'), 'utf8').trimEnd().split('\n');
-      expect(argv.slice(0, argv.indexOf('srun'))).toEqual([
+      // -M first, the annex partition's GPU type; every other option as on the stack's own cluster.
+      expect(sallocOptions()).toEqual([
         '--clusters=kdgat-annex',
-        '--job-name=kdgat-shell-test-train-shell',
-        '--partition=gpu',
-        '--nodes=1',
-        '--ntasks-per-node=1',
-        '--cpus-per-task=2',
-        '--mem=4G',
-        '--gres=gpu:a100:1',
-        '--time=0:30:00',
+        ...own.map((o) => (o === '--gres=gpu:v100:1' ? '--gres=gpu:a100:1' : o)),
       ]);
     }
     const said = lines.join('\n');
     expect(said).toMatch(/^ {2}cluster: annex \(-M kdgat-annex\), one of the site's clusters$/m);
     // The annex's own rates: 2 cores x 0.5 h x 2 SU + 1 GPU x 0.5 h x 20 SU.
     expect(said).toMatch(/^charging \(annex; illustrative, twice the first cluster\): .* 12\.00 SU;/m);
-    // The stack's own cluster by name: no -M.
-    expect(await openShell(options({ specPath: file, stageId: 'train', cluster: 'local' }))).toBe(0);
-    expect(readFileSync(join(bin, 'salloc.argv'), 'utf8')).not.toMatch(/--clusters/);
     await expect(openShell(options({ specPath: file, stageId: 'train', cluster: 'ascend' }))).rejects.toThrow(
       '--cluster ascend: not a cluster of stack local; expected one of local, annex',
     );
