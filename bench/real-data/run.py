@@ -336,11 +336,12 @@ def run_one(
             split[both & (block % 2 == 0)] = 0
         tr = rng.permutation(np.flatnonzero(split == 0))
         split[tr[: round(0.1 * len(tr))]] = 1
-    # The vocabulary as the pipeline builds it: the IDs of the benign training windows (every feature
-    # set has the same windows and nodes), so no test label decides it or its size.
-    windows = WindowGraphs.concat([recs[f].graphs["paper"] for f in files])
-    benign_train = (split == 0) & (windows.y == 0)
-    vocab = CanIdVocab.build([windows.node_can_id[np.repeat(benign_train, np.diff(windows.node_ptr))]])
+    # The vocabulary as the pipeline builds it: the IDs of the benign training windows' nodes (every
+    # feature set has the same windows and nodes), so no test label decides it or its size.
+    paper = [recs[f].graphs["paper"] for f in files]
+    benign_train = (split == 0) & (np.concatenate([g.y for g in paper]) == 0)
+    nodes = np.repeat(benign_train, np.concatenate([np.diff(g.node_ptr) for g in paper]))
+    vocab = CanIdVocab.build([np.concatenate([g.node_can_id for g in paper])[nodes]])
     store, _ = make_store(recs, files, features, calib, lambda y: (split == 0) & (y == 0), vocab)
 
     y_all = store["y"].view(-1).numpy()

@@ -258,13 +258,6 @@ def _build(
     nodes_per_graph = np.diff(graphs.node_ptr)
     edges_per_graph = np.diff(graphs.edge_ptr)
     benign_train = (split == 0) & (graphs.y == 0)
-    # The vocabulary: the IDs of the benign training windows, after the split, so that no label of a
-    # validation or test window (a random share of the training files when there is no test file)
-    # decides which IDs it holds, nor its size, which sizes the models' embeddings.
-    vocab = CanIdVocab.build([graphs.node_can_id[np.repeat(benign_train, nodes_per_graph)]])
-    x = graphs.x.copy()
-    if params.features == "paper":
-        x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     if not benign_train.any():
         raise DataError(
             f"data set {dataset} ({raw}) has no benign training window of {params.window_size} "
@@ -273,6 +266,13 @@ def _build(
         )
     node_rows = np.repeat(benign_train, nodes_per_graph)
     edge_rows = np.repeat(benign_train, edges_per_graph)
+    # The vocabulary: the IDs of the benign training windows' nodes, after the split, so that no
+    # label of a validation or test window (a random share of the training files when there is no
+    # test file) decides which IDs it holds, nor its size, which sizes the models' embeddings.
+    vocab = CanIdVocab.build([graphs.node_can_id[node_rows]])
+    x = graphs.x.copy()
+    if params.features == "paper":
+        x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     node_mean, node_std = _moments(x[node_rows, 1:])
     edge_mean, edge_std = _moments(graphs.edge_attr[edge_rows])
     if params.calibration_windows:
