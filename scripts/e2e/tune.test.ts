@@ -100,17 +100,29 @@ test('a 2-worker study on SLURM survives a killed worker; report and --from-stud
   const arrayJob = manifest.jobs.find((j) => j.key === 'autoencoder')!.jobId;
   const journal = join(manifest.tune.studyDir, 'journal.log');
 
-  // Kill worker 1 once it has finished a trial and is one epoch into the next.
+  // Kill worker 1 once it has finished a trial and has launched the next (values sampled, run root
+  // set) with at most one epoch done. An epoch of this spec takes about half a second, so the journal
+  // is read every 100 ms: at one read a second a trial pruned at its second epoch could start and end
+  // between two reads, and the study could finish without a chance to kill (seen once on CI).
   const ofWorker1 = (t: JournalTrial) => String(t.system['kdgat_worker']).endsWith('_1');
+  const launched = (t: JournalTrial) =>
+    t.state === 'RUNNING' && t.user['run_root'] !== undefined && t.steps.length <= 1;
   let victim: JournalTrial | undefined;
-  for (let i = 0; i < 400 && !victim; i++) {
-    await sleep(1000);
+  for (const deadline = Date.now() + 400_000; Date.now() < deadline && !victim; ) {
+    await sleep(100);
     if (!existsSync(journal)) continue;
     const trials = replay(journal);
     if (trials.some((t) => ofWorker1(t) && (t.state === 'COMPLETE' || t.state === 'PRUNED')))
-      victim = trials.find((t) => ofWorker1(t) && t.state === 'RUNNING' && t.steps.length >= 1);
+      victim = trials.find((t) => ofWorker1(t) && launched(t));
   }
-  assert.ok(victim, `worker 1 never ran a second trial:\n${existsSync(journal) ? JSON.stringify(replay(journal), null, 1).slice(-3000) : 'no journal'}`);
+  // On one line, so that the summary of a failed suite shows the study's state.
+  const summary = () =>
+    existsSync(journal)
+      ? replay(journal)
+          .map((t) => `#${t.number} ${String(t.system['kdgat_worker'])} ${t.state} steps ${t.steps.length}`)
+          .join('; ')
+      : 'no journal';
+  assert.ok(victim, `worker 1 never ran a second trial: ${summary()}`);
   run('scancel', ['--signal=KILL', '--full', `${arrayJob}_1`]);
 
   for (let i = 0; i < 600; i++) {
@@ -124,7 +136,7 @@ test('a 2-worker study on SLURM survives a killed worker; report and --from-stud
   // The study is consistent: nothing RUNNING, the lost trial failed as stale and retried with its values.
   assert.equal(count('RUNNING'), 0, 'no trial may stay RUNNING');
   const lost = trials[victim.number]!;
-  assert.equal(lost.state, 'FAIL');
+  assert.equal(lost.state, 'FAIL', `trial ${victim.number} was to be lost: ${summary()}`);
   assert.equal(lost.system['kdgat_stale'], true);
   const retry = trials.find((t) => t.user['kdgat_retry_of'] === victim.number);
   assert.ok(retry, 'the lost trial was retried');
