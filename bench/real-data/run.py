@@ -482,7 +482,7 @@ def decided_by(
     the VGAE alone, both (and of each, how many were attack windows); ``novelty_timing`` also: the
     windows that only the timing rule flagged."""
     judged = ~scorer.in_warmup(rank, len(y))  # the warm-up's windows: no part flags them
-    g = (gat_prob.double() >= 0.5) & judged
+    g = scorer.by_gat(gat_prob) & judged
     if scorer.mode in ("fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
         v = scorer.novel(vgae_score) & judged
     else:

@@ -13,6 +13,7 @@ from kdgat.scoring import (
     Scorer,
     best_f1_threshold,
     fit_scorer,
+    gat_threshold,
     needs_timing,
     timing_scores,
     vgae_pools,
@@ -38,6 +39,59 @@ def test_best_f1_threshold_is_the_best_cut_by_brute_force() -> None:
         best = max(_f1((score >= c).long(), y) for c in [*score.tolist(), 2.0])
         assert got == pytest.approx(best)
     assert best_f1_threshold(torch.tensor([0.1, 0.9]), torch.tensor([0, 0])) == 0.5
+
+
+def test_gat_threshold_is_the_lowest_best_cut_at_or_above_one_half_by_brute_force() -> None:
+    g = torch.Generator().manual_seed(3)
+    raised = 0
+    for _ in range(200):
+        n = int(torch.randint(2, 40, (1,), generator=g))
+        prob = torch.randint(0, 11, (n,), generator=g).double() / 10  # ties and 0.5 itself on purpose
+        y = (torch.rand(n, generator=g) < 0.4).long()
+        t = gat_threshold(prob, y)
+        # the slow reference: every threshold 0.5 and every probability above it, F1 of each
+        candidates = [0.5, *sorted({p for p in prob.tolist() if p > 0.5})]
+        f1 = {c: _f1((prob >= c).long(), y) for c in candidates}
+        if int(y.sum()) == 0:
+            assert t == 0.5
+            continue
+        assert t >= 0.5
+        got = _f1((prob >= t).long(), y)
+        assert got == pytest.approx(max(f1.values()))
+        # of equal F1s the lowest: no candidate below t does as well
+        lower = [c for c in candidates if c < t and int((prob >= c).sum()) != int((prob >= t).sum())]
+        assert all(f1[c] < got - 1e-12 for c in lower)
+        raised += t > 0.5
+    assert raised > 10  # the draws did reach the raised case
+    # nothing reaches 0.5, or no attack window: the classifier's own 0.5
+    assert gat_threshold(torch.tensor([0.1, 0.4]), torch.tensor([1, 0])) == 0.5
+    assert gat_threshold(torch.tensor([0.9, 0.8]), torch.tensor([0, 0])) == 0.5
+
+
+def test_novelty_modes_raise_the_gats_bar_only_when_validation_shows_benign_windows_above_it() -> None:
+    y, gat, vgae = _val()
+    both = torch.stack([vgae, vgae], dim=1)
+    # a GAT that is clean on validation keeps the published 0.5 in every novelty mode
+    for mode in ("fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
+        assert fit_scorer(mode, y, gat, both if mode != "fusion_novelty" else vgae).gat_threshold == 0.5
+    # 30 benign validation windows at 0.7: the bar rises above them, below the attacks' 0.95
+    noisy = gat.clone()
+    noisy[100:130] = 0.7
+    s = fit_scorer("novelty_timing", y, noisy, both)
+    assert s.gat_threshold == pytest.approx((0.95 + 0.7) / 2)
+    assert s == fit_scorer("novelty_timing", y, noisy, both)  # deterministic
+    quiet = torch.zeros(4).double()
+    low = torch.full((4,), -5.0).double()
+    new_gat = torch.tensor([0.7, 0.8, 0.9, 0.95]).double()
+    assert s.predict(new_gat, torch.stack([low, low], 1), quiet).tolist() == [0, 0, 1, 1]
+    assert s.by_gat(new_gat).tolist() == [False, False, True, True]
+    # the decision stays "score >= 0.5", and the other parts still flag on their own
+    high = torch.full((4,), 1e3).double()
+    assert s.predict(new_gat, torch.stack([high, low], 1), quiet).tolist() == [1, 1, 1, 1]
+    assert s.predict(new_gat, torch.stack([low, low], 1), torch.ones(4).double()).tolist() == [1, 1, 1, 1]
+    # the published classifier and fusion_max keep 0.5
+    assert fit_scorer("gat", y, noisy).predict(new_gat, None).tolist() == [1, 1, 1, 1]
+    assert fit_scorer("fusion_max", y, noisy, vgae).gat_threshold == 0.5
 
 
 def _val() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

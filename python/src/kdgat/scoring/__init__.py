@@ -9,6 +9,7 @@ from kdgat.scoring.fusion import (
     Scorer,
     best_f1_threshold,
     fit_scorer,
+    gat_threshold,
     needs_timing,
     vgae_pools,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "event_figures",
     "fit_scorer",
     "gat_probabilities",
+    "gat_threshold",
     "needs_timing",
     "timing_scores",
     "vgae_pools",

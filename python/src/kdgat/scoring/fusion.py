@@ -17,7 +17,11 @@
                      benign validation window instead of its best-F1 threshold: the GAT decides
                      what it was trained on, the VGAE adds only windows more novel than all the
                      benign traffic it was checked on (no attack label picks that threshold, so it
-                     does not trade the GAT's known attacks against the VGAE's false alarms)
+                     does not trade the GAT's known attacks against the VGAE's false alarms). The
+                     GAT's own threshold is 0.5 unless the validation windows say a higher one
+                     flags them better (:func:`gat_threshold`): a GAT that calls benign windows of
+                     its own recordings attacks is held to a stricter bar; never a lower one, since
+                     no validation window shows what a lower bar would add on unseen attacks
 ``novelty_mean_or_max``  ``fusion_novelty`` on two VGAE scores of each window, OR-ed: the mean of
                      its node losses and the largest (one spoofed ID among thirty moves the mean
                      little and the largest much; random-ID fuzzing of a new vehicle the reverse).
@@ -75,6 +79,17 @@ def vgae_pools(mode: str) -> tuple[str, ...]:
     return ("mean", "max") if mode in _BY_MEAN_OR_MAX else ("mean",)
 
 
+def _cuts(score: Tensor, y: Tensor, pos: int) -> tuple[Tensor, Tensor]:
+    """``score`` sorted descending, and for each position the F1 of flagging every window up to it
+    (``pos`` attack windows in all); -1 where the next score is the same (ties go together)."""
+    order = torch.argsort(score, descending=True)
+    s, t = score[order], y[order]
+    f1 = 2 * torch.cumsum(t, 0).double() / (torch.arange(1, len(t) + 1, dtype=torch.float64) + pos)
+    last_of_tie = torch.ones(len(s), dtype=torch.bool)
+    last_of_tie[:-1] = s[1:] != s[:-1]
+    return s, torch.where(last_of_tie, f1, torch.full_like(f1, -1.0))
+
+
 def best_f1_threshold(score: Tensor, y: Tensor) -> float:
     """The threshold ``t`` (predict attack when ``score >= t``) with the highest F1 on (score, y);
     a midpoint between neighbouring distinct scores. 0.5 when ``y`` has no attack window."""
@@ -82,19 +97,25 @@ def best_f1_threshold(score: Tensor, y: Tensor) -> float:
     pos = int(y.sum())
     if pos == 0 or len(y) == 0:
         return 0.5
-    order = torch.argsort(score, descending=True)
-    s, t = score[order], y[order]
-    tp = torch.cumsum(t, 0).double()
-    k = torch.arange(1, len(t) + 1, dtype=torch.float64)
-    f1 = 2 * tp / (k + pos)
-    # only cut where the next score differs (ties go together)
-    last_of_tie = torch.ones(len(s), dtype=torch.bool)
-    last_of_tie[:-1] = s[1:] != s[:-1]
-    f1 = torch.where(last_of_tie, f1, torch.full_like(f1, -1.0))
+    s, f1 = _cuts(score, y, pos)
     i = int(torch.argmax(f1))
     if i + 1 < len(s):
         return float((s[i] + s[i + 1]) / 2)
     return float(s[i] - _EPS)
+
+
+def gat_threshold(gat_prob: Tensor, y: Tensor) -> float:
+    """The GAT's threshold for the novelty modes: among 0.5 and the midpoints between neighbouring
+    distinct validation probabilities above it, the one whose "attack when ``p >= t``" has the best
+    F1 on (gat_prob, y); of equal F1s the lowest, so 0.5 unless a higher bar flags the validation
+    windows strictly better. 0.5 when ``y`` has no attack window or no probability reaches 0.5."""
+    p, y = gat_prob.double().flatten(), y.long().flatten()
+    pos, keep = int(y.sum()), p >= 0.5
+    if pos == 0 or not bool(keep.any()):
+        return 0.5
+    s, f1 = _cuts(p[keep], y[keep], pos)  # the last cut flags every window >= 0.5: t = 0.5
+    i = len(f1) - 1 - int(torch.argmax(f1.flip(0)))  # the last best cut: the lowest threshold
+    return 0.5 if i == len(s) - 1 else float((s[i] + s[i + 1]) / 2)
 
 
 def _logit(p: Tensor) -> Tensor:
@@ -119,6 +140,8 @@ class Scorer:
     max_threshold: float = 0.5
     # novelty_timing: a window is flagged when its timing score is above this
     timing_threshold: float = 0.0
+    # the novelty modes: the GAT flags a window when its probability is at least this
+    gat_threshold: float = 0.5
     # a recording's first this many windows get no verdict (score 0): the detector's warm-up
     warmup_windows: int = 0
 
@@ -133,6 +156,17 @@ class Scorer:
             by_max = (top.double() - self.max_centre) / self.max_scale > self.max_threshold
             return (self._z(mean) > self.vgae_threshold) | by_max
         return self._z(vgae_score) > self.vgae_threshold
+
+    def by_gat(self, gat_prob: Tensor) -> Tensor:
+        """The windows the GAT flags, bool ``[N]``: probability at least ``gat_threshold`` (0.5
+        but in the novelty modes, whose fit may raise it)."""
+        return gat_prob.double() >= self.gat_threshold
+
+    def _gat_decision(self, gat_prob: Tensor) -> Tensor:
+        # the GAT's probability mapped monotonically (piecewise linear) so that gat_threshold lands
+        # on 0.5; the identity at 0.5
+        p, t = gat_prob.double(), self.gat_threshold
+        return torch.where(p < t, 0.5 * p / t, 0.5 + 0.5 * (p - t) / max(1 - t, _EPS))
 
     def timed(self, timing: Tensor) -> Tensor:
         """``novelty_timing``: the windows whose timing score is above the threshold, bool ``[N]``."""
@@ -171,7 +205,7 @@ class Scorer:
         if self.mode in _NOVELTY:
             assert gat_prob is not None and vgae_score is not None, f"{self.mode} needs both models"
             # vgae_threshold is here the standardised score of the most novel benign validation window
-            out = torch.maximum(gat_prob.double(), self.novel(vgae_score).double())
+            out = torch.maximum(self._gat_decision(gat_prob), self.novel(vgae_score).double())
             if needs_timing(self.mode):
                 assert timing is not None, f"{self.mode} needs the windows' timing scores"
                 out = torch.maximum(out, self.timed(timing).double())
@@ -276,6 +310,7 @@ def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor |
         return Scorer(
             mode,
             threshold=0.5,
+            gat_threshold=by_mean.gat_threshold,
             vgae_centre=by_mean.vgae_centre,
             vgae_scale=by_mean.vgae_scale,
             vgae_threshold=by_mean.vgae_threshold,
@@ -300,7 +335,14 @@ def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor |
         return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
     if mode == "fusion_novelty":
         top = float((ref.max() - centre) / scale)
-        return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=top)
+        return Scorer(
+            mode,
+            threshold=0.5,
+            vgae_centre=centre,
+            vgae_scale=scale,
+            vgae_threshold=top,
+            gat_threshold=gat_threshold(gat_prob, y),
+        )
     if mode == "fusion_weighted":
         best: tuple[float, float, float] = (-1.0, 1.0, 0.5)
         for a in [i / 10 for i in range(11)]:
