@@ -15,6 +15,7 @@ from kdgat.scoring import (
     fit_scorer,
     gat_threshold,
     needs_timing,
+    novelty_bar,
     timing_scores,
     vgae_pools,
     window_ranks,
@@ -149,15 +150,38 @@ def test_fitting_needs_the_models_the_mode_names() -> None:
             fit_scorer(mode, y, vgae_score=torch.zeros(200).double())
 
 
-def test_fusion_novelty_adds_only_windows_beyond_every_benign_validation_window() -> None:
+def _tail_bar(benign: torch.Tensor) -> float:
+    """The slow reference of the novelty bar, in the scores' own units: the highest benign score
+    plus its distance to the tenth highest (the bar is unchanged by the standardisation)."""
+    ranked = sorted(benign.tolist(), reverse=True)
+    return ranked[0] + (ranked[0] - ranked[min(10, len(ranked)) - 1])
+
+
+def test_novelty_bar_is_the_highest_plus_its_distance_to_the_tenth() -> None:
+    z = torch.tensor([1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0, 0.5, 0.0, -1.0]).double()
+    assert novelty_bar(z) == 9.0 + (9.0 - 0.5)  # the tenth highest of 12 is 0.5
+    assert novelty_bar(z, rank=1) == 9.0  # rank 1: the highest itself, the old bar
+    assert novelty_bar(z[:3]) == 9.0 + (9.0 - 1.0)  # fewer than ten: the lowest
+    assert novelty_bar(torch.tensor([2.5])) == 2.5
+    g = torch.Generator().manual_seed(4)
+    for _ in range(20):
+        x = torch.randn(int(torch.randint(1, 60, (1,), generator=g)), generator=g).double()
+        assert novelty_bar(x) == pytest.approx(_tail_bar(x))
+    with pytest.raises(ValueError, match="at least one benign"):
+        novelty_bar(torch.tensor([]))
+
+
+def test_fusion_novelty_adds_only_windows_beyond_the_benign_validation_tail() -> None:
     y, gat, vgae = _val()
     s = fit_scorer("fusion_novelty", y, gat_prob=gat, vgae_score=vgae)
-    top = float(vgae[y == 0].max())
-    # every benign validation window stays benign; the VGAE's part is above the highest of them
+    bar = _tail_bar(vgae[y == 0])
+    assert bar > float(vgae[y == 0].max())
+    # every benign validation window stays benign; the VGAE's part is beyond the tail's bar
     assert int(s.predict(gat, vgae)[y == 0].sum()) == 0
-    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1]).double()
-    new_vgae = torch.tensor([-5.0, top, top + 1e-3, -5.0]).double()
-    assert s.predict(new_gat, new_vgae).tolist() == [1, 0, 1, 0]
+    new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1, 0.1]).double()
+    top = float(vgae[y == 0].max())
+    new_vgae = torch.tensor([-5.0, top + 1e-3, bar - 1e-3, bar + 1e-3, -5.0]).double()
+    assert s.predict(new_gat, new_vgae).tolist() == [1, 0, 0, 1, 0]
     # the threshold reads the benign windows only: the VGAE's scores of attack windows do not move it
     vgae2 = vgae.clone()
     vgae2[:40] = 100.0
@@ -169,14 +193,15 @@ def test_novelty_mean_or_max_adds_windows_novel_by_either_pooled_score() -> None
     y, gat, mean = _val()
     top = torch.randn(200, generator=torch.Generator().manual_seed(2)).double() * 3 + 10
     s = fit_scorer("novelty_mean_or_max", y, gat_prob=gat, vgae_score=torch.stack([mean, top], dim=1))
-    # each column's threshold is fusion_novelty's on that column alone: the most novel benign window
+    # each column's threshold is fusion_novelty's on that column alone: beyond its benign tail
     assert s.vgae_threshold == fit_scorer("fusion_novelty", y, gat, mean).vgae_threshold
     assert s.max_threshold == fit_scorer("fusion_novelty", y, gat, top).vgae_threshold
     assert int(s.predict(gat, torch.stack([mean, top], dim=1))[y == 0].sum()) == 0
-    m, t = float(mean[y == 0].max()), float(top[y == 0].max())
+    m, t = _tail_bar(mean[y == 0]), _tail_bar(top[y == 0])
     new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1, 0.1]).double()
     new_vgae = torch.tensor(
-        [[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, t + 1e-3], [m, t], [-5.0, 0.0]], dtype=torch.float64
+        [[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, t + 1e-3], [m - 1e-6, t - 1e-6], [-5.0, 0.0]],
+        dtype=torch.float64,
     )
     assert s.predict(new_gat, new_vgae).tolist() == [1, 1, 1, 0, 0]
     with pytest.raises(ValueError, match=r"\[N, 2\] VGAE scores"):
@@ -198,7 +223,7 @@ def test_novelty_timing_adds_the_windows_of_the_declared_timing_rule() -> None:
         and needs_timing("novelty_timing")
         and not needs_timing("novelty_mean_or_max")
     )
-    m = float(mean[y == 0].max())
+    m = _tail_bar(mean[y == 0])
     new_gat = torch.tensor([0.9, 0.1, 0.1, 0.1]).double()
     new_vgae = torch.tensor([[-5.0, 0.0], [m + 1e-3, 0.0], [-5.0, 0.0], [-5.0, 0.0]], dtype=torch.float64)
     timing = torch.tensor([0.0, 0.0, 0.5, 0.0]).double()  # window 2: two messages a third of a period apart

@@ -115,7 +115,7 @@ class EvaluationConfig(_Frozen):
         description="how the evaluation stage scores a window: the GAT, the VGAE anomaly score, or a "
         "fusion fitted on the validation windows (kdgat.scoring; fusion_novelty: the GAT's verdict, at "
         "0.5 or a higher bar where that flags the validation windows with a better F1, plus the VGAE "
-        "only for windows more novel than every benign validation window; novelty_mean_or_max: "
+        "only for windows beyond the benign validation windows' tail; novelty_mean_or_max: "
         "the same by the mean or the largest of the window's VGAE node losses; novelty_timing: "
         "novelty_mean_or_max, plus every window with an extra message of a periodic ID, closer than half "
         "its profiled period to its neighbour, which needs data.features payload); all but gat need the "

@@ -11,6 +11,7 @@ from kdgat.scoring.fusion import (
     fit_scorer,
     gat_threshold,
     needs_timing,
+    novelty_bar,
     vgae_pools,
 )
 from kdgat.scoring.outputs import gat_probabilities, timing_scores, window_ranks
@@ -25,6 +26,7 @@ __all__ = [
     "gat_probabilities",
     "gat_threshold",
     "needs_timing",
+    "novelty_bar",
     "timing_scores",
     "vgae_pools",
     "window_ranks",
