@@ -169,6 +169,8 @@ def test_novelty_bar_is_the_highest_plus_its_distance_to_the_tenth() -> None:
         assert novelty_bar(x) == pytest.approx(_tail_bar(x))
     with pytest.raises(ValueError, match="at least one benign"):
         novelty_bar(torch.tensor([]))
+    with pytest.raises(ValueError, match="rank 0 is invalid"):
+        novelty_bar(z, rank=0)
 
 
 def test_fusion_novelty_adds_only_windows_beyond_the_benign_validation_tail() -> None:

@@ -120,6 +120,8 @@ def novelty_bar(benign_z: Tensor, rank: int = NOVELTY_TAIL_RANK) -> float:
     the tenth is that scale times 1 + 1/2 + ... + 1/9 (2.83), and one such distance above the highest
     is exceeded by one benign window in about 17 n (e^2.83; the median over validation draws, in a
     simulation of 2,000 draws of 3,000 windows; the mean is one in 5.5 n). Reads benign scores only."""
+    if rank < 1:
+        raise ValueError(f"novelty_bar rank {rank} is invalid: expected the rank of a window, >= 1")
     z = benign_z.double().flatten().sort(descending=True).values
     if len(z) == 0:
         raise ValueError("novelty_bar needs at least one benign validation window's score")
@@ -357,13 +359,13 @@ def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor |
     if mode == "fusion_max":
         return Scorer(mode, threshold=0.5, vgae_centre=centre, vgae_scale=scale, vgae_threshold=vgae_t)
     if mode == "fusion_novelty":
-        top = novelty_bar((ref - centre) / scale)
+        bar = novelty_bar((ref - centre) / scale)
         return Scorer(
             mode,
             threshold=0.5,
             vgae_centre=centre,
             vgae_scale=scale,
-            vgae_threshold=top,
+            vgae_threshold=bar,
             gat_threshold=gat_threshold(gat_prob, y),
         )
     if mode == "fusion_weighted":
