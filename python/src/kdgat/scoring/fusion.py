@@ -143,6 +143,12 @@ def gat_threshold(gat_prob: Tensor, y: Tensor) -> float:
     return 0.5 if i == len(s) - 1 else float((s[i] + s[i + 1]) / 2)
 
 
+def _threshold_at_half(s: Tensor, t: float) -> Tensor:
+    """``s`` in [0, 1] mapped monotonically (piecewise linear) so that the threshold ``t`` lands on
+    0.5: ``s >= t`` exactly where the result is ``>= 0.5``."""
+    return torch.where(s < t, 0.5 * s / max(t, _EPS), 0.5 + 0.5 * (s - t) / max(1 - t, _EPS))
+
+
 def _logit(p: Tensor) -> Tensor:
     p = p.double().clamp(_EPS, 1 - _EPS)
     return torch.log(p) - torch.log1p(-p)
@@ -188,10 +194,8 @@ class Scorer:
         return gat_prob.double() >= self.gat_threshold
 
     def _gat_decision(self, gat_prob: Tensor) -> Tensor:
-        # the GAT's probability mapped monotonically (piecewise linear) so that gat_threshold lands
-        # on 0.5; the identity at 0.5
-        p, t = gat_prob.double(), self.gat_threshold
-        return torch.where(p < t, 0.5 * p / t, 0.5 + 0.5 * (p - t) / max(1 - t, _EPS))
+        # the GAT's probability with gat_threshold moved to 0.5 (the identity at 0.5)
+        return _threshold_at_half(gat_prob.double(), self.gat_threshold)
 
     def timed(self, timing: Tensor) -> Tensor:
         """``novelty_timing``: the windows whose timing score is above the threshold, bool ``[N]``."""
@@ -260,10 +264,8 @@ class Scorer:
     ) -> Tensor:
         """:meth:`score` mapped monotonically (piecewise linear) so that the threshold lands on 0.5:
         the same ranking (AUROC), and "attack when >= 0.5" is this scorer's decision."""
-        s, t = self.score(gat_prob, vgae_score, timing, rank), self.threshold
-        lo = 0.5 * s / max(t, _EPS)
-        hi = 0.5 + 0.5 * (s - t) / max(1 - t, _EPS)
-        return torch.where(s < t, lo, hi).clamp(0, 1).float()
+        s = self.score(gat_prob, vgae_score, timing, rank)
+        return _threshold_at_half(s, self.threshold).clamp(0, 1).float()
 
     def predict(
         self,
