@@ -237,16 +237,40 @@ hpc_hand_args() {
   printf 'kdgat-hpc: %s, job %s on %s (cluster profile %s)\n' "$hpc_stage" "$hpc_job_id" "$(hostname)" "$hpc_profile"
 }
 
+# hpc_gone PID: true once the process has ended (bash reaps its children as they exit).
+# shellcheck disable=SC2317 # called by the EXIT trap (shellcheck 0.9 does not follow traps)
+hpc_gone() {
+  local tries
+  for ((tries = 0; tries < 100; tries++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# hpc_stop_sampler: the sampler only ends by a signal, so its exit status says nothing. An nvidia-smi
+# that does not end on TERM (a GPU in a bad state can hang it) must not hold a finished job until its
+# time limit: KILL after 5 s, and 5 s later stop waiting for it.
+# shellcheck disable=SC2317 # called by the EXIT trap (shellcheck 0.9 does not follow traps)
+hpc_stop_sampler() {
+  kill "$hpc_sampler_pid" 2>/dev/null || :
+  if ! hpc_gone "$hpc_sampler_pid"; then
+    echo "kdgat-hpc: the GPU sampler (nvidia-smi, pid $hpc_sampler_pid) did not end 5 s after TERM: killing it"
+    kill -KILL "$hpc_sampler_pid" 2>/dev/null || :
+    if ! hpc_gone "$hpc_sampler_pid"; then
+      echo "kdgat-hpc: the GPU sampler (pid $hpc_sampler_pid) survived KILL (stuck in the kernel): not waiting for it"
+      return 0
+    fi
+  fi
+  wait "$hpc_sampler_pid" 2>/dev/null || :
+}
+
 # The epilog always runs (P5), and the job ends with the status it was going to end with.
 # shellcheck disable=SC2317 # run by the EXIT trap (shellcheck 0.9 does not follow traps)
 hpc_finish() {
   local status=$?
   trap - EXIT
-  if [[ -n $hpc_sampler_pid ]]; then
-    # The sampler only ends by this kill, so its exit status says nothing.
-    kill "$hpc_sampler_pid" 2>/dev/null || :
-    wait "$hpc_sampler_pid" 2>/dev/null || :
-  fi
+  if [[ -n $hpc_sampler_pid ]]; then hpc_stop_sampler; fi
   if [[ $status -eq 0 ]]; then hpc_state=COMPLETED; fi
   # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
   if [[ $hpc_state != REQUEUED ]] && declare -F hpc_stage_cleanup >/dev/null; then hpc_stage_cleanup; fi

@@ -86,6 +86,9 @@ printf '%s\0' "$@" >"$STUB_LOG/conda-cmd.$(date +%s%N).argv"
 `,
   'nvidia-smi': String.raw`#!/bin/bash
 if [[ $* == *--query-gpu* ]]; then
+  # STUB_NVIDIA_SMI_MODE=ignore-term: a sampler that does not end on TERM (as a hung nvidia-smi).
+  if [[ @{STUB_NVIDIA_SMI_MODE:-} == ignore-term ]]; then trap '' TERM; fi
+  echo "$$" >"$STUB_LOG/nvidia-smi.sampler.pid"
   echo 'utilization.gpu [%], utilization.memory [%], memory.used [MiB], memory.total [MiB]'
   u=(90 80 0 100 70)
   for ((i = 0; ; i++)); do echo "@{u[i % 5]} %, 30 %, 4000 MiB, 16384 MiB"; sleep 0.05; done
@@ -154,11 +157,15 @@ export function makeSandbox(options: { stubs?: string[] } = {}): Sandbox {
   return sandbox;
 }
 
+/** Call order of two stub records `TOOL.<ns timestamp>.argv`. */
+const byStamp = (a: string, b: string) =>
+  BigInt(a.split('.')[1] ?? 0) < BigInt(b.split('.')[1] ?? 0) ? -1 : 1;
+
 /** argv of every call a stub recorded in `log`, in call order (file names carry a ns timestamp). */
 export function recordedCalls(log: string, tool: string): string[][] {
   return readdirSync(log)
     .filter((f) => f.startsWith(`${tool}.`) && f.endsWith('.argv'))
-    .sort((a, b) => (BigInt(a.split('.')[1] ?? 0) < BigInt(b.split('.')[1] ?? 0) ? -1 : 1))
+    .sort(byStamp)
     .map((f) => {
       const parts = readFileSync(join(log, f), 'utf8').split('\0');
       parts.pop();
@@ -185,6 +192,20 @@ export function runBash(
     // A socket on stdin makes bash source ~/.bashrc (its rshd heuristic): give it none.
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  if (r.error) {
+    // A hang says where it hung: the calls the stubs recorded and the end of the script's output.
+    const log = opts.env.STUB_LOG;
+    const calls = log
+      ? readdirSync(log)
+          .filter((f) => f.endsWith('.argv'))
+          .sort(byStamp)
+      : [];
+    const tail = (text: string | null) => (text ?? '').split('\n').slice(-15).join('\n');
+    throw new Error(
+      `bash ${script} did not end (${r.error.message}); stub calls: ${calls.join(' ') || 'none'}\n` +
+        `--- stdout (end) ---\n${tail(r.stdout)}\n--- stderr (end) ---\n${tail(r.stderr)}`,
+    );
+  }
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

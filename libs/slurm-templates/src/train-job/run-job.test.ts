@@ -87,6 +87,20 @@ describe('train job script in a sandbox', () => {
     expect(r.stdout).toContain('metrics.json was not written');
   });
 
+  it('a GPU sampler that ignores TERM is killed, and the job still ends with its status and the epilog', () => {
+    const r = runBash(writeJob(sb, jobInput(site)), [], {
+      cwd: sb.dir,
+      env: sb.env({ STUB_NVIDIA_SMI_MODE: 'ignore-term' }),
+    });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(
+      /the GPU sampler \(nvidia-smi, pid \d+\) did not end 5 s after TERM: killing it/,
+    );
+    expect(r.stdout).toContain('state:            COMPLETED (exit status 0)');
+    const sampler = Number(readFileSync(join(sb.log, 'nvidia-smi.sampler.pid'), 'utf8'));
+    expect(() => process.kill(sampler, 0)).toThrow(/ESRCH/);
+  });
+
   it('fails before the pipeline, with the staging message and the epilog, when the cache is missing', () => {
     const input = jobInput(site, {
       layout: { ...site.layout, cacheDirs: { hcrl_sa: join(sb.dir, 'nowhere') } },
