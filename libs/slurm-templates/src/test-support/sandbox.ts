@@ -46,6 +46,10 @@ run_dir=@{out:-$root/$dataset/@{model}_@{scale}_$stage}
 mkdir -p "$run_dir"
 case @{STUB_PYTHON_MODE:-ok} in
   ok)
+    # STUB_PYTHON_WAIT_FOR=FILE: run until FILE exists (at most 10 s), e.g. until the sampler is set up.
+    if [[ -n @{STUB_PYTHON_WAIT_FOR:-} ]]; then
+      for ((t = 0; t < 200; t++)); do [[ -e $STUB_PYTHON_WAIT_FOR ]] && break; sleep 0.05; done
+    fi
     sleep "@{STUB_PYTHON_SLEEP:-0}"
     printf '{"stage": "%s", "status": "ok", "peak_gpu_mem_mb": 2048.5, "epochs": 1}\n' "$stage" >"$run_dir/metrics.json"
     ;;

@@ -90,7 +90,11 @@ describe('train job script in a sandbox', () => {
   it('a GPU sampler that ignores TERM is killed, and the job still ends with its status and the epilog', () => {
     const r = runBash(writeJob(sb, jobInput(site)), [], {
       cwd: sb.dir,
-      env: sb.env({ STUB_NVIDIA_SMI_MODE: 'ignore-term' }),
+      // The pipeline runs until the sampler has set itself to ignore TERM (it then writes its pid).
+      env: sb.env({
+        STUB_NVIDIA_SMI_MODE: 'ignore-term',
+        STUB_PYTHON_WAIT_FOR: join(sb.log, 'nvidia-smi.sampler.pid'),
+      }),
     });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(
