@@ -1,6 +1,9 @@
 """``training.limit_train_batches``: an epoch of at most N training batches, a fresh draw each epoch;
 64 by default, ``null`` for every training window each epoch."""
 
+import json
+import math
+import os
 from pathlib import Path
 
 import pytest
@@ -30,11 +33,17 @@ def test_the_default_epoch_is_64_batches_and_null_lifts_the_cap(scale: str) -> N
     assert build_config(scale, {"training.limit_train_batches": "null"}).training.limit_train_batches is None
 
 
+def _benign_training_windows() -> int:
+    meta = json.loads((Path(os.environ["KD_GAT_CACHE_ROOT"]) / DATASET / "meta.json").read_text())
+    return int(meta["graphs"]["train"] - meta["attack_graphs"]["train"])
+
+
 def test_without_the_cap_an_epoch_is_every_training_window(run_root: Path, tmp_path: Path) -> None:
-    # batch 1: one step per benign training window, more of them than the default cap of 64
-    one_epoch = ("-O", "training.max_epochs", "1", "-O", "training.batch_size", "1")
+    # The autoencoder trains on the benign training windows: in batches of 2, more steps than the
+    # default cap of 64, which a capped epoch stops at.
+    one_epoch = ("-O", "training.max_epochs", "1", "-O", "training.batch_size", "2")
     assert kdgat(run_root, *AUTOENCODER, *one_epoch) == 0
     assert _steps(run_root) == 64
     full = tmp_path / "full"
     assert kdgat(full, *AUTOENCODER, *one_epoch, "-O", "training.limit_train_batches", "null") == 0
-    assert _steps(full) > 64
+    assert _steps(full) == math.ceil(_benign_training_windows() / 2) > 64
