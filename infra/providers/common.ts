@@ -1,9 +1,18 @@
 // Pieces shared by the provider implementations.
 import { createHash } from 'node:crypto';
-import type { Connection } from '@kdgat/transport';
+import { executorFor, type Connection, type Executor } from '@kdgat/transport';
 
 export function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * Where a provider call runs its commands. On a site over SSH every call of a `pulumi` command (and
+ * of the next one, within ControlPersist) rides one shared master connection instead of a handshake
+ * and login per command (transport's sharedControlPath).
+ */
+export function siteExecutor(connection: Connection): Executor {
+  return executorFor(connection, { shareMaster: true });
 }
 
 /** Identity of the machine a connection reaches; a change of it means a new resource, a new key does not. */

@@ -14,9 +14,9 @@
 // frontend, so a missing module stops `up` with the module system's own message and nothing built.
 import type * as pulumi from '@pulumi/pulumi';
 import type { EnvironmentFrontend } from '@kdgat/config';
-import { changedKeys, sha256, targetKey } from './common.ts';
+import { changedKeys, sha256, siteExecutor, targetKey } from './common.ts';
 import { packageText, ymlFromDisplay } from './environment-spec.ts';
-import { executorFor, runChecked, type Connection, type Executor } from '@kdgat/transport';
+import { runChecked, type Connection, type Executor } from '@kdgat/transport';
 import { frontendFiles, frontendFor, type FrontendTarget } from './frontends/index.ts';
 import { checkFrontend, withModules, type SiteModules } from './module-shell.ts';
 import { pathExists, readFile, removeFile, removeTree, writeFile } from './target-fs.ts';
@@ -111,7 +111,7 @@ async function converge(env: EnvironmentInputs): Promise<EnvironmentOutputs> {
   const frontend = frontendFor(env.frontend);
   // What the frontend installs, refused here (before the target changes) when it cannot.
   const plan = frontend.plan(env);
-  const ex = executorFor(env.connection);
+  const ex = siteExecutor(env.connection);
   const exists = await pathExists(ex, env.prefix);
   const marker = await readMarker(ex, env.prefix);
   const ours = marker?.owner === env.owner;
@@ -199,13 +199,13 @@ export async function update(
   if (rebuildReasons(olds, news).length === 0) {
     // Only the connection, modules or adopt flag changed: check the frontend still loads and reaches
     // the environment, keep the build.
-    const ex = executorFor(news.connection);
+    const ex = siteExecutor(news.connection);
     await checkFrontend(ex, news);
     const installedPackages = await listInstalled(ex, news);
     return { outs: { ...olds, ...news, installedPackages } };
   }
   const outs = await converge(news);
-  const ex = executorFor(news.connection);
+  const ex = siteExecutor(news.connection);
   if (olds.lockPath !== news.lockPath) await removeFile(ex, olds.lockPath);
   if (olds.specPath !== news.specPath) await removeFile(ex, olds.specPath);
   return { outs };
@@ -216,14 +216,14 @@ export async function read(
   id: string,
   props: EnvironmentOutputs,
 ): Promise<{ id: string; props: EnvironmentOutputs }> {
-  const ex = executorFor(props.connection);
+  const ex = siteExecutor(props.connection);
   if (!(await pathExists(ex, props.prefix))) return { id: '', props: {} as EnvironmentOutputs };
   const installed = await listInstalled(ex, props);
   return { id, props: { ...props, installedPackages: installed } };
 }
 
 export async function remove(_id: string, props: EnvironmentOutputs): Promise<void> {
-  const ex = executorFor(props.connection);
+  const ex = siteExecutor(props.connection);
   const marker = await readMarker(ex, props.prefix);
   if (marker?.owner !== props.owner) return; // not ours (any more): leave it alone
   if (!marker.adopted) await removeTree(ex, props.prefix);

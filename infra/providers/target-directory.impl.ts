@@ -3,8 +3,8 @@
 // created with retainOnDelete, so the CLI shows "[retain]"). One declared `remove-if-empty` (a
 // notebook kernel's) is removed when empty, and kept when anything besides the stack's files is in it.
 import type * as pulumi from '@pulumi/pulumi';
-import { changedKeys, targetKey } from './common.ts';
-import { executorFor, type Connection } from '@kdgat/transport';
+import { changedKeys, siteExecutor, targetKey } from './common.ts';
+import type { Connection } from '@kdgat/transport';
 import { ensureDirectory, readFile, removeEmptyDirectory, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetDirectoryInputs {
@@ -41,7 +41,7 @@ export async function diff(
 }
 
 async function apply(inputs: TargetDirectoryInputs): Promise<TargetDirectoryOutputs> {
-  const ex = executorFor(inputs.connection);
+  const ex = siteExecutor(inputs.connection);
   const appliedMode = await ensureDirectory(ex, inputs.path, inputs.mode, inputs.group);
   if (inputs.readme !== undefined) await writeFile(ex, `${inputs.path}/README.md`, inputs.readme, '0664');
   return { ...inputs, appliedMode };
@@ -65,7 +65,7 @@ export async function read(
   id: string,
   props: TargetDirectoryOutputs,
 ): Promise<{ id: string; props: TargetDirectoryOutputs }> {
-  const ex = executorFor(props.connection);
+  const ex = siteExecutor(props.connection);
   const mode = await statMode(ex, props.path);
   if (mode === null) return { id: '', props: {} as TargetDirectoryOutputs };
   const out: TargetDirectoryOutputs = { ...props, mode: mode === props.appliedMode ? props.mode : mode };
@@ -80,5 +80,5 @@ export async function read(
 /** Data is never deleted by this stack: the directory stays, unless it was declared removable and is empty. */
 export async function remove(_id?: string, props?: TargetDirectoryOutputs): Promise<void> {
   if (props?.onDelete !== 'remove-if-empty') return;
-  await removeEmptyDirectory(executorFor(props.connection), props.path);
+  await removeEmptyDirectory(siteExecutor(props.connection), props.path);
 }

@@ -1,7 +1,7 @@
 // A text file on the target: written atomically with a mode; read back for drift; removed on delete.
 import type * as pulumi from '@pulumi/pulumi';
-import { changedKeys, sha256, targetKey } from './common.ts';
-import { executorFor, type Connection } from '@kdgat/transport';
+import { changedKeys, sha256, siteExecutor, targetKey } from './common.ts';
+import type { Connection } from '@kdgat/transport';
 import { readFile, removeFile, statMode, writeFile } from './target-fs.ts';
 
 export interface TargetFileInputs {
@@ -27,7 +27,7 @@ export async function diff(
 }
 
 export async function create(inputs: TargetFileInputs): Promise<{ id: string; outs: TargetFileOutputs }> {
-  await writeFile(executorFor(inputs.connection), inputs.path, inputs.content, inputs.mode);
+  await writeFile(siteExecutor(inputs.connection), inputs.path, inputs.content, inputs.mode);
   return {
     id: `${targetKey(inputs.connection)}:${inputs.path}`,
     outs: { ...inputs, sha256: sha256(inputs.content) },
@@ -39,7 +39,7 @@ export async function update(
   _olds: TargetFileOutputs,
   news: TargetFileInputs,
 ): Promise<{ outs: TargetFileOutputs }> {
-  await writeFile(executorFor(news.connection), news.path, news.content, news.mode);
+  await writeFile(siteExecutor(news.connection), news.path, news.content, news.mode);
   return { outs: { ...news, sha256: sha256(news.content) } };
 }
 
@@ -48,7 +48,7 @@ export async function read(
   id: string,
   props: TargetFileOutputs,
 ): Promise<{ id: string; props: TargetFileOutputs }> {
-  const ex = executorFor(props.connection);
+  const ex = siteExecutor(props.connection);
   const content = await readFile(ex, props.path);
   if (content === null) return { id: '', props: {} as TargetFileOutputs };
   const mode = (await statMode(ex, props.path)) ?? props.mode;
@@ -56,5 +56,5 @@ export async function read(
 }
 
 export async function remove(_id: string, props: TargetFileOutputs): Promise<void> {
-  await removeFile(executorFor(props.connection), props.path);
+  await removeFile(siteExecutor(props.connection), props.path);
 }

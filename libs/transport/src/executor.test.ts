@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   localExecutor,
   remoteCommandLine,
   runChecked,
+  sharedControlPath,
   sshArgs,
   sshExecutor,
 } from './executor.ts';
@@ -85,6 +86,38 @@ describe('ssh invocation', () => {
     expect(sshArgs(conn, { knownHosts: '/tmp/kh' }).join(' ')).not.toContain('ControlMaster');
   });
 
+  it("shares a master across processes under a name of who is at the other end and who logs in, in a directory of this user's alone", () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'kdgat-shared-master-'));
+    const saved = process.env['TMPDIR'];
+    process.env['TMPDIR'] = tmp;
+    try {
+      const path = sharedControlPath(conn)!;
+      expect(path).toMatch(new RegExp(`^${tmp}/kdgat-hpc-ssh-\\d+/[0-9a-f]{24}$`));
+      expect(statSync(join(path, '..')).mode & 0o777).toBe(0o700);
+      expect(sharedControlPath({ ...conn })).toBe(path);
+      // Another pinned key, port, user or identity never rides on this master.
+      for (const other of [
+        { ...conn, hostKey: 'ssh-ed25519 AAAAother' },
+        { ...conn, port: 22 },
+        { ...conn, user: 'bob' },
+        { ...conn, privateKeyPath: '/home/alice/.ssh/id_other' },
+        { ...conn, privateKey: 'another key' },
+        { ...conn, proxy: { host: 'gw', port: 22, user: 'alice', hostKey: 'ssh-ed25519 BBBB' } },
+      ])
+        expect(sharedControlPath(other), JSON.stringify(other)).not.toBe(path);
+      // A directory others can enter is not used: every command then makes its own connection.
+      const loose = mkdtempSync(join(tmpdir(), 'kdgat-shared-master-loose-'));
+      process.env['TMPDIR'] = loose;
+      mkdirSync(join(loose, `kdgat-hpc-ssh-${process.getuid!()}`), { mode: 0o755 });
+      expect(sharedControlPath(conn)).toBeUndefined();
+      rmSync(loose, { recursive: true });
+    } finally {
+      if (saved === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = saved;
+      rmSync(tmp, { recursive: true });
+    }
+  });
+
   it('quotes the remote command once, bounds it with timeout and enters its directory first', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kdgat-remote dir-'));
     const line = remoteCommandLine(['sh', '-c', 'printf "%s|" "$PWD" "$@"', 'sh', "a b'c", '$(echo no)'], {
@@ -144,6 +177,16 @@ describe('interactive commands (runner shell)', () => {
       process.env['PATH'] = path;
       delete process.env['STUB_SSH_STATUS'];
       rmSync(bin, { recursive: true, force: true });
+    });
+
+    it('rides the shared master with shareMaster, and its own connection without', async () => {
+      const shared = sshExecutor(conn, { shareMaster: true });
+      await shared.run(['true'], { timeoutSeconds: 5 });
+      const argv = readFileSync(join(bin, 'ssh.argv'), 'utf8').trimEnd().split('\n');
+      expect(argv).toContain(`ControlPath=${sharedControlPath(conn)!}`);
+      expect(argv).toContain('ControlPersist=120');
+      await sshExecutor(conn).run(['true'], { timeoutSeconds: 5 });
+      expect(readFileSync(join(bin, 'ssh.argv'), 'utf8')).not.toContain('ControlPath');
     });
 
     it('asks for a terminal (-t), pins the host, and quotes the command once, with no timeout around it', async () => {

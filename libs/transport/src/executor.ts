@@ -3,7 +3,8 @@
 // shell, the remote shell sees argv joined with the one quoting helper of @kdgat/slurm-templates,
 // host keys pinned from the cluster profile, and every command bounded in time on both sides.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Connection as ConfigConnection } from '@kdgat/config';
@@ -190,8 +191,9 @@ export function sshArgs(
 ): string[] {
   const args = ['-p', String(connection.port), ...commonOptions(files)];
   if (files.controlPath) {
-    // One master per session: every later command rides on it (no new handshake, no new login).
-    // ControlPersist bounds a master whose session ended without closing it (a killed runner).
+    // One master: every later command rides on it (no new handshake, no new login). ControlPersist
+    // bounds a master whose session ended without closing it (a killed runner), and keeps a shared
+    // one (sharedControlPath) for the next process that asks.
     args.push(
       '-o',
       'ControlMaster=auto',
@@ -288,16 +290,60 @@ function connectionFailure(connection: SshConnection, target: string, result: Ru
 }
 
 /**
- * Commands on a login node over ssh. With `multiplex`, the first command opens one master
- * connection that every later command of the session rides on, until `close()`; without it (infra's
- * providers, one short process per resource), each command makes its own connection.
+ * The control socket of a master connection that separate processes share (infra's providers: a
+ * `pulumi up` makes dozens of short calls, each otherwise a new handshake and login). It lies in a
+ * directory of this user's alone and is named by everything that decides who is at the other end and
+ * who logs in (host, port, user, pinned host keys, identity), so a changed pin or key never rides on
+ * a master opened under the old one. Undefined when that directory is not this user's alone (0700):
+ * every command then makes its own connection.
  */
-export function sshExecutor(connection: SshConnection, opts: { multiplex?: boolean } = {}): Session {
+export function sharedControlPath(connection: SshConnection): string | undefined {
+  const uid = process.getuid?.();
+  if (uid === undefined) return undefined;
+  const dir = join(tmpdir(), `kdgat-hpc-ssh-${uid}`);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return undefined;
+  }
+  const st = lstatSync(dir);
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o077) !== 0) return undefined;
+  const identity = connection.privateKey
+    ? createHash('sha256').update(connection.privateKey).digest('hex')
+    : (connection.privateKeyPath ?? '');
+  const who = [
+    connection.user,
+    connection.host,
+    connection.port,
+    connection.hostKey,
+    connection.proxy ?? null,
+  ];
+  const name = createHash('sha256')
+    .update(JSON.stringify([...who, identity]))
+    .digest('hex');
+  return join(dir, name.slice(0, 24));
+}
+
+/**
+ * Commands on a login node over ssh. With `multiplex`, the first command opens one master
+ * connection that every later command of the session rides on, until `close()`. With `shareMaster`
+ * (infra's providers, many short calls in several processes), commands ride a master that outlives
+ * them by ControlPersist, shared by every process of this user's that reaches the same site as the
+ * same login (sharedControlPath). With neither, each command makes its own connection.
+ */
+export function sshExecutor(
+  connection: SshConnection,
+  opts: { multiplex?: boolean; shareMaster?: boolean } = {},
+): Session {
   const target = `${connection.user}@${connection.host}:${connection.port}`;
   let calls = 0;
   let files: ReturnType<typeof sshFiles> | undefined;
-  const argsFor = (f: ReturnType<typeof sshFiles>) =>
-    sshArgs(connection, { ...f, ...(opts.multiplex ? { controlPath: join(f.dir, 'master') } : {}) });
+  const shared = !opts.multiplex && opts.shareMaster ? sharedControlPath(connection) : undefined;
+  const controlPathOf = (f: ReturnType<typeof sshFiles>) => (opts.multiplex ? join(f.dir, 'master') : shared);
+  const argsFor = (f: ReturnType<typeof sshFiles>) => {
+    const controlPath = controlPathOf(f);
+    return sshArgs(connection, { ...f, ...(controlPath ? { controlPath } : {}) });
+  };
   return {
     kind: 'ssh',
     target,
@@ -360,6 +406,9 @@ export function sshExecutor(connection: SshConnection, opts: { multiplex?: boole
   };
 }
 
-export function executorFor(connection: Connection, opts: { multiplex?: boolean } = {}): Session {
+export function executorFor(
+  connection: Connection,
+  opts: { multiplex?: boolean; shareMaster?: boolean } = {},
+): Session {
   return connection.kind === 'local' ? localExecutor() : sshExecutor(connection, opts);
 }

@@ -23,9 +23,10 @@ import type { Io } from './kit.ts';
 
 /**
  * Polls of a remote site: at most one every 5 s, backing off to one every 30 s while no state
- * changes (login nodes ask users not to hammer squeue).
+ * changes (login nodes ask users not to hammer squeue), unless the connection says otherwise
+ * (`connection.poll` of the cluster profile).
  */
-const REMOTE_MIN_INTERVAL_MS = 5000;
+const REMOTE_POLL = { minSeconds: 5, maxSeconds: 30 };
 /** Consecutive failed connections before --wait gives up (the jobs are not touched). */
 const CONNECTION_RETRIES = 3;
 
@@ -65,14 +66,16 @@ function retrying(scheduler: Scheduler, io: Io, pauseMs: number): Scheduler {
  */
 export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): Promise<number> {
   const remote = isRemote(record.manifest);
+  const connection = connectionOf(record.manifest);
+  const poll = connection.kind === 'ssh' ? (connection.poll ?? REMOTE_POLL) : undefined;
   // What following costs the login node: polls and the remote calls they made.
-  const session = remote ? sessionFor(connectionOf(record.manifest)) : undefined;
+  const session = remote ? sessionFor(connection) : undefined;
   const callsBefore = session?.calls ?? 0;
   const started = Date.now();
   const queue = retrying(
     scheduler ?? schedulerForManifest(record.manifest),
     io,
-    remote ? REMOTE_MIN_INTERVAL_MS : 1000,
+    poll ? poll.minSeconds * 1000 : 1000,
   );
   let polls = 0;
   let progress;
@@ -86,7 +89,13 @@ export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): 
           polls++;
           record.seen(p);
         },
-        ...(remote ? { minIntervalMs: REMOTE_MIN_INTERVAL_MS, backOffOnStates: true } : {}),
+        ...(poll
+          ? {
+              minIntervalMs: poll.minSeconds * 1000,
+              maxIntervalMs: poll.maxSeconds * 1000,
+              backOffOnStates: true,
+            }
+          : {}),
       });
     } catch (e) {
       if (!(e instanceof ConnectionError)) throw e;
@@ -112,11 +121,11 @@ export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): 
     });
     if (outcome.resubmitted.size === 0) break;
   }
-  if (session) {
+  if (session && poll) {
     const calls = session.calls - callsBefore;
     const minutes = Math.max((Date.now() - started) / 60_000, 1 / 60);
     io.err.write(
-      `--wait: ${polls} poll(s), ${calls} remote call(s) in ${minutes.toFixed(1)} min (${(calls / minutes).toFixed(1)}/min)\n`,
+      `--wait: ${polls} poll(s) (every ${poll.minSeconds} to ${poll.maxSeconds} s), ${calls} remote call(s) in ${minutes.toFixed(1)} min (${(calls / minutes).toFixed(1)}/min)\n`,
     );
   }
   // What the summary and the verdict read (job records, metrics) was brought back before the recovery.

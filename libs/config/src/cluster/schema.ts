@@ -49,6 +49,26 @@ export const SshConnectionSchema = z
     privateKey: z.string().optional(),
     privateKeyPath: SitePath.optional(),
     hostKey: HostKey,
+    /**
+     * How often `--wait` may ask the login node for its jobs' states: at most once every
+     * `minSeconds`, backing off to once every `maxSeconds` while no state changes (login nodes ask
+     * users not to hammer squeue; OSC's etiquette is the default).
+     */
+    poll: z
+      .object({
+        minSeconds: z.number().min(1).max(300).default(5),
+        maxSeconds: z.number().min(1).max(3600).default(30),
+      })
+      .strict()
+      .superRefine((p, ctx) => {
+        if (p.maxSeconds < p.minSeconds)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['maxSeconds'],
+            message: `maxSeconds ${p.maxSeconds} is under minSeconds ${p.minSeconds}: expected at least ${p.minSeconds}`,
+          });
+      })
+      .optional(),
     /** One jump host (ssh -J). */
     proxy: z
       .object({

@@ -143,6 +143,33 @@ describe('a stack file read as the site it declares', () => {
     ).toThrow(/environments\[1\]\.kernel\.name = "kdgat": expected a kernel name no other kernel/);
   });
 
+  it("an ssh connection's polling: none given is --wait's default; a site's own is kept; a maximum under the minimum is refused", () => {
+    const ssh = (poll?: unknown) => ({
+      cluster: 'osc-pitzer',
+      clusterOverrides: {
+        connection: {
+          kind: 'ssh',
+          host: 'pitzer.osc.edu',
+          user: 'me',
+          hostKey: 'ssh-ed25519 AAAA',
+          ...(poll === undefined ? {} : { poll }),
+        },
+      },
+      environments: ['gnn-cpu'],
+    });
+    const pollOf = (raw: Parameters<typeof siteFromStackConfig>[0]) => {
+      const connection = siteFromStackConfig(raw, repo).profile.connection;
+      return connection.kind === 'ssh' ? connection.poll : 'not ssh';
+    };
+    expect(pollOf(ssh())).toBeUndefined();
+    expect(pollOf(ssh({ minSeconds: 2 }))).toEqual({ minSeconds: 2, maxSeconds: 30 });
+    expect(pollOf(ssh({ minSeconds: 2, maxSeconds: 4 }))).toEqual({ minSeconds: 2, maxSeconds: 4 });
+    expect(() => pollOf(ssh({ minSeconds: 10, maxSeconds: 4 }))).toThrow(
+      /connection\.poll\.maxSeconds: maxSeconds 4 is under minSeconds 10: expected at least 10/,
+    );
+    expect(() => pollOf(ssh({ minSeconds: 0.1 }))).toThrow(/connection\.poll\.minSeconds/);
+  });
+
   it('refuses a stack file without a cluster, and a dataset name that cannot reach a script', () => {
     expect(() =>
       rawSiteConfigFromStackFile('config:\n  kdgat-hpc:environments: [cpu-local]\n', 'kdgat-hpc'),
