@@ -13,6 +13,7 @@
 //   data set     -> `synth` (the synthetic CAN set of the quickstart) for every stage and staging
 //   epochs       -> every stage: training.max_epochs 1, data.num_workers 0, training.patience 0, and a
 //                   256 MB budget for trial batch sizing on CPU (training.memory_budget_mb)
+//   shards       -> at most 4 shard tasks (still an array of shards and a join; synth has 8 recordings)
 //   sweep        -> 2 points: the first 2 values of the first grid key and the first of each other
 //                   key (a list: its first 2 entries), still one job array per stage
 //   tune         -> 2 trials, 1 worker, no pruner (one epoch has nothing to prune); study name made unique
@@ -66,6 +67,7 @@ export function shrinkForTest(
       ...RESOURCES,
       ...(typeof concurrency === 'number' ? { arrayConcurrency: Math.min(concurrency, 2) } : {}),
     };
+    if (typeof st['shards'] === 'number') st['shards'] = Math.min(st['shards'], 4);
     if (!declared) st['overrides'] = { ...obj(st['overrides']), ...STAGE_OVERRIDES };
     for (const input of (st['inputs'] as Obj[] | undefined) ?? []) {
       const renamed = renames.get(String(input['run']));

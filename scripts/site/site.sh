@@ -519,33 +519,43 @@ remove_node_cgroups() {
   done
 }
 
-stop_pidfile() {
-  local file=$1 name=$2 pid
-  pid_alive "$file" || return 0
-  pid=$(cat "$file")
-  kill "$pid"
+# Stops daemons together: TERM to each (FILE NAME pairs), up to 5 s for all of them, then KILL to
+# those still running.
+stop_pidfiles() {
+  local -A names=()
+  local pid
+  while (($#)); do
+    if pid_alive "$1"; then
+      pid=$(cat "$1")
+      names[$pid]=$2
+      kill "$pid"
+    fi
+    shift 2
+  done
   for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    for pid in "${!names[@]}"; do kill -0 "$pid" 2>/dev/null || unset "names[$pid]"; done
+    ((${#names[@]})) || return 0
     sleep 0.1
   done
-  echo "site: $name ($pid) did not stop on TERM; sending KILL" >&2
-  kill -9 "$pid"
+  for pid in "${!names[@]}"; do
+    echo "site: ${names[$pid]} ($pid) did not stop on TERM; sending KILL" >&2
+    kill -9 "$pid" 2>/dev/null || echo "site: ${names[$pid]} ($pid) ended before KILL" >&2
+  done
 }
 
 down() {
   local dir=$1 pid node ns
   names "$dir"
-  stop_pidfile "$SITE/ssh/sshd.pid" sshd
+  stop_pidfiles "$SITE/ssh/sshd.pid" sshd
   # Every process in a node's or the login node's namespaces ends with them (jobs, daemons, sessions).
   for node in "${NODES[@]}"; do
     ns=$(node_ns "$node")
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || echo "site: pid $pid already gone" >&2; done
   done
-  stop_pidfile "$SITE/slurm/slurmctld.pid" slurmctld
-  stop_pidfile "$SITE/slurm/annex/slurmctld.pid" "slurmctld ($ANNEX)"
-  stop_pidfile "$SITE/slurm/slurmdbd.pid" slurmdbd
-  stop_pidfile "$SITE/db/mariadb.pid" mariadbd
-  stop_pidfile "$SITE/slurm/munge/munged.pid" munged
+  stop_pidfiles "$SITE/slurm/slurmctld.pid" slurmctld "$SITE/slurm/annex/slurmctld.pid" "slurmctld ($ANNEX)"
+  stop_pidfiles "$SITE/slurm/slurmdbd.pid" slurmdbd
+  stop_pidfiles "$SITE/db/mariadb.pid" mariadbd
+  stop_pidfiles "$SITE/slurm/munge/munged.pid" munged
   for pid in $(ip netns pids "$SITE_NS" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || echo "site: pid $pid already gone" >&2; done
   sleep 0.2
   for node in "${NODES[@]}"; do remove_node_cgroups "$node"; done

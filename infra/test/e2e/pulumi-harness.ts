@@ -149,8 +149,9 @@ export class TempStack {
     });
   }
 
+  /** `pulumi up`, straight to the update: the tests look at previews with preview(). */
   up(extra: string[] = []): CliResult {
-    return this.cli(['up', '--yes', '--diff', '--stack', this.stack, ...extra]);
+    return this.cli(['up', '--yes', '--skip-preview', '--diff', '--stack', this.stack, ...extra]);
   }
   preview(extra: string[] = []): CliResult {
     return this.cli(['preview', '--diff', '--stack', this.stack, ...extra]);

@@ -123,7 +123,8 @@ beforeAll(async () => {
   console.log(
     `cluster box: up in ${((Date.now() - t0) / 1000).toFixed(1)} s (site.sh up, two clusters of 3 and 1 nodes, one slurmdbd)`,
   );
-  expectOk(await site.pulumi('up', ['--summary']));
+  // Setup only (site.test.ts checks what up provisions): no preview before the update.
+  expectOk(await site.pulumi('up', ['--summary', '--skip-preview']));
 }, 600_000);
 
 afterAll(() => site?.stop());
@@ -637,7 +638,7 @@ describe.concurrent('failures survived by cause', () => {
     expect(sacct).toMatch(new RegExp(`^${train.jobId}\\|COMPLETED\\|(${line![2]}G|${mb}M)$`, 'm'));
   });
 
-  it('TIMEOUT without the signal handler: --wait resubmits it from last.ckpt with the time right-sized from its history', async () => {
+  it('TIMEOUT without the signal handler: a job that hangs past its limit; --wait resubmits it from last.ckpt with the time right-sized from its history', async () => {
     const name = 'past-time';
     const spec = writeSpec(name, [
       // No pre-timeout signal: the job is killed at its limit with nothing acknowledged.
@@ -646,17 +647,26 @@ describe.concurrent('failures survived by cause', () => {
       ...stage('train', {
         stage: 'autoencoder',
         model: 'vgae',
-        overrides: { 'training.max_epochs': 400 },
+        overrides: { 'training.max_epochs': 40 },
         resources: '{ cpus: 1, memGB: 3, gpus: { count: 0 }, partition: cpu, time: "0:01:00" }',
       }),
     ]);
-    const r = await site.runner([...trainArgs(spec), '--wait']);
+    const waiting = site.runner([...trainArgs(spec), '--wait']);
+    const { runDir, jobId } = await submittedRun(name);
+    const checkpoint = join(pipelineDir(runDir, 'vgae_small_autoencoder'), 'checkpoints', 'last.ckpt');
+    await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint));
+    // The job hangs (as on a stuck filesystem or collective): every process of it stopped, through
+    // SLURM from the login node. It holds its node until its limit, whatever this machine's speed.
+    expectOk(await site.ssh(`scancel --full --signal=STOP ${jobId}`));
+    const r = await waiting;
     expect(r.code, said(r)).toBe(0);
-    const dirs = runDirsOf(r.out);
-    const train = siteManifest(dirs.site).jobs[0]!;
+    const train = siteManifest(runDir).jobs[0]!;
     const first = train.attempts?.[0];
     expect(first, said(r)).toMatchObject({ state: 'TIMEOUT', cause: 'TIMEOUT' });
-    console.log(`TIMEOUT (--time=0:01:00, no signal):\n${recoveryLines(r)}`);
+    expect(first!.jobId).toBe(jobId);
+    console.log(
+      `TIMEOUT (--time=0:01:00, stopped after its first checkpoint, no signal):\n${recoveryLines(r)}`,
+    );
     const time = /^--time=(\d+):(\d\d):(\d\d)$/.exec(first!.options[0] ?? '');
     expect(time, JSON.stringify(first)).not.toBeNull();
     expect(Number(time![1]) * 3600 + Number(time![2]) * 60 + Number(time![3])).toBeGreaterThan(60);
@@ -666,6 +676,6 @@ describe.concurrent('failures survived by cause', () => {
       ),
     );
     expect(r.out).toMatch(/all 1 task\(s\) completed/);
-    expect(logsOf(dirs.site, 'train')).toMatch(/resuming from .*last\.ckpt/);
+    expect(logsOf(runDir, 'train')).toMatch(/resuming from .*last\.ckpt/);
   });
 });

@@ -64,7 +64,8 @@ async function ask(key: string, shellWords: string): Promise<string> {
 
 beforeAll(async () => {
   site = await startSite();
-  expectOk(await site.pulumi('up', ['--summary']));
+  // Setup only (site.test.ts checks what up provisions): no preview before the update.
+  expectOk(await site.pulumi('up', ['--summary', '--skip-preview']));
   // The stage's dataset cache, as preprocess leaves it on the site's scratch (its job stages it).
   const cache = site.onSite(`${SCRATCH}/cache/synth`);
   mkdirSync(cache, { recursive: true });

@@ -236,6 +236,9 @@ export async function startSite(): Promise<SshSite> {
         user: facts['SITE_USER'],
         hostKey: facts['SITE_HOST_KEY'],
         privateKeyPath: facts['LAPTOP_KEY'],
+        // The box's login node serves only these tests: --wait may poll it every 2 to 5 s (a real
+        // site keeps the default 5 to 30 s).
+        poll: { minSeconds: 2, maxSeconds: 5 },
       },
       modules: { cuda: 'cuda/12.4.1', init: '/etc/profile.d/lmod.sh' },
       // The box's partitions as site.sh declares them to SLURM (two GPU nodes, one CPU node).
