@@ -7,6 +7,8 @@ export type JobState =
   | 'RUNNING'
   | 'REQUEUED'
   | 'SUSPENDED'
+  /** Every process of it stopped with SIGSTOP (`scancel --signal=STOP`): it keeps its allocation. */
+  | 'STOPPED'
   | 'COMPLETING'
   | 'COMPLETED'
   | 'FAILED'
@@ -24,6 +26,7 @@ export const ACTIVE_STATES: ReadonlySet<JobState> = new Set([
   'RUNNING',
   'REQUEUED',
   'SUSPENDED',
+  'STOPPED',
   'COMPLETING',
 ]);
 
@@ -43,6 +46,7 @@ export function normaliseState(raw: string): JobState {
     'RUNNING',
     'REQUEUED',
     'SUSPENDED',
+    'STOPPED',
     'COMPLETING',
     'COMPLETED',
     'FAILED',

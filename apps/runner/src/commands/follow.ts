@@ -132,7 +132,8 @@ export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): 
   const manifest = remote ? localView(record.manifest, record.dir) : record.manifest;
   const rows = summaryRows(manifest, progress);
   io.out.write(`\n${formatTable(rows)}\n`);
-  const failed = rows.filter((r) => isFailure(r.state));
+  // A task whose end was never seen (UNKNOWN: gone from the scheduler) did not complete either.
+  const failed = rows.filter((r) => isFailure(r.state) || r.state === 'UNKNOWN');
   io.out.write(
     failed.length > 0
       ? `\n${failed.length} task(s) did not complete.\n`

@@ -134,6 +134,20 @@ describe('--wait with recoveries', () => {
     expect(o.text()).toContain('job train (100, FAILED): stopped: FAILED: exited with 1:0');
     expect(record.manifest.jobs[0]!.stopped).toMatchObject({ jobId: '100', cause: 'FAILED' });
   });
+
+  it('exits 1 when the scheduler lost a job before its end was seen (UNKNOWN), and says so', async () => {
+    const { record } = runDir();
+    const scheduler = siteScheduler();
+    scheduler.query = async () =>
+      new Map([
+        ['100', [{ jobId: '100', state: 'COMPLETED', exitCode: '0:0' }]],
+        ['101', [{ jobId: '101', state: 'UNKNOWN' }]],
+      ]);
+    const o = io();
+    expect(await follow(record, o.io, scheduler)).toBe(1);
+    expect(o.text()).toContain('1 task(s) did not complete.');
+    expect(o.text()).not.toContain('task(s) completed');
+  });
 });
 
 describe('runner resume of a run nobody watched', () => {

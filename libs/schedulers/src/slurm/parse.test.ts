@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { isActive, isFailure } from '../core.ts';
 import { sbatchArgs, splitQueryOutput } from './index.ts';
 import {
   expandIndexRange,
@@ -80,6 +81,13 @@ describe('parsers', () => {
       { jobId: '12', arrayIndex: 2, state: 'PENDING', elapsedSeconds: 0, reason: 'JobArrayTaskLimit' },
       { jobId: '15', state: 'PENDING', elapsedSeconds: 0, reason: 'Dependency' },
     ]);
+  });
+
+  it('keeps a job stopped with SIGSTOP (scancel --signal=STOP) as STOPPED, still holding its allocation', () => {
+    const [task] = parseSqueue('16|N/A|16|STOPPED|0:13|None\n');
+    expect(task).toMatchObject({ jobId: '16', state: 'STOPPED', elapsedSeconds: 13 });
+    expect(isActive(task!.state)).toBe(true);
+    expect(isFailure(task!.state)).toBe(false);
   });
 
   it('reads scontrol show job -o records, expanding a pending array remainder', () => {
