@@ -647,14 +647,20 @@ describe.concurrent('failures survived by cause', () => {
       ...stage('train', {
         stage: 'autoencoder',
         model: 'vgae',
-        overrides: { 'training.max_epochs': 40 },
+        overrides: { 'training.max_epochs': 60 },
         resources: '{ cpus: 1, memGB: 3, gpus: { count: 0 }, partition: cpu, time: "0:01:00" }',
       }),
     ]);
     const waiting = site.runner([...trainArgs(spec), '--wait']);
     const { runDir, jobId } = await submittedRun(name);
-    const checkpoint = join(pipelineDir(runDir, 'vgae_small_autoencoder'), 'checkpoints', 'last.ckpt');
-    await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint));
+    const stageDir = pipelineDir(runDir, 'vgae_small_autoencoder');
+    // Three epochs in its history (history.csv: a header and a row an epoch), so that the
+    // resubmission's time limit is sized from them; a checkpoint to resume from.
+    await waitFor(`three epochs in ${stageDir}/history.csv and a checkpoint`, () => {
+      const history = join(stageDir, 'history.csv');
+      const rows = existsSync(history) ? readFileSync(history, 'utf8').trim().split('\n').length - 1 : 0;
+      return rows >= 3 && existsSync(join(stageDir, 'checkpoints', 'last.ckpt'));
+    });
     // The job hangs (as on a stuck filesystem or collective): every process of it stopped, through
     // SLURM from the login node. It holds its node until its limit, whatever this machine's speed.
     expectOk(await site.ssh(`scancel --full --signal=STOP ${jobId}`));
@@ -664,15 +670,13 @@ describe.concurrent('failures survived by cause', () => {
     const first = train.attempts?.[0];
     expect(first, said(r)).toMatchObject({ state: 'TIMEOUT', cause: 'TIMEOUT' });
     expect(first!.jobId).toBe(jobId);
-    console.log(
-      `TIMEOUT (--time=0:01:00, stopped after its first checkpoint, no signal):\n${recoveryLines(r)}`,
-    );
+    console.log(`TIMEOUT (--time=0:01:00, stopped after three epochs, no signal):\n${recoveryLines(r)}`);
     const time = /^--time=(\d+):(\d\d):(\d\d)$/.exec(first!.options[0] ?? '');
     expect(time, JSON.stringify(first)).not.toBeNull();
     expect(Number(time![1]) * 3600 + Number(time![2]) * 60 + Number(time![3])).toBeGreaterThan(60);
     expect(r.out + r.err).toMatch(
       new RegExp(
-        `job train \\(${first!.jobId}, TIMEOUT\\): resubmitted as ${train.jobId} with --time=\\S+ .*resuming from checkpoints/last\\.ckpt`,
+        `job train \\(${first!.jobId}, TIMEOUT\\): resubmitted as ${train.jobId} with --time=\\S+ \\(\\d+ epoch\\(s\\) left of 60 at .*resuming from checkpoints/last\\.ckpt`,
       ),
     );
     expect(r.out).toMatch(/all 1 task\(s\) completed/);
