@@ -12,7 +12,7 @@ export function sha256(text: string): string {
  * and login per command (transport's sharedControlPath).
  */
 export function siteExecutor(connection: Connection): Executor {
-  return executorFor(connection, { shareMaster: true });
+  return executorFor(connection, { master: 'shared' });
 }
 
 /** Identity of the machine a connection reaches; a change of it means a new resource, a new key does not. */

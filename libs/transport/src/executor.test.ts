@@ -179,8 +179,8 @@ describe('interactive commands (runner shell)', () => {
       rmSync(bin, { recursive: true, force: true });
     });
 
-    it('rides the shared master with shareMaster, and its own connection without', async () => {
-      const shared = sshExecutor(conn, { shareMaster: true });
+    it('rides the shared master with master: shared, and its own connection without', async () => {
+      const shared = sshExecutor(conn, { master: 'shared' });
       await shared.run(['true'], { timeoutSeconds: 5 });
       const argv = readFileSync(join(bin, 'ssh.argv'), 'utf8').trimEnd().split('\n');
       expect(argv).toContain(`ControlPath=${sharedControlPath(conn)!}`);
@@ -190,7 +190,7 @@ describe('interactive commands (runner shell)', () => {
     });
 
     it('asks for a terminal (-t), pins the host, and quotes the command once, with no timeout around it', async () => {
-      const session = sshExecutor(conn, { multiplex: true });
+      const session = sshExecutor(conn, { master: 'session' });
       try {
         expect(
           await session.interactive(['salloc', '--job-name=x', 'srun', 'bash', '--rcfile', "/a b/it's.sh"]),

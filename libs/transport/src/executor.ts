@@ -325,21 +325,22 @@ export function sharedControlPath(connection: SshConnection): string | undefined
 }
 
 /**
- * Commands on a login node over ssh. With `multiplex`, the first command opens one master
- * connection that every later command of the session rides on, until `close()`. With `shareMaster`
- * (infra's providers, many short calls in several processes), commands ride a master that outlives
- * them by ControlPersist, shared by every process of this user's that reaches the same site as the
- * same login (sharedControlPath). With neither, each command makes its own connection.
+ * Which master connection an ssh session's commands ride: `session`, one that the first command
+ * opens and every later command of the session rides on, until `close()`; `shared` (infra's
+ * providers, many short calls in several processes), one that outlives them by ControlPersist,
+ * shared by every process of this user's that reaches the same site as the same login
+ * (sharedControlPath). Without one, each command makes its own connection.
  */
-export function sshExecutor(
-  connection: SshConnection,
-  opts: { multiplex?: boolean; shareMaster?: boolean } = {},
-): Session {
+export type MasterConnection = 'session' | 'shared';
+
+/** Commands on a login node over ssh, riding `opts.master` (MasterConnection) when given. */
+export function sshExecutor(connection: SshConnection, opts: { master?: MasterConnection } = {}): Session {
   const target = `${connection.user}@${connection.host}:${connection.port}`;
   let calls = 0;
   let files: ReturnType<typeof sshFiles> | undefined;
-  const shared = !opts.multiplex && opts.shareMaster ? sharedControlPath(connection) : undefined;
-  const controlPathOf = (f: ReturnType<typeof sshFiles>) => (opts.multiplex ? join(f.dir, 'master') : shared);
+  const multiplex = opts.master === 'session';
+  const shared = opts.master === 'shared' ? sharedControlPath(connection) : undefined;
+  const controlPathOf = (f: ReturnType<typeof sshFiles>) => (multiplex ? join(f.dir, 'master') : shared);
   const argsFor = (f: ReturnType<typeof sshFiles>) => {
     const controlPath = controlPathOf(f);
     return sshArgs(connection, { ...f, ...(controlPath ? { controlPath } : {}) });
@@ -357,7 +358,7 @@ export function sshExecutor(
     },
     close() {
       if (!files) return;
-      if (opts.multiplex)
+      if (multiplex)
         spawnSync('ssh', ['-o', `ControlPath=${join(files.dir, 'master')}`, '-O', 'exit', connection.host], {
           stdio: 'ignore',
           timeout: 10_000,
@@ -366,8 +367,8 @@ export function sshExecutor(
       files = undefined;
     },
     interactive: async (argv) => {
-      const own = opts.multiplex ? undefined : sshFiles(connection);
-      if (opts.multiplex) files ??= sshFiles(connection);
+      const own = multiplex ? undefined : sshFiles(connection);
+      if (multiplex) files ??= sshFiles(connection);
       const f = own ?? files!;
       calls++;
       try {
@@ -386,8 +387,8 @@ export function sshExecutor(
       }
     },
     run: async (argv, options) => {
-      const own = opts.multiplex ? undefined : sshFiles(connection);
-      if (opts.multiplex) files ??= sshFiles(connection);
+      const own = multiplex ? undefined : sshFiles(connection);
+      if (multiplex) files ??= sshFiles(connection);
       const f = own ?? files!;
       calls++;
       try {
@@ -406,9 +407,6 @@ export function sshExecutor(
   };
 }
 
-export function executorFor(
-  connection: Connection,
-  opts: { multiplex?: boolean; shareMaster?: boolean } = {},
-): Session {
+export function executorFor(connection: Connection, opts: { master?: MasterConnection } = {}): Session {
   return connection.kind === 'local' ? localExecutor() : sshExecutor(connection, opts);
 }

@@ -15,6 +15,7 @@ export {
   type Connection,
   type Executor,
   type InteractiveResult,
+  type MasterConnection,
   type RunOptions,
   type RunResult,
   type Session,
@@ -46,7 +47,7 @@ export function sessionFor(connection: Connection): Session {
   const key = keyOf(connection);
   let s = sessions.get(key);
   if (!s) {
-    s = executorFor(connection, { multiplex: true });
+    s = executorFor(connection, { master: 'session' });
     sessions.set(key, s);
   }
   return s;

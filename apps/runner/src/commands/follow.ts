@@ -8,7 +8,6 @@ import {
   connectionOf,
   copyLine,
   formatTable,
-  isRemote,
   localView,
   recoverRun,
   refreshCopy,
@@ -65,17 +64,19 @@ function retrying(scheduler: Scheduler, io: Io, pauseMs: number): Scheduler {
  * `scheduler`: tests give their own.
  */
 export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): Promise<number> {
-  const remote = isRemote(record.manifest);
   const connection = connectionOf(record.manifest);
-  const poll = connection.kind === 'ssh' ? (connection.poll ?? REMOTE_POLL) : undefined;
-  // What following costs the login node: polls and the remote calls they made.
-  const session = remote ? sessionFor(connection) : undefined;
-  const callsBefore = session?.calls ?? 0;
+  // On a site over SSH: the session the polls ride (what following costs the login node is counted
+  // on it) and how often they may come.
+  const site =
+    connection.kind === 'ssh'
+      ? { session: sessionFor(connection), poll: connection.poll ?? REMOTE_POLL }
+      : undefined;
+  const callsBefore = site?.session.calls ?? 0;
   const started = Date.now();
   const queue = retrying(
     scheduler ?? schedulerForManifest(record.manifest),
     io,
-    poll ? poll.minSeconds * 1000 : 1000,
+    site ? site.poll.minSeconds * 1000 : 1000,
   );
   let polls = 0;
   let progress;
@@ -89,10 +90,10 @@ export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): 
           polls++;
           record.seen(p);
         },
-        ...(poll
+        ...(site
           ? {
-              minIntervalMs: poll.minSeconds * 1000,
-              maxIntervalMs: poll.maxSeconds * 1000,
+              minIntervalMs: site.poll.minSeconds * 1000,
+              maxIntervalMs: site.poll.maxSeconds * 1000,
               backOffOnStates: true,
             }
           : {}),
@@ -106,30 +107,31 @@ export async function follow(record: RunRecord, io: Io, scheduler?: Scheduler): 
     }
     await record.published();
     // The job records, logs and history the decision reads are on the site: bring them back first.
-    if (remote)
+    if (site)
       io.err.write(
         `${copyLine(record.manifest, record.dir, await refreshCopy(record.manifest, record.dir))}\n`,
       );
-    const view = remote ? localView(record.manifest, record.dir) : record.manifest;
+    const view = site ? localView(record.manifest, record.dir) : record.manifest;
     const outcome = await recoverRun({
       record,
       view,
       progress,
       scheduler: queue,
       say: (line) => io.out.write(`${line}\n`),
-      checkpointsHere: !remote,
+      checkpointsHere: !site,
     });
     if (outcome.resubmitted.size === 0) break;
   }
-  if (session && poll) {
-    const calls = session.calls - callsBefore;
+  if (site) {
+    const { poll } = site;
+    const calls = site.session.calls - callsBefore;
     const minutes = Math.max((Date.now() - started) / 60_000, 1 / 60);
     io.err.write(
       `--wait: ${polls} poll(s) (every ${poll.minSeconds} to ${poll.maxSeconds} s), ${calls} remote call(s) in ${minutes.toFixed(1)} min (${(calls / minutes).toFixed(1)}/min)\n`,
     );
   }
   // What the summary and the verdict read (job records, metrics) was brought back before the recovery.
-  const manifest = remote ? localView(record.manifest, record.dir) : record.manifest;
+  const manifest = site ? localView(record.manifest, record.dir) : record.manifest;
   const rows = summaryRows(manifest, progress);
   io.out.write(`\n${formatTable(rows)}\n`);
   // A task whose end was never seen (UNKNOWN: gone from the scheduler) did not complete either.
