@@ -462,6 +462,10 @@ laptop_init() {
     if path=$(command -v "$cmd"); then mount --bind "$LAPTOP/no-slurm" "$path"; fi
   done
   unset SLURM_CONF
+  # The laptop's own temporary files (ssh's control sockets among them): two sites side by side
+  # never see, or signal, each other's.
+  mkdir -p -m 700 "$LAPTOP/tmp"
+  export TMPDIR=$LAPTOP/tmp
   exec "$@"
 }
 

@@ -27,7 +27,11 @@ const MLFLOW_PORT = 5055;
 /** The chain's run (the first test's), for the tests that come back to it. */
 let chainRun: { site: string; local: string } | undefined;
 
+/** `text` as a regular expression that matches only itself. */
+const regexQuote = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 /** The quickstart's chain, shrunk as the examples suite shrinks it (one epoch, one core). */
+
 function chainSpec(name: string, epochs = 1): string {
   const stage = (id: string, stage: string, model: string, after?: string) =>
     [
@@ -326,7 +330,13 @@ describe('the laptop reaches the site only over ssh', () => {
     );
     await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint) || undefined);
     // The SSH master of the waiting runner goes away (a laptop's network drops, a NAT forgets it).
-    const masters = await site.laptop(['pkill', '-9', '-f', 'hpc-ssh-.*master \\[mux\\]']);
+    // (The laptop's TMPDIR is its own: another site's masters are not matched.)
+    const masters = await site.laptop([
+      'pkill',
+      '-9',
+      '-f',
+      `^ssh: ${regexQuote(site.dir)}/laptop/tmp/hpc-ssh-.*master \\[mux\\]`,
+    ]);
     expect(masters.code, said(masters)).toBe(0);
     // The job is signalled as SLURM does before a preemption or the time limit, and requeues itself.
     expectOk(await site.ssh(`scancel --signal=USR1 --batch ${jobId}`));
