@@ -31,7 +31,6 @@ let chainRun: { site: string; local: string } | undefined;
 const regexQuote = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** The quickstart's chain, shrunk as the examples suite shrinks it (one epoch, one core). */
-
 function chainSpec(name: string, epochs = 1): string {
   const stage = (id: string, stage: string, model: string, after?: string) =>
     [
