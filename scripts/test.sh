@@ -43,16 +43,73 @@ failure_lines() {
     grep -vE '^\s*(ℹ|#) ' | head -n 40
 }
 
+# Suites that run side by side, in lanes: each lane's suites one after another, the lanes at once.
+# A suite's output is shown whole when it ends (two never interleave), a line says when it started.
+# `lanes 'NAME|CMD…' … -- 'NAME|CMD…' …`: the first lane, then the second; CMD is split on spaces.
+lanes() {
+  local -a lane1=() lane2=()
+  local arg second=0
+  for arg in "$@"; do
+    if [[ $arg == -- ]]; then
+      second=1
+    elif ((second)); then
+      lane2+=("$arg")
+    else
+      lane1+=("$arg")
+    fi
+  done
+  local base=$((${#passed[@]} + ${#failed[@]}))
+  run_lane "$base" "${lane1[@]}" &
+  local p1=$!
+  run_lane "$((base + ${#lane1[@]}))" "${lane2[@]}" &
+  local p2=$!
+  wait "$p1" "$p2"
+  local i n=$((${#lane1[@]} + ${#lane2[@]}))
+  for ((i = base; i < base + n; i++)); do
+    if [[ $(<"$LOGS/lane-$i.status") == 0 ]]; then
+      passed+=("$(<"$LOGS/lane-$i.name")")
+    else
+      failed+=("$(<"$LOGS/lane-$i.name")")
+      failures+=("$(failure_lines "$LOGS/lane-$i.log")")
+    fi
+  done
+}
+# One lane: its suites in order (IDX: the first one's number), each kept in $LOGS/lane-IDX.*.
+run_lane() {
+  local idx=$1 entry name t0 rc
+  local -a cmd
+  shift
+  for entry in "$@"; do
+    name=${entry%%|*}
+    read -r -a cmd <<<"${entry#*|}"
+    printf '\n=== %s: started beside another lane; its output follows when it ends\n' "$name"
+    t0=$SECONDS
+    scripts/with-toolchain.sh "${cmd[@]}" >"$LOGS/lane-$idx.log" 2>&1
+    rc=$?
+    printf '%s (%ss)' "$name" "$((SECONDS - t0))" >"$LOGS/lane-$idx.name"
+    echo "$rc" >"$LOGS/lane-$idx.status"
+    {
+      printf '\n=== %s (%s after %ss)\n' "$name" "$( ((rc == 0)) && echo passed || echo FAILED)" "$((SECONDS - t0))"
+      cat "$LOGS/lane-$idx.log"
+    } | flock "$LOGS" cat
+    idx=$((idx + 1))
+  done
+}
+
 suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
 suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream
 suite "unit tests (all projects, python included)" nx run-many -t test --skip-nx-cache --outputStyle=stream
 suite "slurm-templates e2e (requeue handshake on the local SLURM)" nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream
 suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
-suite "infra e2e (Pulumi CLI, local + ssh stacks)" nx run infra:test-e2e --skip-nx-cache --outputStyle=stream
-suite "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)" nx run runner:test-site --skip-nx-cache --outputStyle=stream
-suite "cluster shape e2e (3-node box and a second cluster over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, placement by expected start, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)" nx run runner:test-cluster --skip-nx-cache --outputStyle=stream
 suite "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test --test-concurrency=1 'scripts/e2e/*.test.ts'
-suite "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)" node --test 'scripts/e2e-examples/*.test.ts'
+# The suites of the sites over SSH (each its own namespaces, login node and SLURM) and infra's: alone,
+# each keeps about one core of two busy, waiting on SLURM and ssh the rest of the time.
+lanes \
+  "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)|nx run runner:test-site --skip-nx-cache --outputStyle=stream" \
+  "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)|node --test scripts/e2e-examples/examples.test.ts" \
+  -- \
+  "cluster shape e2e (3-node box and a second cluster over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, placement by expected start, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)|nx run runner:test-cluster --skip-nx-cache --outputStyle=stream" \
+  "infra e2e (Pulumi CLI, local + ssh stacks)|nx run infra:test-e2e --skip-nx-cache --outputStyle=stream"
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done
