@@ -254,7 +254,7 @@ wait_for() {
 start_database() {
   local db=$SITE/db
   mariadb-install-db --no-defaults --datadir="$db/data" --user=root --auth-root-authentication-method=socket \
-    --skip-test-db >"$db/install.log" 2>&1
+    --skip-test-db >"$db/install.log" 2>&1 || die "mariadb-install-db failed: $(tail -n 5 "$db/install.log")"
   mariadbd --no-defaults --datadir="$db/data" --user=root --socket="$db/mysqld.sock" --bind-address=127.0.0.1 \
     --port=3306 --pid-file="$db/mariadb.pid" --log-error="$db/mariadb.err" --skip-log-bin </dev/null >/dev/null 2>&1 &
   wait_for 60 mariadb --no-defaults --socket="$db/mysqld.sock" -e 'SELECT 1' ||
@@ -287,6 +287,9 @@ make_node_cgroups() {
 
 # What runs inside the login node's namespaces: mounts, then the daemons (which keep the namespaces).
 site_init() {
+  # A step that fails says which (its own output may be in a log of its own).
+  set -E
+  trap 'printf "site: login node: \"%s\" failed (status %s)\n" "$BASH_COMMAND" "$?" >&2' ERR
   hostname kdgat-login
   write_hosts
   mount --bind "$SITE/etc/hosts" /etc/hosts
@@ -360,8 +363,15 @@ node_init() {
 up() {
   local dir=$1
   [[ $(id -u) -eq 0 ]] || die "run as root (it creates network and mount namespaces)"
+  # One site comes up at a time: two suites side by side start theirs at once, and one such start
+  # failed (npm test, 2026-11-29) without a word in its log; what the two shared was not found. An
+  # up takes seconds. (-o: the site's daemons, which outlive up, do not hold the lock.)
+  if [[ -z ${KDGAT_SITE_UP_LOCKED:-} ]]; then
+    KDGAT_SITE_UP_LOCKED=1 exec flock -o /var/tmp/kdgat-site-up.lock bash "$0" up "$dir"
+  fi
   names "$dir"
   mkdir -p "$SITE"/{bin,etc,ssh,modules/cuda,fs/scratch,fs/ess,slurm,db,nodes} "$LAPTOP"
+  mkdir -m 700 "$LAPTOP/tmp"
   # What runs inside the site runs this copy: the checkout is hidden there.
   cp "$0" "$SITE/bin/site.sh"
   write_slurm_config
@@ -464,7 +474,6 @@ laptop_init() {
   unset SLURM_CONF
   # The laptop's own temporary files (ssh's control sockets among them): two sites side by side
   # never see, or signal, each other's.
-  mkdir -p -m 700 "$LAPTOP/tmp"
   export TMPDIR=$LAPTOP/tmp
   exec "$@"
 }
