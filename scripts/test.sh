@@ -23,18 +23,6 @@ trap stop_slurm EXIT
 # suite: on CI only the tail of the output may be visible.
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kdgat-test.XXXXXX")
 passed=() failed=() failures=()
-suite() {
-  local name=$1 t0=$SECONDS log
-  shift
-  log="$LOGS/${#passed[@]}-${#failed[@]}.log"
-  printf '\n=== %s\n' "$name"
-  if scripts/with-toolchain.sh "$@" 2>&1 | tee "$log"; then
-    passed+=("$name ($((SECONDS - t0))s)")
-  else
-    failed+=("$name ($((SECONDS - t0))s)")
-    failures+=("$(failure_lines "$log")")
-  fi
-}
 # The lines of a suite's log that name a failing test or its error (vitest, node --test, pytest),
 # without colour codes; at most 40.
 failure_lines() {
@@ -43,8 +31,10 @@ failure_lines() {
     grep -vE '^\s*(ℹ|#) ' | head -n 40
 }
 
-# Suites that run side by side, in lanes: each lane's suites one after another, the lanes at once.
-# A suite's output is shown whole when it ends (two never interleave), a line says when it started.
+# The suites run in two lanes side by side: each lane's suites one after another, the lanes at
+# once. Alone, most suites leave much of the two cores idle, waiting on SLURM and ssh (2026-11-29,
+# the 2-core VM: the two e2e suites on the local SLURM about 30 % busy, the sites' suites about 55 %).
+# A suite's output is shown whole when it ends (two never interleave); a line says when it starts.
 # `lanes 'NAME|CMD…' … -- 'NAME|CMD…' …`: the first lane, then the second; CMD is split on spaces.
 lanes() {
   local -a lane1=() lane2=()
@@ -82,7 +72,7 @@ run_lane() {
   for entry in "$@"; do
     name=${entry%%|*}
     read -r -a cmd <<<"${entry#*|}"
-    printf '\n=== %s: started beside another lane; its output follows when it ends\n' "$name"
+    printf '\n=== %s: started; its output follows when it ends\n' "$name"
     t0=$SECONDS
     scripts/with-toolchain.sh "${cmd[@]}" >"$LOGS/lane-$idx.log" 2>&1
     rc=$?
@@ -96,14 +86,18 @@ run_lane() {
   done
 }
 
-suite "toolchain (Pulumi engine, workspace graph, lint boundaries)" node --test 'scripts/toolchain/test/*.test.ts'
-suite "lint + typecheck (all projects)" nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream
-suite "unit tests (all projects, python included)" nx run-many -t test --skip-nx-cache --outputStyle=stream
-suite "slurm-templates e2e (requeue handshake on the local SLURM)" nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream
-suite "runner e2e (local SLURM, local scheduler)" nx run runner:test-e2e --skip-nx-cache --outputStyle=stream
-suite "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)" node --test --test-concurrency=1 'scripts/e2e/*.test.ts'
-# The suites of the sites over SSH (each its own namespaces, login node and SLURM) and infra's: alone,
-# each keeps about one core of two busy, waiting on SLURM and ssh the rest of the time.
+# The toolchain's checks alone, first: they run the bootstrap itself on this checkout.
+lanes "toolchain (Pulumi engine, workspace graph, lint boundaries)|node --test scripts/toolchain/test/*.test.ts" --
+# Lint, types and unit tests beside the suites that use the local SLURM (one after another: they
+# share its node).
+lanes \
+  "lint + typecheck (all projects)|nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream" \
+  "unit tests (all projects, python included)|nx run-many -t test --skip-nx-cache --outputStyle=stream" \
+  -- \
+  "slurm-templates e2e (requeue handshake on the local SLURM)|nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream" \
+  "runner e2e (local SLURM, local scheduler)|nx run runner:test-e2e --skip-nx-cache --outputStyle=stream" \
+  "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)|node --test --test-concurrency=1 scripts/e2e/*.test.ts"
+# The sites over SSH (each its own namespaces, login node and SLURM), and infra's stacks.
 lanes \
   "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)|nx run runner:test-site --skip-nx-cache --outputStyle=stream" \
   "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)|node --test scripts/e2e-examples/examples.test.ts" \
