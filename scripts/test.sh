@@ -33,7 +33,7 @@ failure_lines() {
 
 # The suites run in two lanes side by side: each lane's suites one after another, the lanes at
 # once. Alone, most suites leave much of the two cores idle, waiting on SLURM and ssh (2026-11-29,
-# the 2-core VM: the two e2e suites on the local SLURM about 30 % busy, the sites' suites about 55 %).
+# the 2-core VM: the two e2e suites on the local SLURM about 30 % busy, the cluster suite 57 %).
 # A suite's output is shown whole when it ends (two never interleave); a line says when it starts.
 # `lanes 'NAME|CMD…' … -- 'NAME|CMD…' …`: the first lane, then the second; CMD is split on spaces.
 lanes() {
