@@ -4,21 +4,31 @@ Reads the per-window outputs that ``run.py --scores DIR`` saved for two runs of 
 seed (say ``--max-train 4000`` and ``8000``) and, per scenario, cross-fits a scoring mode on the
 validation windows: fitted on one random half of them, applied to the other half, both ways, over
 ``--halvings`` random halvings. It prints each run's mean out-of-fold F1 and the run with the higher
-one. No test window is read, so the pick is one a choice made on validation data could have made.
+one. No test window is read for the pick, so it is one a choice made on validation data could have
+made. ``--test`` then reports what the pick is worth, read only after every pick is made: each
+run's test F1 and the picked run's test figures (the mode fitted on all the run's validation windows,
+as ``run.py`` scores it: F1, precision, recall, episodes detected, delay, false alarms an hour);
+``--json`` also writes them.
 
-    cd python && uv run python ../bench/real-data/valselect.py --a DIR [DIR ...] --b DIR [DIR ...]
+    cd python && uv run python ../bench/real-data/valselect.py --a DIR [DIR ...] --b DIR [DIR ...] \
+        [--test] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from kdgat.scoring import SCORING_MODES, fit_scorer, needs_timing, vgae_pools
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import TABLE_HEAD, score_modes, table_row  # the bench's own module, beside this file
 
 
 def outputs(dirs: list[Path]) -> dict[str, Path]:
@@ -36,29 +46,51 @@ def rows(t: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
     return None if t is None else t[mask]
 
 
-def crossfit_f1(path: Path, mode: str, halvings: int, seed: int) -> tuple[float, int, int]:
-    """Mean out-of-fold F1 of ``mode`` on the validation windows of one run; also their count and
-    how many are attack windows."""
+class Validation(NamedTuple):
+    """One run's saved outputs on its validation windows, as ``mode`` reads them."""
+
+    y: torch.Tensor
+    gat: torch.Tensor
+    vgae: torch.Tensor | None
+    timing: torch.Tensor | None
+
+
+def validation(path: Path, mode: str) -> Validation:
     with np.load(path) as z:
-        v = {k: torch.from_numpy(z[k]) for k in z.files if k.startswith("val_")}
-    y = v["val_y"].long()
+        v = {k[4:]: torch.from_numpy(z[k]) for k in z.files if k.startswith("val_")}
     pools = vgae_pools(mode)
     vgae = None
     if len(pools) == 1:
-        vgae = v[f"val_vgae_{pools[0]}"]
+        vgae = v[f"vgae_{pools[0]}"]
     elif pools:
-        vgae = torch.stack([v[f"val_vgae_{p}"] for p in pools], 1)
-    timing = v["val_timing"] if needs_timing(mode) else None
+        vgae = torch.stack([v[f"vgae_{p}"] for p in pools], 1)
+    timing = v["timing"] if needs_timing(mode) else None
+    return Validation(v["y"].long(), v["gat"], vgae, timing)
+
+
+def crossfit_f1(path: Path, mode: str, halvings: int, seed: int) -> tuple[float, int, int]:
+    """Mean out-of-fold F1 of ``mode`` on the validation windows of one run; also their count and
+    how many are attack windows."""
+    val = validation(path, mode)
+    y = val.y
     rng = np.random.default_rng(seed)
     scores = []
     for _ in range(halvings):
         first = torch.from_numpy(rng.random(len(y)) < 0.5)
         pred = torch.zeros_like(y)
         for fit, judge in ((first, ~first), (~first, first)):
-            scorer = fit_scorer(mode, y[fit], gat_prob=v["val_gat"][fit], vgae_score=rows(vgae, fit))
-            pred[judge] = scorer.predict(v["val_gat"][judge], rows(vgae, judge), rows(timing, judge))
+            scorer = fit_scorer(mode, y[fit], gat_prob=val.gat[fit], vgae_score=rows(val.vgae, fit))
+            pred[judge] = scorer.predict(val.gat[judge], rows(val.vgae, judge), rows(val.timing, judge))
         scores.append(f1(pred.numpy(), y.numpy()))
     return float(np.mean(scores)), len(y), int(y.sum())
+
+
+def test_figures(path: Path, mode: str, merge_gap_s: float) -> dict[str, Any]:
+    """``mode`` fitted on all the run's validation windows and applied to its test windows, as
+    ``run.py`` scores it (the VGAE's mean pool, no warm-up)."""
+    with np.load(path) as z:
+        saved = {k: z[k] for k in z.files}
+    return score_modes(saved, vgae_pool="mean", merge_gap_s=merge_gap_s, warmup=0)[mode]
 
 
 def main() -> int:
@@ -68,12 +100,20 @@ def main() -> int:
     ap.add_argument("--mode", default="novelty_timing", choices=SCORING_MODES)
     ap.add_argument("--halvings", type=int, default=20, help="random halvings of the validation windows")
     ap.add_argument("--seed", type=int, default=12345, help="seed of the halvings (the same for A and B)")
+    ap.add_argument(
+        "--test",
+        action="store_true",
+        help="after every pick: each run's test F1, the picked run's figures",
+    )
+    ap.add_argument("--merge-gap-s", type=float, default=2.0, help="as run.py's: one episode's largest gap")
+    ap.add_argument("--json", type=Path, default=None, help="write the picks (and with --test the figures)")
     args = ap.parse_args()
     a, b = outputs(args.a), outputs(args.b)
     both = [k for k in a if k in b]
     if not both:
         print(f"no <scenario>__<variant>.npz is in both {args.a} and {args.b}", file=sys.stderr)
         return 2
+    runs: dict[str, dict[str, Any]] = {}
     print("| run | validation windows (attack) | A: out-of-fold F1 | B | higher |\n|---|---:|---:|---:|---|")
     for k in both:
         fa, n, na = crossfit_f1(a[k], args.mode, args.halvings, args.seed)
@@ -82,7 +122,23 @@ def main() -> int:
             print(f"{k}: A and B differ in validation windows ({n}/{na}, {n_b}/{nb})", file=sys.stderr)
             return 2
         higher = "A" if fa > fb else "B" if fb > fa else "equal"
+        runs[k] = {"val_windows": n, "val_attack": na, "oof_f1_a": fa, "oof_f1_b": fb, "higher": higher}
         print(f"| {k} | {n} ({na}) | {fa:.4f} | {fb:.4f} | {higher} |")
+    if args.test:
+        # the test windows are read only now, once every pick above is made; "equal" keeps A
+        print("\n| run | test F1, A | B | picked |\n|---|---:|---:|---|")
+        for k, r in runs.items():
+            r["a"], r["b"] = (test_figures(x[k], args.mode, args.merge_gap_s) for x in (a, b))
+            r["picked"] = "b" if r["higher"] == "B" else "a"
+            print(f"| {k} | {r['a']['f1']:.4f} | {r['b']['f1']:.4f} | {r['picked'].upper()} |")
+        print("\nthe picked runs:\n" + TABLE_HEAD)
+        for k, r in runs.items():
+            scenario, variant = k.split("__")
+            print(table_row(scenario, variant, args.mode, r[r["picked"]]))
+    if args.json:
+        doc = {"mode": args.mode, "halvings": args.halvings, "seed": args.seed, "a": [str(d) for d in args.a]}
+        doc |= {"b": [str(d) for d in args.b], "runs": runs}
+        args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return 0
 
 
