@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,6 +302,106 @@ def test_the_tensorboard_events_of_the_requeued_stage_are_one_run_per_epoch(
     hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
     assert hparams["training.batch_size"].number_value == 8
     assert hparams["tag.kdgat.stage"].string_value == "autoencoder"
+
+
+class _FaultyFront:
+    """A loopback HTTP front of the real server that answers two requests with the error a store
+    that could not take them gives (400 BAD_REQUEST, not one MLflow's client retries): the stage's
+    first request, and its second batch of metrics. Every other request goes to the server."""
+
+    def __init__(self, upstream: str) -> None:
+        import http.server
+        import threading
+
+        front = self
+        self.refused: list[str] = []
+        self.metric_batches = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                first = not front.refused and front.metric_batches == 0
+                if b'"metrics"' in body and self.path.endswith("/runs/log-batch"):
+                    front.metric_batches += 1
+                if first or (front.metric_batches == 2 and len(front.refused) == 1):
+                    front.refused.append(self.path)
+                    self._answer(400, b'{"error_code": "BAD_REQUEST", "message": "injected: store busy"}')
+                    return
+                req = urllib.request.Request(upstream + self.path, data=body or None, method=self.command)
+                req.add_header("Content-Type", self.headers.get("Content-Type") or "application/json")
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        self._answer(r.status, r.read())
+                except urllib.error.HTTPError as e:
+                    self._answer(e.code, e.read())
+
+            def _answer(self, code: int, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=30)
+
+
+def test_a_server_that_refuses_the_first_request_and_a_batch_still_gets_every_epoch_once(
+    mlflow_server: str, client: Any, pipeline_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The stage's MLflow run could not be opened at its start, and later one batch of epoch
+    metrics was refused: both are tried again at the next epoch's end with what they missed."""
+    front = _FaultyFront(mlflow_server)
+    run_dir = tmp_path / "outputs" / STAGE
+    log = tmp_path / "stage.log"
+    try:
+        with log.open("wb") as out:
+            done = subprocess.run(
+                [
+                    *(sys.executable, "-m", "kdgat", *AUTOENCODER, "--dataset", DATASET),
+                    *("--run-root", str(tmp_path / "outputs"), *FAST, "-O", "tracking.mlflow.uri", front.url),
+                    *("-O", "tracking.mlflow.experiment", "refused-then-taken"),
+                    *("-O", "training.max_epochs", "3", "-O", "training.batch_size", "8"),
+                ],
+                env=_env(pipeline_env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+            )
+    finally:
+        front.close()
+    said = _tail(log)
+    assert done.returncode == 0, said
+    assert len(front.refused) == 2, (front.refused, said)
+    assert "mlflow failed to open (RestException: BAD_REQUEST: injected: store busy)" in said
+    assert "mlflow open on a second try" in said
+    assert "mlflow failed on log_epoch (RestException: BAD_REQUEST: injected: store busy)" in said
+    assert "training goes on without it" not in said and "not sent" not in said
+    experiment = client.get_experiment_by_name("refused-then-taken")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    epochs = client.get_metric_history(run.info.run_id, "epoch/val_loss")
+    assert sorted(m.step for m in epochs) == [0, 1, 2], "every epoch, each once"
+    assert {"metrics.json", "history.csv"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "step/train_loss")]
+    # Every 10th optimizer step (tracking.log_every_n_steps), from the first epoch's, none twice.
+    assert sorted(steps) == list(range(10, max(steps) + 1, 10)), steps
+    assert (
+        json.loads((run_dir / "checkpoints" / "tracking.json").read_text())["mlflow_run_id"]
+        == run.info.run_id
+    )
 
 
 def test_a_sweeps_points_started_together_are_children_of_one_parent(

@@ -103,6 +103,8 @@ class MlflowBackend:
         self.client = MlflowClient(tracking_uri=uri)
         self.uri = uri
         self.run_id = run_id
+        #: The timestamp of each call not sent whole yet (by ``id`` of the call's argument).
+        self._stamps: dict[int, int] = {}
 
     @staticmethod
     def experiment_id(uri: str, name: str) -> str:
@@ -159,19 +161,23 @@ class MlflowBackend:
         if changed:
             self.client.set_tag(self.run_id, "kdgat.config_changed_on_resume", ",".join(changed)[:5000])
 
-    def _send(self, points: list[tuple[str, float, int]]) -> None:
+    def _send(self, points: list[tuple[str, float, int]], call: object) -> None:
+        """``call``: the caller's argument the points come from. A call sent again after a failure
+        (:class:`kdgat.tracking.session.StageTracking` holds it) keeps the timestamp it first had,
+        so the batches MLflow already took are exact duplicates, which its store skips."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
+        now = self._stamps.setdefault(id(call), int(time.time() * 1000))
         metrics = [Metric(mlflow_key(k), v, now, step) for k, v, step in points]
         for i in range(0, len(metrics), 1000):
             self.client.log_batch(self.run_id, metrics=metrics[i : i + 1000])
+        del self._stamps[id(call)]
 
     def log_steps(self, rows: list[tuple[int, Scalars]]) -> None:
-        self._send([(f"step/{k}", v, step) for step, m in rows for k, v in m.items()])
+        self._send([(f"step/{k}", v, step) for step, m in rows for k, v in m.items()], rows)
 
     def log_epoch(self, epoch: int, step: int, metrics: Scalars) -> None:
-        self._send([(f"epoch/{k}", v, epoch) for k, v in metrics.items()])
+        self._send([(f"epoch/{k}", v, epoch) for k, v in metrics.items()], metrics)
 
     def log_files(self, files: Iterable[Path], base: Path) -> None:
         for f in files:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -37,6 +37,11 @@ log = logging.getLogger("kdgat.tracking")
 
 #: The run's files logged at the stage's end (where present).
 END_FILES = (METRICS_FILE, HISTORY_FILE, "report/report.html")
+#: Failed attempts in a row after which a tracker is dropped. A tracker that fails (to open, or to
+#: take a call) is tried again at the next epoch's end with every call it missed, in order; the
+#: second failure drops it. (MLflow's client already retries a refused connection and 5xx answers
+#: for minutes inside one attempt, so each attempt can hold training that long.)
+MAX_FAILURES = 2
 
 
 @dataclass
@@ -151,7 +156,9 @@ def memory_limit_bytes() -> int:
 
 class StageTracking:
     """The trackers of one stage run dir (see the module docstring). Logging never stops
-    training: a tracker that fails is reported once and dropped."""
+    training: a tracker that fails to open or to take a call keeps the calls it missed and gets
+    them, in order, when it is tried again at the next epoch's end (:data:`MAX_FAILURES`); one
+    that keeps failing is dropped, and the log says what it missed."""
 
     def __init__(
         self,
@@ -168,6 +175,13 @@ class StageTracking:
         self.settings = settings
         self.trial = trial
         self.backends: list[Backend] = []
+        #: Trackers whose opening failed, and how to try again (at the next epoch's end).
+        self.opening: dict[str, Callable[[], None]] = {}
+        #: Per tracker, the calls it has not taken yet: ``(method, args)``, sent in order.
+        self.held: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
+        #: Per tracker, failed attempts in a row; a tracker that failed waits for the next epoch.
+        self.failures: dict[str, int] = {}
+        self.waiting: set[str] = set()
         self.opened = False
         self.closed = False
         self.identity = identity.Identity()
@@ -185,9 +199,8 @@ class StageTracking:
         # The steps after the checkpoint run again: TensorBoard purges what it has of them, the
         # ones held for MLflow and W&B are dropped (those already sent are skipped when redone).
         for b in list(self.backends):
-            reopen = getattr(b, "reopen", None)
-            if reopen is not None:
-                self._guard(b, reopen, global_step + 1)
+            if getattr(b, "reopen", None) is not None:
+                self._call(b, "reopen", global_step + 1)
         self.pending = [(step, m) for step, m in self.pending if step <= global_step]
 
     def _open(self, global_step: int) -> None:
@@ -206,33 +219,44 @@ class StageTracking:
         self.tags = tags
         run_name = self._run_name(group)
         if s.tensorboard:
-            from kdgat.tracking.backends import TensorBoardBackend
-
-            log_dir = Path(self.identity.tensorboard_dir or self.run_dir / TENSORBOARD_DIR)
-            self.identity.tensorboard_dir = str(log_dir)
-            self._guard(
-                None,
-                lambda: self.backends.append(
-                    TensorBoardBackend(
-                        log_dir,
-                        purge_step=global_step + 1 if resumed else 0,
-                        hparams={**params, **{f"tag.{k}": v for k, v in tags.items()}},
-                        config_text=config_json(params),
-                    )
-                ),
+            purge_step = global_step + 1 if resumed else 0
+            self._open_tracker(
+                "tensorboard", lambda: self._open_tensorboard(purge_step, params, tags), first=True
             )
         if s.mlflow_uri:
-            self._guard(None, lambda: self._open_mlflow(s.mlflow_uri or "", manifest, group, run_name, tags))
+            uri = s.mlflow_uri
+            self._open_tracker(
+                "mlflow", lambda: self._open_mlflow(uri, manifest, group, run_name, tags), first=True
+            )
         if s.wandb:
-            self._guard(None, lambda: self._open_wandb(manifest, group, run_name, tags, params))
+            first_step = self.identity.logged_step + 1
+            self._open_tracker(
+                "wandb",
+                lambda: self._open_wandb(manifest, group, run_name, tags, params, first_step),
+                first=True,
+            )
         self.save_identity()
-        where = [b.name for b in self.backends]
+        where = [b.name for b in self.backends] + [f"{n} (not open yet)" for n in self.opening]
         log.info(
             "tracking: %s (%s life %d; TensorBoard logs in %s)",
             ", ".join(where) or "nothing",
             "resumed," if resumed else "new run,",
             self.identity.lives,
             self.identity.tensorboard_dir or "-",
+        )
+
+    def _open_tensorboard(self, purge_step: int, params: dict[str, Any], tags: dict[str, str]) -> None:
+        from kdgat.tracking.backends import TensorBoardBackend
+
+        log_dir = Path(self.identity.tensorboard_dir or self.run_dir / TENSORBOARD_DIR)
+        self.identity.tensorboard_dir = str(log_dir)
+        self.backends.append(
+            TensorBoardBackend(
+                log_dir,
+                purge_step=purge_step,
+                hparams={**params, **{f"tag.{k}": v for k, v in tags.items()}},
+                config_text=config_json(params),
+            )
         )
 
     def _group(self, manifest: dict[str, Any] | None) -> context.Group | None:
@@ -316,6 +340,7 @@ class StageTracking:
         run_name: str,
         tags: dict[str, str],
         params: dict[str, Any],
+        first_step: int,
     ) -> None:
         from kdgat.tracking.backends import WandbBackend
 
@@ -335,28 +360,95 @@ class StageTracking:
                 name=run_name,
                 config=params,
                 tags=tags,
-                first_step=ident.logged_step + 1,
+                first_step=first_step,
             )
         )
 
-    # -- logging ------------------------------------------------------------------------------
+    # -- failures: held calls, tried again at the next epoch's end --------------------------------
 
-    def _guard(self, backend: Backend | None, fn: Any, *args: Any) -> None:
-        """Runs one tracker call; a failure is reported and that tracker dropped (training goes on)."""
+    def _open_tracker(self, name: str, opener: Callable[[], None], *, first: bool = False) -> None:
+        """Opens a tracker (``opener`` appends it to :attr:`backends`); one that fails is tried
+        again at the next epoch's end, the calls it misses meanwhile held for it."""
         try:
-            fn(*args)
+            opener()
         except Exception as e:
-            name = backend.name if backend is not None else "a tracker"
-            log.error("tracking: %s failed (%s: %s); training goes on without it", name, type(e).__name__, e)
-            if backend is not None and backend in self.backends:
-                self.backends.remove(backend)
+            if self._failed(name, e, "to open"):
+                self.opening.pop(name, None)
+            else:
+                self.opening[name] = opener
+                self.held.setdefault(name, [])
+            return
+        self.opening.pop(name, None)
+        self.failures[name] = 0
+        if not first:
+            missed = len(self.held.get(name, []))
+            log.info("tracking: %s open on a second try (%d call(s) held for it)", name, missed)
+
+    def _failed(self, name: str, e: Exception, what: str) -> bool:
+        """Counts a failure of tracker ``name``; True when it is dropped."""
+        n = self.failures.get(name, 0) + 1
+        self.failures[name] = n
+        self.waiting.add(name)
+        why = f"{type(e).__name__}: {e}"
+        if n < MAX_FAILURES:
+            log.warning("tracking: %s failed %s (%s); tried again at the next epoch's end", name, what, why)
+            return False
+        missed = len(self.held.pop(name, []))
+        log.error(
+            "tracking: %s failed %s %d times in a row (%s); training goes on without it "
+            "(%d call(s) not sent)",
+            name,
+            what,
+            n,
+            why,
+            missed,
+        )
+        return True
+
+    def _call(self, b: Backend, method: str, *args: Any) -> None:
+        """``b.method(*args)``, after the calls ``b`` still has to take; held while ``b`` waits
+        for the next epoch's end after a failure."""
+        self.held.setdefault(b.name, []).append((method, args))
+        if b.name not in self.waiting:
+            self._drain(b)
+
+    def _drain(self, b: Backend) -> None:
+        """Sends ``b`` its held calls in order, up to the first that fails."""
+        queue = self.held.get(b.name, [])
+        while queue:
+            method, args = queue[0]
+            try:
+                getattr(b, method)(*args)
+            except Exception as e:
+                if self._failed(b.name, e, f"on {method}") and b in self.backends:
+                    self.backends.remove(b)
+                return
+            queue.pop(0)
+            self.failures[b.name] = 0
+
+    def _to_trackers(self, method: str, *args: Any, only: Callable[[str], bool] = lambda _: True) -> None:
+        """One call to every tracker ``only`` picks; held for those not open yet."""
+        for b in list(self.backends):
+            if only(b.name):
+                self._call(b, method, *args)
+        for name in self.opening:
+            if only(name):
+                self.held[name].append((method, args))
+
+    def _try_again(self) -> None:
+        """The epoch's end: trackers that failed get their held calls (and an opening) once more."""
+        self.waiting.clear()
+        for name, opener in list(self.opening.items()):
+            self._open_tracker(name, opener)
+        for b in list(self.backends):
+            self._drain(b)
+
+    # -- logging ------------------------------------------------------------------------------
 
     def log_step(self, step: int, metrics: Scalars) -> None:
         if step <= self.identity.logged_step:
             return  # logged by an earlier life or attempt (a resumed OOM retry)
-        for b in self.backends:
-            if b.name == "tensorboard":
-                self._guard(b, b.log_steps, [(step, metrics)])
+        self._to_trackers("log_steps", [(step, metrics)], only=lambda n: n == "tensorboard")
         self.pending.append((step, metrics))
 
     def hold_partial_epoch(self, epoch: int, step: int, metrics: Scalars) -> None:
@@ -379,11 +471,11 @@ class StageTracking:
             self.save_identity()
 
     def log_epoch(self, epoch: int, step: int, metrics: Scalars) -> None:
+        self._try_again()
         self.flush()
         if epoch <= self.identity.logged_epoch:
             return
-        for b in list(self.backends):
-            self._guard(b, b.log_epoch, epoch, step, metrics)
+        self._to_trackers("log_epoch", epoch, step, metrics)
         self.identity.logged_epoch = epoch
         self.save_identity()
 
@@ -392,14 +484,11 @@ class StageTracking:
         if not self.pending:
             return
         rows, self.pending = self.pending, []
-        for b in list(self.backends):
-            if b.name != "tensorboard":
-                self._guard(b, b.log_steps, rows)
+        self._to_trackers("log_steps", rows, only=lambda n: n != "tensorboard")
         self.identity.logged_step = max(self.identity.logged_step, rows[-1][0])
 
     def set_tags(self, tags: dict[str, str]) -> None:
-        for b in list(self.backends):
-            self._guard(b, b.set_tags, tags)
+        self._to_trackers("set_tags", tags)
 
     def save_identity(self) -> None:
         if self.opened:
@@ -413,8 +502,7 @@ class StageTracking:
     def log_end_files(self) -> None:
         self.flush()
         files = [self.run_dir / f for f in END_FILES if (self.run_dir / f).is_file()]
-        for b in list(self.backends):
-            self._guard(b, b.log_files, files, self.run_dir)
+        self._to_trackers("log_files", files, self.run_dir)
 
     def close(self, status: str) -> None:
         """Ends the runs: FINISHED, FAILED, or KILLED (requeued: the next life resumes them)."""
@@ -422,12 +510,17 @@ class StageTracking:
             self.closed = True
             return
         self.closed = True
+        self._try_again()  # a tracker that failed during the last epoch
         if status != "KILLED":
             self.log_end_files()
         self.flush()
         self.save_identity()
-        for b in list(self.backends):
-            self._guard(b, b.finish, status)
+        self._to_trackers("finish", status)
+        if self.waiting:
+            self._try_again()  # one that failed just now: its second try is its last
+        for name, queue in self.held.items():
+            if queue:
+                log.error("tracking: %s: %d call(s) not sent by the stage's end", name, len(queue))
         self.backends.clear()
 
     def callback(self, batch_size: int) -> TrackingCallback:
