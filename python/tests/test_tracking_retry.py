@@ -56,6 +56,15 @@ def _session(tmp_path: Path) -> StageTracking:
     return s
 
 
+def _after_a_good_epoch(tmp_path: Path) -> tuple[StageTracking, Flaky]:
+    """A session whose tracker opened and took epoch 0 whole."""
+    s, t = _session(tmp_path), Flaky()
+    s._open_tracker("flaky", lambda: s.backends.append(t), first=True)
+    _epoch(s, 0)
+    assert t.took == [("steps", [0, 1]), ("epoch", 0)]
+    return s, t
+
+
 def _epoch(s: StageTracking, epoch: int) -> None:
     """One epoch of two logged steps, then its end."""
     for step in (2 * epoch, 2 * epoch + 1):
@@ -66,9 +75,7 @@ def _epoch(s: StageTracking, epoch: int) -> None:
 def test_a_call_that_fails_is_sent_again_at_the_next_epoch_with_the_calls_after_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    s, t = _session(tmp_path), Flaky()
-    s._open_tracker("flaky", lambda: s.backends.append(t), first=True)
-    _epoch(s, 0)
+    s, t = _after_a_good_epoch(tmp_path)
     t.fail = 1  # epoch 1's steps are refused once
     with caplog.at_level(logging.WARNING, logger="kdgat.tracking"):
         _epoch(s, 1)
@@ -113,9 +120,7 @@ def test_a_tracker_that_could_not_open_gets_every_call_it_missed_once_it_opens(t
 def test_a_tracker_that_keeps_failing_is_dropped_saying_what_it_missed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    s, t = _session(tmp_path), Flaky()
-    s._open_tracker("flaky", lambda: s.backends.append(t), first=True)
-    _epoch(s, 0)
+    s, t = _after_a_good_epoch(tmp_path)
     t.down = True
     with caplog.at_level(logging.WARNING, logger="kdgat.tracking"):
         for epoch in range(1, 1 + MAX_FAILURES + 2):
