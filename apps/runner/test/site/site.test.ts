@@ -18,6 +18,7 @@ import {
   startSite,
   statusOfRun,
   waitFor,
+  type Run,
   type SshSite,
 } from './site.ts';
 
@@ -245,6 +246,10 @@ describe('the laptop reaches the site only over ssh', () => {
   });
 
   it('a requeue on the site is followed by a --wait whose SSH master is killed halfway; status sees the end', async () => {
+    expect(
+      chainRun,
+      'the chain test ran first (its preprocess made the synth cache this stage reads)',
+    ).toBeDefined();
     const name = 'site-requeue';
     // A real MLflow server on the login node, reached by the job on its compute node by name: the
     // requeued job must continue the same MLflow run (tracking.mlflow.*).
@@ -312,17 +317,31 @@ describe('the laptop reaches the site only over ssh', () => {
         '',
       ].join('\n'),
     );
-    const waiting = site.runner([...trainArgs(spec), '--wait']);
+    let ended: Run | undefined;
+    const waiting = site.runner([...trainArgs(spec), '--wait']).then((r) => (ended = r));
+    /** `probe`, failing at once with what the runner said once its --wait has ended (a job that failed). */
+    const whileWaiting =
+      <T>(probe: () => T | undefined | Promise<T | undefined>) =>
+      async () => {
+        if (ended) throw new Error(`the runner's --wait ended first: ${said(ended)}`);
+        return probe();
+      };
     // The run as the site has it (this test's own view of the site's files).
     const runsOf = site.onSite(`${SCRATCH}/runs/${name}`);
-    const runDir = await waitFor('the run directory on the site', () =>
-      existsSync(runsOf) ? readdirSync(runsOf).filter((d) => !d.includes('.partial.'))[0] : undefined,
+    const runDir = await waitFor(
+      'the run directory on the site',
+      whileWaiting(() =>
+        existsSync(runsOf) ? readdirSync(runsOf).filter((d) => !d.includes('.partial.'))[0] : undefined,
+      ),
     );
     const manifestFile = join(runsOf, runDir, 'manifest.json');
-    const jobId = await waitFor('the job id in the site manifest', () => {
-      const m = JSON.parse(readFileSync(manifestFile, 'utf8')) as { jobs: { jobId?: string }[] };
-      return m.jobs[0]?.jobId;
-    });
+    const jobId = await waitFor(
+      'the job id in the site manifest',
+      whileWaiting(() => {
+        const m = JSON.parse(readFileSync(manifestFile, 'utf8')) as { jobs: { jobId?: string }[] };
+        return m.jobs[0]?.jobId;
+      }),
+    );
     const checkpoint = join(
       runsOf,
       runDir,
@@ -332,7 +351,10 @@ describe('the laptop reaches the site only over ssh', () => {
       'checkpoints',
       'last.ckpt',
     );
-    await waitFor(`the first epoch's checkpoint ${checkpoint}`, () => existsSync(checkpoint) || undefined);
+    await waitFor(
+      `the first epoch's checkpoint ${checkpoint}`,
+      whileWaiting(() => existsSync(checkpoint) || undefined),
+    );
     // The SSH master of the waiting runner goes away (a laptop's network drops, a NAT forgets it).
     // (The laptop's TMPDIR is its own: another site's masters are not matched.)
     const masters = await site.laptop([
@@ -344,10 +366,13 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(masters.code, said(masters)).toBe(0);
     // The job is signalled as SLURM does before a preemption or the time limit, and requeues itself.
     expectOk(await site.ssh(`scancel --signal=USR1 --batch ${jobId}`));
-    await waitFor(`job ${jobId} requeued (Restarts=1, PENDING)`, async () => {
-      const job = (await site.ssh(`scontrol show job -o ${jobId}`)).out;
-      return /Restarts=1/.test(job) && /JobState=PENDING/.test(job) ? job : undefined;
-    });
+    await waitFor(
+      `job ${jobId} requeued (Restarts=1, PENDING)`,
+      whileWaiting(async () => {
+        const job = (await site.ssh(`scontrol show job -o ${jobId}`)).out;
+        return /Restarts=1/.test(job) && /JobState=PENDING/.test(job) ? job : undefined;
+      }),
+    );
     // SLURM holds a requeued batch job for a while (BeginTime); as the site's admin, release it now.
     expectOk(await site.ssh(`scontrol update JobId=${jobId} StartTime=now`));
     const r = await waiting;
