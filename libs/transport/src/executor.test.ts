@@ -74,10 +74,31 @@ describe('ssh invocation', () => {
     );
     // the jump hop is pinned to the same known_hosts file and never prompts either
     expect(viaGateway).toContain(
-      'ProxyCommand=ssh -p 22 -l bob -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/kh ' +
+      'ProxyCommand=ssh -p 22 -l bob -o ForwardAgent=no -o ForwardX11=no -o ClearAllForwardings=yes ' +
+        '-o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/kh ' +
         '-o GlobalKnownHostsFile=/dev/null -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 ' +
         '-o LogLevel=ERROR -W %h:%p gw.osc.edu',
     );
+  });
+
+  it("forwards nothing: no agent, no X11, no port forward from the user's ssh config, on every hop", () => {
+    const proxy = { host: 'gw.osc.edu', port: 22, user: 'bob', hostKey: 'ssh-ed25519 BBBB' };
+    for (const c of [conn, { ...conn, proxy }]) {
+      const args = sshArgs(c, { knownHosts: '/tmp/kh', identity: '/tmp/id', controlPath: '/tmp/s/master' });
+      const options = args.flatMap((a, i) => (args[i - 1] === '-o' ? [a] : []));
+      expect(options).toEqual(
+        expect.arrayContaining(['ForwardAgent=no', 'ForwardX11=no', 'ClearAllForwardings=yes']),
+      );
+      // Nothing turns any of it back on: no -A, -X, -Y, -L, -R, -D anywhere in the argv.
+      expect(args.filter((a) => /^-[AXYLRD]$/.test(a))).toEqual([]);
+      expect(options.filter((o) => /^(ForwardAgent|ForwardX11|ClearAllForwardings)=/.test(o))).toHaveLength(
+        3,
+      );
+    }
+    const jump = sshArgs({ ...conn, proxy }, { knownHosts: '/tmp/kh' }).find((a) =>
+      a.startsWith('ProxyCommand='),
+    )!;
+    expect(jump).toContain('-o ForwardAgent=no -o ForwardX11=no -o ClearAllForwardings=yes');
   });
 
   it('rides one master per session when multiplexing, bounded by ControlPersist', () => {
@@ -189,6 +210,21 @@ describe('interactive commands (runner shell)', () => {
       expect(readFileSync(join(bin, 'ssh.argv'), 'utf8')).not.toContain('ControlPath');
     });
 
+    it("forwards nothing for a command, nor for rsync's -e (site files copied back)", async () => {
+      const session = sshExecutor(conn, { master: 'session' });
+      try {
+        await session.run(['true'], { timeoutSeconds: 5 });
+        const argv = readFileSync(join(bin, 'ssh.argv'), 'utf8').trimEnd().split('\n');
+        const off = ['ForwardAgent=no', 'ForwardX11=no', 'ClearAllForwardings=yes'];
+        expect(argv).toEqual(expect.arrayContaining(off));
+        const shell = session.remoteShell()!;
+        expect(shell.argv[0]).toBe('ssh');
+        expect(shell.argv).toEqual(expect.arrayContaining(off));
+      } finally {
+        session.close();
+      }
+    });
+
     it('asks for a terminal (-t), pins the host, and quotes the command once, with no timeout around it', async () => {
       const session = sshExecutor(conn, { master: 'session' });
       try {
@@ -200,6 +236,9 @@ describe('interactive commands (runner shell)', () => {
         const argv = readFileSync(join(bin, 'ssh.argv'), 'utf8').trimEnd().split('\n');
         expect(argv[0]).toBe('-t');
         expect(argv).toContain('StrictHostKeyChecking=yes');
+        expect(argv).toEqual(
+          expect.arrayContaining(['ForwardAgent=no', 'ForwardX11=no', 'ClearAllForwardings=yes']),
+        );
         expect(argv.some((a) => a.startsWith('ControlPath='))).toBe(true);
         expect(argv.slice(-4, -1)).toEqual(['alice', 'login.site', '--']);
         const line = argv.at(-1)!;

@@ -214,9 +214,26 @@ export function sshArgs(
   return args;
 }
 
-/** Options of every ssh hop: no prompts, only the pinned host keys, the given identity. */
+/**
+ * Options of every ssh hop: no prompts, only the pinned host keys, the given identity, and nothing
+ * forwarded. A login node is shared: with the agent forwarded, anyone who is root there (or gets
+ * the user's uid) can use this machine's keys while the connection lasts, and an X11 display the
+ * same. No command of ours wants a port forwarded either (`runner tensorboard --serve` serves the
+ * local copy on this machine; `runner shell` is a terminal only), so ClearAllForwardings drops any
+ * LocalForward/RemoteForward/DynamicForward that the user's ~/.ssh/config gives the host.
+ */
+export const NO_FORWARDING = [
+  '-o',
+  'ForwardAgent=no',
+  '-o',
+  'ForwardX11=no',
+  '-o',
+  'ClearAllForwardings=yes',
+] as const;
+
 function commonOptions(files: { knownHosts: string; identity?: string }): string[] {
   const args = [
+    ...NO_FORWARDING,
     '-o',
     'BatchMode=yes',
     '-o',
