@@ -12,5 +12,8 @@ export const connection = site.outputs.connection;
 export const environments = site.outputs.environments;
 export const scratch = site.outputs.scratch;
 export const scripts = site.outputs.scripts;
-// The site's other clusters (stack config `clusters`); undefined, so not exported, on a one-cluster site.
-export const clusters = site.outputs.clusters;
+// The site's other clusters (stack config `clusters`); an empty list on a one-cluster site (an
+// undefined export makes `pulumi up` warn that it will not show; the runner reads both as none).
+export const clusters = site.outputs.clusters ?? [];
+// What every job on the site exports, and where each data set's raw recordings are.
+export const jobEnvironment = site.outputs.jobEnvironment;

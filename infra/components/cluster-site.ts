@@ -18,6 +18,7 @@ import {
   activationSnippet,
   renderSiteScripts,
   siteClustersOutput,
+  siteJobEnvironment,
 } from '@kdgat/slurm-templates';
 import type { Connection } from '@kdgat/transport';
 import { CondaEnvironment } from './conda-environment.ts';
@@ -34,6 +35,10 @@ export interface ClusterSiteArgs {
   /** In the stack's order: the first is the stack's default, the site scripts' environment. */
   environments: SiteEnvironment[];
   datasets: string[];
+  /** Each data set's raw recordings on the site (stack config `rawDataRoot`, `datasets[].raw`). */
+  rawData?: Record<string, string>;
+  /** Variables every job on the site exports (stack config `env`). */
+  env?: Record<string, string>;
   /** The connection with its private key as a Pulumi secret. */
   connection: pulumi.Input<Connection>;
   /** `<project>/<stack>`. */
@@ -159,6 +164,7 @@ export class ClusterSite extends pulumi.ComponentResource {
       // SITE_SCRIPT_NAMES' keys; infra/test/stacks.test.ts parses the outputs against the schema
       scripts: { dir: scripts.dir, ...(scripts.paths as Omit<StackOutputs['scripts'], 'dir'>) },
       ...siteClustersOutput(args.clusters),
+      jobEnvironment: siteJobEnvironment(args),
     };
     this.registerOutputs({ ...this.outputs });
   }

@@ -28,6 +28,8 @@ export function readSiteConfig(config: pulumi.Config, repoRoot: string): Cluster
       environment: presetOrObject(config.get('environment')),
       environmentOverrides: config.getObject('environmentOverrides'),
       datasets: config.getObject('datasets'),
+      rawDataRoot: config.get('rawDataRoot'),
+      env: config.getObject('env'),
       build: config.getObject('build'),
       scratchGroup: config.get('scratchGroup'),
     },

@@ -400,7 +400,7 @@ UsePAM no
 StrictModes no
 MaxStartups 50
 MaxSessions 50
-SetEnv MODULEPATH=$SITE/modules KD_GAT_DATA_ROOT=/fs/ess/data/raw
+SetEnv MODULEPATH=$SITE/modules
 EOF
   # The two namespaces and the one link between them.
   ip netns add "$SITE_NS"

@@ -55,7 +55,12 @@ export {
 } from './environment/matchspec.ts';
 export * from './scratch/layout.ts';
 export * from './pipeline/pipeline.ts';
-export { DEFAULT_LOCK_PROJECT, DEFAULT_CACHE_ROOT_VARIABLE } from './pipeline/default-package.ts';
+export {
+  DEFAULT_LOCK_PROJECT,
+  DEFAULT_CACHE_ROOT_VARIABLE,
+  DEFAULT_DATA_ROOT_VARIABLE,
+} from './pipeline/default-package.ts';
+export * from './pipeline/job-env.ts';
 export {
   CATALOGUE_DIR,
   RUN_CONTRACT,

@@ -72,6 +72,16 @@ export const SCRIPT_VALUES = {
   /** Job ids in `--dependency`. */
   /** An environment variable a job exports by name (a pipeline's cache-root variable). */
   envName: { pattern: /^[A-Z_][A-Z0-9_]*$/, expected: 'an environment variable name such as DATA_ROOT' },
+  /**
+   * The value of a variable a job exports (`env:` of a pipeline, a stack or a stage): a word such as
+   * a path, a URL, a number or a list joined by commas or colons (quoted by the one quoting helper
+   * all the same; no spaces or shell text, so what a reader sees in the script is what the job gets).
+   */
+  envValue: {
+    pattern: /^[A-Za-z0-9_./:@%+=,~][A-Za-z0-9_./:@%+=,~-]{0,4095}$/,
+    expected:
+      'a value of letters, digits and _ . / : @ % + = , ~ - (not starting with -; no spaces or shell characters), at most 4096 characters',
+  },
   /** `python -m <module>`: a dotted Python module name. */
   pythonModule: {
     pattern: /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/,

@@ -121,6 +121,40 @@ describe('examples/', () => {
     expect(rendered[0]!.table!.text).toContain('lr');
   });
 
+  it("kdgat-pitzer against osc-pitzer's declared stack: every job exports KD_GAT_DATA_ROOT from the stack's rawDataRoot", async () => {
+    const outputs = await new DeclaredStackOutputs(REPO).read('osc-pitzer');
+    expect(outputs.jobEnvironment?.rawData['hcrl_sa']).toBe('/fs/ess/PAS1266/kd-gat/data/raw/hcrl_sa');
+    const { rendered } = planOf('kdgat-pitzer.yaml', outputs, `${outputs.scratch.runsDir}/x/run`);
+    for (const r of rendered)
+      expect(r.script).toMatch(/^export KD_GAT_DATA_ROOT='?\/fs\/ess\/PAS1266\/kd-gat\/data\/raw'?$/m);
+    // A stack without raw data sets nothing: the job inherits what the login gives it.
+    for (const r of planOf('kdgat-pitzer.yaml').rendered) expect(r.script).not.toContain('KD_GAT_DATA_ROOT');
+  });
+
+  it("a stage's env wins over the stack's, and both are exported in the stage's job only", () => {
+    const { resolved } = loadExperimentSpec(join(EXAMPLES, 'quickstart.yaml'));
+    const withEnv = {
+      ...resolved,
+      stages: resolved.stages.map((s, i) => (i === 2 ? { ...s, env: { WANDB_MODE: 'disabled' } } : s)),
+    };
+    const plan = buildPlan({
+      experiment: withEnv.spec.name,
+      specHash: withEnv.specHash,
+      stages: withEnv.stages,
+      sweepPoints: [],
+      maxArraySize: 1001,
+    });
+    const outputs = {
+      ...outputsFor(withEnv, stack),
+      jobEnvironment: { env: { WANDB_MODE: 'offline', HF_HOME: '/s/hf' }, rawData: {} },
+    };
+    const scripts = renderPlan(plan, withEnv, outputs, '/scratch/runs/x/run', 'local').map((r) => r.script);
+    expect(scripts[0]).toMatch(/^export WANDB_MODE='?offline'?$/m);
+    expect(scripts[2]).toMatch(/^export WANDB_MODE='?disabled'?$/m);
+    expect(scripts[2]).toMatch(/^export HF_HOME='?\/s\/hf'?$/m);
+    expect(scripts[2]!.match(/^export WANDB_MODE/gm)).toHaveLength(1);
+  });
+
   it('quickstart: a local preprocess -> autoencoder -> curriculum chain, no #SBATCH header', () => {
     const { resolved, plan, rendered } = planOf('quickstart.yaml');
     expect(resolved.cluster.scheduler).toBe('local');

@@ -29,7 +29,15 @@ export {
   type RunPlan,
 } from './build.ts';
 export { ThrottleError, throttleLines, throttlePlan, type Throttle, type ThrottleInput } from './throttle.ts';
-export { policiesOf, renderPlan, runRootOf, writeRendered, type RenderedJob } from './render.ts';
+export {
+  pipelineOf,
+  policiesOf,
+  renderPlan,
+  runRootOf,
+  stageJobEnv,
+  writeRendered,
+  type RenderedJob,
+} from './render.ts';
 export {
   BudgetExceededError,
   checkBudget,

@@ -9,6 +9,7 @@ import {
   REQUEUE_DEFAULTS,
   defaultPipeline,
   isDefaultPipeline,
+  jobEnvironment,
   stackEnvironment,
   type Pipeline,
   type ResolvedExperiment,
@@ -89,6 +90,7 @@ export function renderPlan(
       ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
       ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
       ...(job.shards ? { shards: job.shards } : {}),
+      jobEnv: stageJobEnv(pipelineOf(resolved), stack, stage),
     };
     const rendered = renderTrainJob(input);
     const pattern = job.array ? '%x-%A_%a' : '%x-%j';
@@ -110,6 +112,27 @@ export function renderPlan(
 }
 
 /**
+ * The variables a stage's job exports: its pipeline's `env`, the stack's, the stage's, then the
+ * pipeline's raw-data variable from the stack's data sets (`jobEnvironment` of @kdgat/config).
+ */
+export function stageJobEnv(
+  pipeline: Pipeline,
+  stack: Pick<StackOutputs, 'jobEnvironment'>,
+  stage: Pick<ResolvedExperiment['stages'][number], 'dataset' | 'env'>,
+): [string, string][] {
+  const rawDir = stack.jobEnvironment?.rawData[stage.dataset];
+  return jobEnvironment({
+    dataset: stage.dataset,
+    ...(pipeline.env ? { pipeline: pipeline.env } : {}),
+    ...(stack.jobEnvironment ? { stack: stack.jobEnvironment.env } : {}),
+    ...(stage.env ? { stage: stage.env } : {}),
+    ...(pipeline.rawData ? { rawData: pipeline.rawData } : {}),
+    ...(rawDir !== undefined ? { rawDir } : {}),
+    ...(pipeline.cacheRootVariable ? { owned: [pipeline.cacheRootVariable] } : {}),
+  });
+}
+
+/**
  * Where the job finds the pipeline's code: the run's snapshot on a site over SSH, a declared
  * pipeline's own directory on this machine; nothing for the default pipeline here (the environment has it installed).
  */
@@ -123,14 +146,21 @@ function codeOf(
 
 /**
  * The run's pipeline: a manifest written before pipelines were declared ran the default one, and
- * one written before declarations named a cache-root variable gets the default's.
+ * one of the default pipeline written before its declaration named a cache-root or raw-data
+ * variable gets the default's.
  */
 export function pipelineOf(resolved: ResolvedExperiment): Pipeline {
   const stored = (resolved as Partial<Pick<ResolvedExperiment, 'pipeline'>>).pipeline;
   if (stored === undefined) return defaultPipeline();
-  if (!isDefaultPipeline(stored) || stored.cacheRootVariable !== undefined) return stored;
-  const { cacheRootVariable } = defaultPipeline();
-  return cacheRootVariable === undefined ? stored : { ...stored, cacheRootVariable };
+  if (!isDefaultPipeline(stored)) return stored;
+  const { cacheRootVariable, rawData } = defaultPipeline();
+  return {
+    ...stored,
+    ...(stored.cacheRootVariable === undefined && cacheRootVariable !== undefined
+      ? { cacheRootVariable }
+      : {}),
+    ...(stored.rawData === undefined && rawData !== undefined ? { rawData } : {}),
+  };
 }
 
 /** What a job script needs of the run's pipeline declaration. */

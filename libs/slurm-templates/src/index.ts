@@ -31,7 +31,12 @@ export {
   type SiteProfileView,
   type SiteScriptOptions,
 } from './site/render-site-scripts.ts';
-export { declaredSiteOutputs, siteClustersOutput, type DeclaredSiteOutputs } from './site/site-outputs.ts';
+export {
+  declaredSiteOutputs,
+  siteClustersOutput,
+  siteJobEnvironment,
+  type DeclaredSiteOutputs,
+} from './site/site-outputs.ts';
 export {
   renderKernelFiles,
   kernelDirFor,

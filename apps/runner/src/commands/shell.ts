@@ -24,7 +24,13 @@ import {
   defaultPipeline,
   stackEnvironment,
 } from '@kdgat/config';
-import { policiesOf, type StackOutputs, type StackOutputsSource } from '@kdgat/planning';
+import {
+  pipelineOf,
+  policiesOf,
+  stageJobEnv,
+  type StackOutputs,
+  type StackOutputsSource,
+} from '@kdgat/planning';
 import { jobNameFor, renderInteractiveShell, shq, type InteractiveShellInput } from '@kdgat/slurm-templates';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
 import { estimateCost, formatHours, formatUnits } from '@kdgat/usage';
@@ -401,17 +407,29 @@ async function siteOf(opts: ShellOptions, profile: ClusterProfile): Promise<Site
  * HPC_CACHE_ROOT (and the pipeline's own cache-root variable) at the scratch caches (of the stack's first dataset).
  */
 function dataOf(outputs: StackOutputs, spec?: Spec, stage?: ResolvedStage): InteractiveShellInput['data'] {
-  const variable = (spec?.resolved.pipeline ?? defaultPipeline()).cacheRootVariable;
+  const pipeline = spec ? pipelineOf(spec.resolved) : defaultPipeline();
+  const variable = pipeline.cacheRootVariable;
   const common = {
     cacheDirs: outputs.scratch.cacheDirs,
     stageDataScript: outputs.scripts.stageData,
     ...(variable !== undefined ? { cacheRootVariable: variable } : {}),
   };
-  if (spec && stage) return { ...common, stage, staging: policiesOf(spec.resolved).staging };
+  if (spec && stage)
+    return {
+      ...common,
+      stage,
+      staging: policiesOf(spec.resolved).staging,
+      jobEnv: stageJobEnv(pipeline, outputs, stage),
+    };
   const dataset = Object.keys(outputs.scratch.cacheDirs)[0];
   return dataset === undefined
     ? undefined
-    : { ...common, stage: { stage: 'shell', dataset }, staging: { enabled: false, datasets: [] } };
+    : {
+        ...common,
+        stage: { stage: 'shell', dataset },
+        staging: { enabled: false, datasets: [] },
+        jobEnv: stageJobEnv(pipeline, outputs, { dataset }),
+      };
 }
 
 function dataLine(data: InteractiveShellInput['data']): string {

@@ -271,6 +271,9 @@ export async function startSite(): Promise<SshSite> {
     ],
     // synth: every suite's; shardset and shardref: the cluster suite's sharded preprocess and its one-job reference.
     datasets: ['synth', 'shardset', 'shardref'],
+    // Where the site keeps their raw recordings (<root>/<dataset>, on /fs/ess as at OSC): the jobs
+    // export it as the pipeline's raw-data variable (kdgat: KD_GAT_DATA_ROOT); nothing else sets it.
+    rawDataRoot: '/fs/ess/data/raw',
     // The site's Python: the venv of the tests' own lock, seen on the site under the same path.
     build: {
       frontend: 'pip',

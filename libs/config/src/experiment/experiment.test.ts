@@ -228,6 +228,27 @@ describe('rules, each with its message', () => {
     expect(alsoF).toEqual([]);
     expect(f).toMatchObject({ path: 'sweep.grid.data.features', found: 'data.features = "paper"' });
   });
+  it("env: a stage's variables are kept; the pipeline's raw-data and cache-root variables are refused with the stage's path", () => {
+    const withEnv = (env: string) =>
+      LOCAL_SPEC.replace('    dataset: synth\n', `    dataset: synth\n    env:\n${env}`);
+    expect(load(withEnv('      WANDB_MODE: offline\n')).resolved.stages[0]!.env).toEqual({
+      WANDB_MODE: 'offline',
+    });
+    const [raw, ...none] = issuesOf(withEnv('      KD_GAT_DATA_ROOT: /tmp/raw\n'));
+    expect(none).toEqual([]);
+    expect(raw).toMatchObject({
+      path: 'stages[0].env.KD_GAT_DATA_ROOT',
+      expected: 'no env.KD_GAT_DATA_ROOT',
+      found: '"/tmp/raw"',
+    });
+    expect(raw!.message).toMatch(/raw-data variable, set from the stack's datasets/);
+    expect(issuesOf(withEnv('      KD_GAT_CACHE_ROOT: /tmp/c\n'))[0]).toMatchObject({
+      path: 'stages[0].env.KD_GAT_CACHE_ROOT',
+    });
+    expect(issuesOf(withEnv('      SLURM_JOB_ID: "1"\n'))[0]!.message).toMatch(
+      /SLURM_\* variables belong to the scheduler/,
+    );
+  });
   it('shards: only on a preprocess stage, never in a sweep', () => {
     const sharded = LOCAL_SPEC.replace('    dataset: synth\n', '    dataset: synth\n    shards: 4\n');
     expect(sharded).not.toBe(LOCAL_SPEC);

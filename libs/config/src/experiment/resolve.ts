@@ -20,6 +20,7 @@ import {
   overrideProblems,
   partitionProblems,
   shardProblems,
+  stageEnvProblems,
   stageOrderProblems,
   timeProblems,
   workerWarnings,
@@ -56,6 +57,8 @@ export interface ResolvedStage {
   environment: string;
   /** A sharded stage: N array tasks, then a join job (see StageSpecSchema.shards). */
   shards?: number;
+  /** Variables the stage's job exports over its pipeline's and the stack's (StageSpecSchema.env). */
+  env?: Record<string, string>;
 }
 
 export interface ResolvedExperiment {
@@ -199,6 +202,7 @@ export function resolveExperiment(
       ...timeProblems(view),
       ...environmentGpuProblems(view, stageEnvironment, builtFor),
       ...shardProblems(view, pipeline, sweepPoints.length > 0),
+      ...stageEnvProblems(s.env, pipeline, i),
     );
     warnings.push(...billingWarnings(view, cluster));
     const overrides: Record<string, Scalar> = {
@@ -220,6 +224,7 @@ export function resolveExperiment(
       ...(s.inputs?.length ? { inputs: s.inputs } : {}),
       environment: stageEnvironment.name,
       ...(s.shards !== undefined ? { shards: s.shards } : {}),
+      ...(s.env !== undefined && Object.keys(s.env).length > 0 ? { env: s.env } : {}),
     };
   });
 

@@ -74,6 +74,37 @@ export function stageOrderProblems(stages: ExperimentSpec['stages'], index: numb
 }
 
 /**
+ * A stage's `env` may not set what its pipeline's job sets itself: the staged caches' root and the
+ * raw-data variable (the stack's datasets set that one).
+ */
+export function stageEnvProblems(
+  env: Record<string, string> | undefined,
+  pipeline: Pick<Pipeline, 'name' | 'cacheRootVariable' | 'rawData'>,
+  index: number,
+): Problem[] {
+  const owned: [string | undefined, string][] = [
+    [pipeline.cacheRootVariable, "the job exports it as the staged caches' root"],
+    [
+      pipeline.rawData?.variable,
+      "it is the pipeline's raw-data variable, set from the stack's datasets (kdgat-hpc:rawDataRoot or datasets[].raw)",
+    ],
+  ];
+  return Object.entries(env ?? {}).flatMap(([name, value]) => {
+    const hit = owned.find(([n]) => n === name);
+    return hit
+      ? [
+          {
+            path: stagePath(index, 'env', name),
+            message: `${name} cannot be set by a stage of pipeline ${pipeline.name}: ${hit[1]}`,
+            expected: `no env.${name}`,
+            found: JSON.stringify(value),
+          },
+        ]
+      : [];
+  });
+}
+
+/**
  * Shards: only the default pipeline's preprocess stage can be spread over an array (its tasks
  * write the shard ledger its join reads), and not inside a sweep (every point would build the same shards).
  */
@@ -252,7 +283,9 @@ function overridePath(spec: ExperimentSpec, stageIndex: number, key: string): (s
 
 /** Where sweep point `j`'s value of `key` was written: its grid key, else its entry of the list. */
 function sweepPath(spec: ExperimentSpec, j: number, key: string): (string | number)[] {
-  return spec.sweep?.grid && key in spec.sweep.grid ? ['sweep', 'grid', key] : ['sweep', 'list', j - gridSize(spec), key];
+  return spec.sweep?.grid && key in spec.sweep.grid
+    ? ['sweep', 'grid', key]
+    : ['sweep', 'list', j - gridSize(spec), key];
 }
 
 /** Overrides: each stage's, then each sweep point's, against the pipeline's JSON Schema. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { GpuType, SafeName, SlurmAccount, SlurmTime } from '../cluster/schema.ts';
 import { RUN_CONTRACT } from '../contract/run-contract.ts';
 import { REQUEUE_SIGNALS } from '../script-values.ts';
+import { JobEnvSchema } from '../pipeline/job-env.ts';
 
 export {
   STAGES,
@@ -94,6 +95,11 @@ export const StageSpecSchema = z
      * makes the cache the later stages read; a rerun redoes only missing or failed shards).
      */
     shards: z.number().int().min(2).max(10000).optional(),
+    /**
+     * Variables this stage's job exports, over its pipeline's and the stack's `env` (values quoted,
+     * never expanded; the job's own variables and the pipeline's raw-data variable are refused).
+     */
+    env: JobEnvSchema.optional(),
   })
   .strict();
 

@@ -20,3 +20,6 @@ export const RUN_CONTRACT_FILE = new URL('../../../../python/src/kdgat/contract/
 
 /** The environment variable the default pipeline reads the staged caches' root from. */
 export const DEFAULT_CACHE_ROOT_VARIABLE = 'KD_GAT_CACHE_ROOT';
+
+/** The environment variable the default pipeline reads its raw recordings' root from (`<root>/<dataset>`). */
+export const DEFAULT_DATA_ROOT_VARIABLE = 'KD_GAT_DATA_ROOT';

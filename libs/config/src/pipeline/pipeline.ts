@@ -7,8 +7,10 @@ import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
 import { RUN_CONTRACT, STAGES } from '../contract/run-contract.ts';
 import { SCRIPT_VALUES, ruleString } from '../script-values.ts';
+import { JobEnvSchema, RawDataDeclarationSchema } from './job-env.ts';
 import {
   DEFAULT_CACHE_ROOT_VARIABLE,
+  DEFAULT_DATA_ROOT_VARIABLE,
   DEFAULT_PIPELINE_NAME,
   SITE_HELPER_MODULE,
 } from './default-package.ts';
@@ -89,7 +91,12 @@ export const PipelineDeclarationSchema = z
          */
         git: z
           .object({
-            url: z.string().regex(/^[^\0\s-][^\0\s]*$/, 'a repository URL or path git understands (no spaces, not an option)'),
+            url: z
+              .string()
+              .regex(
+                /^[^\0\s-][^\0\s]*$/,
+                'a repository URL or path git understands (no spaces, not an option)',
+              ),
             commit: z.string().regex(/^[0-9a-f]{40}$/, 'a full commit hash (40 hex digits)'),
           })
           .strict()
@@ -126,6 +133,19 @@ export const PipelineDeclarationSchema = z
      * exports it before the command runs. Absent: the job exports only its own HPC_CACHE_ROOT.
      */
     cacheRootVariable: ruleString(SCRIPT_VALUES.envName).optional(),
+    /**
+     * The environment variable the pipeline finds its raw recordings through, set by the job from
+     * the stack's datasets (`kdgat-hpc:rawDataRoot`, `datasets[].raw`): `points: root` (default) when
+     * it reads `$VAR/<dataset>`, `dataset` when it holds the data set's own directory. A stack that
+     * declares no raw data for the stage's data set sets nothing (the job inherits the login's).
+     */
+    rawData: RawDataDeclarationSchema.optional(),
+    /**
+     * Variables every job of this pipeline exports (a stack's `env` and a stage's win a name);
+     * values are quoted, never expanded. SLURM_*, HPC_*, PATH, PYTHONPATH, HOME, USER, TMPDIR and
+     * LD_LIBRARY_PATH are the job's own.
+     */
+    env: JobEnvSchema.optional(),
     /** Where a stage leaves what the runner reads, inside its run dir. */
     outputs: z
       .object({
@@ -187,6 +207,7 @@ export const DEFAULT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclara
   overrides: 'dash-O',
   requeue: 'handshake',
   cacheRootVariable: DEFAULT_CACHE_ROOT_VARIABLE,
+  rawData: { variable: DEFAULT_DATA_ROOT_VARIABLE, points: 'root' },
   outputs: {
     metrics: RUN_CONTRACT.runDir.files.metrics,
     checkpoint: RUN_CONTRACT.runDir.files.checkpoint,

@@ -29,6 +29,12 @@ describe('a stack file read as the site it declares', () => {
       'KD-GAT (gnn-cpu)',
     ]);
     expect(site.datasets).toEqual(['hcrl_sa', 'hcrl_ch', 'set_01']);
+    // Each data set's raw recordings under the stack's rawDataRoot, on project storage.
+    expect(site.rawData).toEqual({
+      hcrl_sa: '/fs/ess/PAS1266/kd-gat/data/raw/hcrl_sa',
+      hcrl_ch: '/fs/ess/PAS1266/kd-gat/data/raw/hcrl_ch',
+      set_01: '/fs/ess/PAS1266/kd-gat/data/raw/set_01',
+    });
     expect(site.scratchGroup).toBe('PAS1266');
     // Ascend and Cardinal: their own partitions and charging, Pitzer's login node, account and paths.
     expect(site.clusters.map((c) => [c.name, c.clusterName, c.defaultPartition])).toEqual([

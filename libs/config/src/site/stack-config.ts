@@ -12,6 +12,7 @@ import { EnvironmentSpecSchema, type EnvironmentSpec } from '../environment/sche
 import { parseYaml } from '../load/yaml.ts';
 import { KernelDeclarationSchema, kernelNameOf, kernelsDirFor, type KernelDeclaration } from './kernel.ts';
 import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
+import { JobEnvSchema } from '../pipeline/job-env.ts';
 
 /** Error of this layer: names the stack config key, the value and what was expected. */
 export class StackConfigError extends Error {
@@ -55,7 +56,15 @@ export interface RawSiteConfig {
   /** One environment (stacks written before `environments`): the same as a one-entry list. */
   environment?: unknown;
   environmentOverrides?: unknown;
+  /**
+   * The data sets the site keeps a scratch cache for: names, or `{ name, raw: <dir> }` naming where
+   * that data set's raw recordings are on the site (over `rawDataRoot`).
+   */
   datasets?: unknown;
+  /** The site's raw recordings, one directory per data set (`<rawDataRoot>/<dataset>`), e.g. on /fs/ess. */
+  rawDataRoot?: unknown;
+  /** Variables every job on this site exports (site facts), over the pipeline's `env`. */
+  env?: unknown;
   build?: unknown;
   scratchGroup?: string;
 }
@@ -75,6 +84,10 @@ export interface SiteDeclaration {
   /** In the stack's order; the first is the stack's default (the site scripts' environment). */
   environments: SiteEnvironment[];
   datasets: string[];
+  /** Each data set's raw recordings on the site, where the stack declares them. */
+  rawData: Record<string, string>;
+  /** The stack's `env`: variables every job on the site exports. */
+  env: Record<string, string>;
   scratchGroup?: string;
 }
 
@@ -332,21 +345,57 @@ export function siteFromStackConfig(raw: RawSiteConfig, repoRoot: string): SiteD
         'a kernel name no other kernel of the stack has (Jupyter compares them lower-cased)',
       );
   });
-  const datasets = raw.datasets ?? [];
-  if (!Array.isArray(datasets) || !datasets.every((d) => matchesRule(SCRIPT_VALUES.name, d))) {
-    throw new StackConfigError(
-      'datasets',
-      datasets,
-      `a list of dataset names, each ${SCRIPT_VALUES.name.expected}`,
-    );
-  }
+  const { datasets, rawData } = siteDatasets(raw, repoRoot);
+  const env = raw.env === undefined ? {} : parse('env', JobEnvSchema, raw.env);
   return {
     profile,
     clusters: siteClusters(raw.clusters, profile),
     environments,
-    datasets: datasets as string[],
+    datasets,
+    rawData,
+    env,
     ...(raw.scratchGroup !== undefined ? { scratchGroup: raw.scratchGroup } : {}),
   };
+}
+
+/**
+ * The stack's data sets and where their raw recordings are: `datasets` entries are names or
+ * `{ name, raw }`; `rawDataRoot` gives `<root>/<name>` to the others. Relative paths (the local
+ * stack's) are taken from the repository root, like the profile's.
+ */
+function siteDatasets(
+  raw: Pick<RawSiteConfig, 'datasets' | 'rawDataRoot'>,
+  repoRoot: string,
+): { datasets: string[]; rawData: Record<string, string> } {
+  const entries = raw.datasets ?? [];
+  const expected = `a list of dataset names (each ${SCRIPT_VALUES.name.expected}) or { name, raw: <directory of its raw recordings> }`;
+  if (!Array.isArray(entries)) throw new StackConfigError('datasets', entries, expected);
+  const sitePath = (key: string, v: unknown): string => {
+    if (!matchesRule(SCRIPT_VALUES.sitePath, v))
+      throw new StackConfigError(key, v, SCRIPT_VALUES.sitePath.expected);
+    return isAbsolute(v) ? v.replace(/\/+$/, '') : resolve(repoRoot, v);
+  };
+  const root = raw.rawDataRoot === undefined ? undefined : sitePath('rawDataRoot', raw.rawDataRoot);
+  const datasets: string[] = [];
+  const rawData: Record<string, string> = {};
+  entries.forEach((entry: unknown, i) => {
+    const name = isObject(entry) ? entry['name'] : entry;
+    if (!matchesRule(SCRIPT_VALUES.name, name)) throw new StackConfigError(`datasets[${i}]`, entry, expected);
+    if (isObject(entry)) {
+      const extra = Object.keys(entry).filter((k) => k !== 'name' && k !== 'raw');
+      if (extra.length > 0)
+        throw new StackConfigError(`datasets[${i}].${extra[0]}`, entry[extra[0]!], 'only name and raw');
+    }
+    if (datasets.includes(name)) throw new StackConfigError(`datasets[${i}]`, name, 'a data set named once');
+    datasets.push(name);
+    const dir =
+      isObject(entry) && entry['raw'] !== undefined
+        ? sitePath(`datasets[${i}].raw`, entry['raw'])
+        : undefined;
+    if (dir !== undefined) rawData[name] = dir;
+    else if (root !== undefined) rawData[name] = `${root}/${name}`;
+  });
+  return { datasets, rawData };
 }
 
 /** A config value that is either a preset name (plain text) or an object (stored as JSON text). */
@@ -379,6 +428,8 @@ export function rawSiteConfigFromStackFile(text: string, project: string, file?:
     'environment',
     'environmentOverrides',
     'datasets',
+    'rawDataRoot',
+    'env',
     'build',
   ] as const) {
     const v = get(key);

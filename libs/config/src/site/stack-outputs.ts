@@ -43,6 +43,18 @@ export const StackScriptOutputsSchema = z
   })
   .strict();
 
+/**
+ * What every job on the site exports (stack config `env`), and where each data set's raw recordings
+ * are (stack config `rawDataRoot`, `datasets[].raw`): the job exports the latter under its
+ * pipeline's raw-data variable.
+ */
+export const StackJobEnvironmentSchema = z
+  .object({
+    env: z.record(z.string(), z.string()).default({}),
+    rawData: z.record(z.string(), z.string()).default({}),
+  })
+  .strict();
+
 /** The outputs as a provisioned stack exports them now (the keys infra's program exports). */
 export const StackOutputsObjectSchema = z
   .object({
@@ -69,6 +81,8 @@ export const StackOutputsObjectSchema = z
      * without its secret. Absent in stacks of one cluster.
      */
     clusters: z.array(ClusterProfileSchema).optional(),
+    /** The site's job environment; absent in stacks provisioned before it existed (nothing set). */
+    jobEnvironment: StackJobEnvironmentSchema.optional(),
   })
   .strict();
 

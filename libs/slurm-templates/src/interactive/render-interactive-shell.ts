@@ -13,6 +13,7 @@ import { RULES, requireAbsolutePath, requireMatch } from '../quote/validate.ts';
 import {
   UNAVAILABLE_EXIT_STATUS,
   cacheRootVariableValue,
+  jobEnvLines,
   environmentLines,
 } from '../script-sections/script-sections.ts';
 import { assign, shellFunctionLines } from '../shell/shell-files.ts';
@@ -41,6 +42,8 @@ export interface InteractiveShellInput {
     cacheRootVariable?: string;
     /** The site's installed stage_data.sh (stack output `scripts.stageData`). */
     stageDataScript: string;
+    /** What the stage's job exports (its `jobEnv`: pipeline, stack and stage `env`, the raw-data variable). */
+    jobEnv?: readonly (readonly [string, string])[];
   };
   /** Where the init will be on the site: read by bash on the allocation's first node. */
   initPath: string;
@@ -131,6 +134,7 @@ function dataLines(data: NonNullable<InteractiveShellInput['data']>): string[] {
   return [
     assign('hpc_stage_data_script', requireAbsolutePath('scripts.stageData', data.stageDataScript)),
     assign('hpc_cache_root_variable', cacheRootVariableValue(data.cacheRootVariable)),
+    ...jobEnvLines(data.jobEnv ?? []),
     ...stagingLines({ staging: data.staging, layout: { cacheDirs: data.cacheDirs }, stage: data.stage }),
   ];
 }

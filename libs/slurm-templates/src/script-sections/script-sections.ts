@@ -61,6 +61,21 @@ export function jobValueLines(vars: {
 }
 
 /** A pipeline's cache-root variable name, checked ('' when it declares none). */
+/** `export NAME='value'` per declared variable, each name and value checked by the script-value rules. */
+export function jobEnvLines(env: readonly (readonly [string, string])[]): string[] {
+  if (env.length === 0) return [];
+  return [
+    "# The job's environment: its pipeline's, the stack's and the stage's env, then the raw-data variable.",
+    ...env.map(([name, value]) =>
+      assign(
+        requireMatch('env', name, RULES.envName),
+        requireMatch(`env.${name}`, value, RULES.envValue),
+        true,
+      ),
+    ),
+  ];
+}
+
 export function cacheRootVariableValue(name: string | undefined): string {
   return name === undefined ? '' : requireMatch('pipeline.cacheRootVariable', name, RULES.envName);
 }

@@ -21,7 +21,7 @@ export type DeclaredSiteOutputs = Omit<StackOutputs, 'environments'> & {
 
 export function declaredSiteOutputs(
   site: Pick<SiteDeclaration, 'profile' | 'environments' | 'datasets'> &
-    Partial<Pick<SiteDeclaration, 'clusters'>>,
+    Partial<Pick<SiteDeclaration, 'clusters' | 'env' | 'rawData'>>,
 ): DeclaredSiteOutputs {
   const { profile } = site;
   const layout = scratchLayoutFor(profile, site.datasets);
@@ -51,7 +51,15 @@ export function declaredSiteOutputs(
     },
     scripts: { dir: scriptsDir, ...scripts },
     ...siteClustersOutput(site.clusters),
+    jobEnvironment: siteJobEnvironment(site),
   };
+}
+
+/** The `jobEnvironment` output: the stack's `env` and its data sets' raw directories. */
+export function siteJobEnvironment(
+  site: Partial<Pick<SiteDeclaration, 'env' | 'rawData'>>,
+): NonNullable<StackOutputs['jobEnvironment']> {
+  return { env: { ...(site.env ?? {}) }, rawData: { ...(site.rawData ?? {}) } };
 }
 
 /** The `clusters` output: the site's other clusters, their connection without its secret. */

@@ -33,6 +33,7 @@ printf '%s\0' "$@" >"$STUB_LOG/python.$n.argv"
 printf '%s' "$KD_GAT_CACHE_ROOT" >"$STUB_LOG/python.$n.cache_root"
 printf '%s/%s' "@{HPC_SHARD_INDEX-unset}" "@{HPC_SHARD_COUNT-unset}" >"$STUB_LOG/python.$n.shard"
 printf '%s' "@{PYTHONPATH:-}" >"$STUB_LOG/python.$n.pythonpath"
+env -0 >"$STUB_LOG/python.$n.env"
 stage=$3 model='' scale='' dataset='' root='' out=''
 args=("$@")
 for ((i = 0; i + 1 < $#; i++)); do

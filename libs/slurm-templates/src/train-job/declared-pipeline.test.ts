@@ -104,7 +104,9 @@ describe('a declared pipeline in a job script', () => {
       },
     );
     expect(r.status).toBe(69);
-    expect(r.stderr).toContain(`kdgat-hpc: the pipeline's code ${join(sb.dir, 'their-code', 'lib')} is missing`);
+    expect(r.stderr).toContain(
+      `kdgat-hpc: the pipeline's code ${join(sb.dir, 'their-code', 'lib')} is missing`,
+    );
     expect(sb.calls('python').filter((c) => c[1] !== 'kdgat')).toEqual([]);
   });
 
@@ -142,5 +144,51 @@ describe('a declared pipeline in a job script', () => {
     );
     expect(existsSync(join(sb.log, 'python.signalled'))).toBe(false);
     expect(sb.calls('scontrol')).toEqual([]);
+  });
+});
+
+describe("the job's environment (env of the pipeline, the stack and the stage; the raw-data variable)", () => {
+  const envOfLastCall = (): Record<string, string> => {
+    const f = readdirSync(sb.log)
+      .filter((n) => /^python\.\d+\.env$/.test(n))
+      .sort()
+      .at(-1)!;
+    return Object.fromEntries(
+      readFileSync(join(sb.log, f), 'utf8')
+        .split('\0')
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    );
+  };
+
+  it('exports each variable to the pipeline as written, quoted and never expanded', () => {
+    const input = {
+      ...tinyJob('hydra'),
+      jobEnv: [
+        ['CAN_DATA', '/fs/ess/PAS1266/can/hcrl_sa'],
+        ['LITERAL', '~/x,%HOME:~'],
+        ['WANDB_MODE', 'offline'],
+      ] as const,
+    };
+    const rendered = renderTrainJob(input).script;
+    expect(rendered).toMatch(/^export CAN_DATA='?\/fs\/ess\/PAS1266\/can\/hcrl_sa'?$/m);
+    const r = runBash(writeJob(sb, input), [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '80', CAN_DATA: '/login/value' }),
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(envOfLastCall()).toMatchObject({
+      CAN_DATA: '/fs/ess/PAS1266/can/hcrl_sa',
+      LITERAL: '~/x,%HOME:~',
+      WANDB_MODE: 'offline',
+    });
+  });
+
+  it('refuses a value with shell text before rendering, naming the variable', () => {
+    expect(() => renderTrainJob({ ...tinyJob('hydra'), jobEnv: [['X', '$(id)']] })).toThrow(/env\.X/);
+    expect(() => renderTrainJob({ ...tinyJob('hydra'), jobEnv: [['bad name', 'x']] })).toThrow(
+      TemplateInputError,
+    );
   });
 });

@@ -37,6 +37,7 @@ import {
   checkRequeuePolicy,
   headerLines,
   jobBodyLines,
+  jobEnvLines,
   jobValueLines,
   sbatchLines,
 } from '../script-sections/script-sections.ts';
@@ -81,6 +82,11 @@ export interface TrainJobInput {
   shards?: { count: number; task: boolean };
   /** Seconds between GPU samples (default 10). */
   gpuSampleSeconds?: number;
+  /**
+   * Variables the job exports before its command (the pipeline's, the stack's and the stage's
+   * `env`, then the raw-data variable: `jobEnvironment` of @kdgat/config), in order.
+   */
+  jobEnv?: readonly (readonly [string, string])[];
 }
 
 export interface RenderedTrainJob {
@@ -180,6 +186,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     );
   lines.push(
     ...recordLines(stage),
+    ...jobEnvLines(input.jobEnv ?? []),
     ...stagingLines(input),
     ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, pipeline, multiTask)),
     '',
