@@ -19,6 +19,7 @@ from kdgat.config import PipelineConfig
 from kdgat.contract import METRICS_FILE, MODEL_FILE
 from kdgat.data import GraphParams, GraphSet, GraphSplits, load_graphs
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood, build_model
+from kdgat.tracking.redact import redact_uri
 from kdgat.training.fit import FitResult
 
 log = logging.getLogger("kdgat.stages")
@@ -74,12 +75,22 @@ def save_model(
             "state_dict": model.state_dict(),
             "model": model_name,
             "scale": scale,
-            "config": cfg.model_dump_json(),
+            "config": stored_config_json(cfg),
             "vocab_size": vocab_size,
         },
         path,
     )
     return path
+
+
+def stored_config_json(cfg: PipelineConfig) -> str:
+    """The config as kept in a model file (read back by :func:`load_model`): the MLflow URI without
+    its credentials (:mod:`kdgat.tracking.redact`); a model file is no place for a password."""
+    doc = cfg.model_dump(mode="json")
+    uri = doc["tracking"]["mlflow"]["uri"]
+    if uri:
+        doc["tracking"]["mlflow"]["uri"] = redact_uri(uri)
+    return json.dumps(doc)
 
 
 def load_model(path: Path) -> GATWithJK | GraphAutoencoderNeighborhood:

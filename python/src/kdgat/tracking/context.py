@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kdgat.config import PipelineConfig
+from kdgat.tracking.redact import redact_text
 
 MANIFEST_FILE = "manifest.json"
 #: A sweep point's run root is ``<run dir>/outputs/point_<i>`` (the job script's array task).
@@ -120,7 +121,8 @@ def _code_snapshot_from_path() -> str | None:
 
 def flat_config(cfg: PipelineConfig) -> dict[str, str | int | float | bool]:
     """The resolved config as dotted keys (``training.lr``), values TensorBoard, MLflow and W&B
-    all accept (lists and None as text)."""
+    all accept (lists and None as text); a URI among them (``tracking.mlflow.uri``) without its
+    credentials (:func:`kdgat.tracking.redact.redact_text`): these values are logged and stored."""
     out: dict[str, str | int | float | bool] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -129,7 +131,10 @@ def flat_config(cfg: PipelineConfig) -> dict[str, str | int | float | bool]:
                 walk(v, f"{prefix}{k}.")
             return
         key = prefix.rstrip(".")
-        out[key] = node if isinstance(node, str | int | float | bool) else json.dumps(node)
+        if isinstance(node, str):
+            out[key] = redact_text(node)
+        else:
+            out[key] = node if isinstance(node, int | float | bool) else redact_text(json.dumps(node))
 
     walk(cfg.model_dump(mode="json"), "")
     return out

@@ -31,6 +31,7 @@ from kdgat.config import PipelineConfig
 from kdgat.contract import HISTORY_FILE, METRICS_FILE, TENSORBOARD_DIR
 from kdgat.tracking import context, identity
 from kdgat.tracking.backends import Backend, Scalars, config_json
+from kdgat.tracking.redact import redact_text, redact_uri
 from kdgat.tracking.settings import TrackingSettings, resolve
 
 log = logging.getLogger("kdgat.tracking")
@@ -299,20 +300,28 @@ class StageTracking:
         from kdgat.tracking.backends import MlflowBackend
 
         ident = self.identity
-        if ident.mlflow_run_id and ident.mlflow_uri == uri:
+        # The kept URI is the redacted one (kdgat.tracking.redact); `uri`, with its credentials,
+        # comes from the config or $MLFLOW_TRACKING_URI, as it did in the first life.
+        shown = redact_uri(uri)
+        if ident.mlflow_run_id and redact_uri(ident.mlflow_uri or "") == shown:
             backend = MlflowBackend(uri, ident.mlflow_run_id)
             if backend.exists():
+                ident.mlflow_uri = shown  # one kept before redaction: rewritten without credentials
                 backend.resume()
                 backend.set_tags(tags)
                 backend.log_params(context.flat_config(self.cfg))
                 self.backends.append(backend)
                 return
             log.warning(
-                "tracking: MLflow run %s is not on %s any more: starting a new run", ident.mlflow_run_id, uri
+                "tracking: MLflow run %s is not on %s any more: starting a new run",
+                ident.mlflow_run_id,
+                shown,
             )
         elif ident.mlflow_run_id:
             log.warning(
-                "tracking: the MLflow URI changed (%s -> %s): starting a new run", ident.mlflow_uri, uri
+                "tracking: the MLflow URI changed (%s -> %s): starting a new run",
+                redact_uri(ident.mlflow_uri or ""),
+                shown,
             )
         experiment_id = MlflowBackend.experiment_id(uri, self._experiment(manifest))
         run_tags = dict(tags)
@@ -322,12 +331,12 @@ class StageTracking:
             parent = identity.parent_id(
                 group.key,
                 "mlflow",
-                f"{uri} {experiment_id}",
+                f"{shown} {experiment_id}",
                 lambda: MlflowBackend.create_run(uri, experiment_id, group.name, parent_tags, finished=True),
             )
             run_tags["mlflow.parentRunId"] = parent
         run_id = MlflowBackend.create_run(uri, experiment_id, run_name, run_tags)
-        ident.mlflow_uri, ident.mlflow_experiment_id = uri, experiment_id
+        ident.mlflow_uri, ident.mlflow_experiment_id = shown, experiment_id
         ident.mlflow_run_id, ident.mlflow_parent_run_id = run_id, parent
         backend = MlflowBackend(uri, run_id)
         backend.log_params(context.flat_config(self.cfg))
@@ -389,7 +398,7 @@ class StageTracking:
         n = self.failures.get(name, 0) + 1
         self.failures[name] = n
         self.waiting.add(name)
-        why = f"{type(e).__name__}: {e}"
+        why = redact_text(f"{type(e).__name__}: {e}")  # a client's message may quote the URI
         if n < MAX_FAILURES:
             log.warning("tracking: %s failed %s (%s); tried again at the next epoch's end", name, what, why)
             return False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kdgat.config import ConfigError, PipelineConfig
+from kdgat.tracking.redact import redact_uri
 
 #: MLflow's own variables (read by MLflow too).
 MLFLOW_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -121,8 +122,8 @@ def check_store(uri: str, source: str) -> None:
     fstype = filesystem_type(path)
     if fstype.split(".")[0] in SHARED_FILESYSTEMS or fstype in SHARED_FILESYSTEMS:
         raise ConfigError(
-            f"{source} = {uri!r}: the SQLite file {path} is on a {fstype} filesystem, where SQLite's "
-            "file locking is not safe (jobs writing it at once corrupt it or fail with 'database is "
+            f"{source} = {redact_uri(uri)!r}: the SQLite file {path} is on a {fstype} filesystem, where "
+            "SQLite's file locking is not safe (jobs writing it at once corrupt it or fail with 'database is "
             "locked'). Use an MLflow server instead: run `mlflow server --backend-store-uri "
             "sqlite:///<local disk>/mlflow.db` on one machine and set "
             f"{source.lstrip('$')} to its http://host:port, or put the sqlite file on node-local disk"

@@ -207,10 +207,12 @@ def fit(
             try:
                 if train is None:
                     module.batch_size = batch_size  # type: ignore[assignment]
-                    trainer.fit(module, val_dataloaders=val_loader, ckpt_path=ckpt_path)
+                    trainer.fit(module, val_dataloaders=val_loader, ckpt_path=ckpt_path, weights_only=True)
                 else:
                     train_loader = make_loader(train, cfg, batch_size, shuffle=True)
-                    trainer.fit(module, train_loader, val_loader, ckpt_path=ckpt_path)
+                    # weights_only=True: the checkpoint (in a scratch dir) is read as tensors and plain
+                    # values only, never as pickled code (tests/test_weights_only.py checks every load).
+                    trainer.fit(module, train_loader, val_loader, ckpt_path=ckpt_path, weights_only=True)
             except torch.OutOfMemoryError as e:
                 retry = backoff.after_oom(
                     e,

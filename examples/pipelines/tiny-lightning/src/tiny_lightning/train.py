@@ -144,7 +144,9 @@ def train(dataset: str, output_dir: Path, config: Config) -> None:
         # No `plugins`: under SLURM Lightning picks SLURMEnvironment(auto_requeue=True) by itself
         # (SLURMEnvironment.detect()), which saves hpc_ckpt_<n>.ckpt and requeues on SIGUSR1.
     )
-    trainer.fit(model, train_loader, val_loader, ckpt_path=resume_checkpoint(output_dir))
+    # weights_only=True: last.ckpt and hpc_ckpt_<n>.ckpt are read as tensors and plain values, never
+    # as pickled code (Lightning passes it to torch.load, also for the HPC checkpoint it finds itself).
+    trainer.fit(model, train_loader, val_loader, ckpt_path=resume_checkpoint(output_dir), weights_only=True)
     if trainer.state.status != TrainerStatus.FINISHED:
         return  # interrupted: no final metrics
 
