@@ -56,6 +56,7 @@ export {
 } from './track/track.ts';
 export { HEARTBEAT_MS, WaitOutput, watchRun, type Output, type WatchOptions } from './track/watch.ts';
 export { findMetrics, keyMetrics, logPathsOf, tailFile, tailLogs } from './track/files.ts';
+export { printable } from './track/printable.ts';
 export { triageTask, type Triage, type TriageKind } from './track/triage.ts';
 export {
   REPORT_DIR,

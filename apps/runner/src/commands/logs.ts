@@ -1,6 +1,6 @@
 // `runner logs`: a job's (or array task's) stdout and stderr, whole or the last N lines.
 import { existsSync, readFileSync } from 'node:fs';
-import { logPathsOf, schedulerForManifest, tailFile } from '@kdgat/run-record';
+import { logPathsOf, printable, schedulerForManifest, tailFile } from '@kdgat/run-record';
 import type { TaskStatus } from '@kdgat/schedulers';
 import { ConnectionError } from '@kdgat/transport';
 import { openRun, type Command } from './kit.ts';
@@ -33,7 +33,10 @@ export const logsCommand: Command = async (ctx) => {
   }
   for (const path of present) {
     say(`==> ${path} <==`);
-    say(values.lines ? tailFile(path, Number(values.lines)) : readFileSync(path, 'utf8').trimEnd());
+    // What the job wrote, on the user's terminal: its escape sequences shown, not obeyed.
+    say(
+      printable(values.lines ? tailFile(path, Number(values.lines)) : readFileSync(path, 'utf8').trimEnd()),
+    );
   }
   return 0;
 };

@@ -89,4 +89,14 @@ describe('triageTask', () => {
     expect(t.kind).toBe('FAILED');
     expect(t.what).toMatch(/exited with 1:0: ValueError: bad lr/);
   });
+
+  it("FAILED: the log's last error line is shown with its control characters as text", () => {
+    const t = triageTask(
+      task('FAILED', { exitCode: '1:0' }),
+      'epoch 2\nRuntimeError: boom\x1b]0;owned\x07\x1b[2J\n',
+      ctx,
+    )!;
+    expect(t.kind).toBe('FAILED');
+    expect(t.what).toBe('exited with 1:0: RuntimeError: boom\\x1b]0;owned\\x07\\x1b[2J');
+  });
 });

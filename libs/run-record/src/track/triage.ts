@@ -1,6 +1,7 @@
 // Failure triage: from a task's final state, restart count and log tail, say what went wrong
 // in the user's words and the fix to try. Pure; tested against recorded log tails.
 import type { TaskStatus } from '@kdgat/schedulers';
+import { printable } from './printable.ts';
 
 export type TriageKind =
   | 'TIMEOUT'
@@ -122,7 +123,8 @@ export function triageTask(
     .pop();
   return {
     kind: 'FAILED',
-    what: `exited with ${task.exitCode ?? 'a non-zero status'}${lastError ? `: ${lastError.slice(0, 200)}` : ''}`,
+    // The log's line is printed by status and --wait: its control characters shown, not obeyed.
+    what: `exited with ${task.exitCode ?? 'a non-zero status'}${lastError ? `: ${printable(lastError.slice(0, 200))}` : ''}`,
     fix: 'read the log (kdgat-runner logs <run>) for the traceback',
   };
 }

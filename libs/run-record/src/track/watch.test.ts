@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { JobState, Scheduler, TaskStatus } from '@kdgat/schedulers';
@@ -96,6 +99,33 @@ describe('--wait output', () => {
       'still: train ',
       'train [7] COM',
     ]);
+  });
+
+  it("on a terminal: the running job's last log line is shown with its escapes as text", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kdgat-watch-log-'));
+    try {
+      mkdirSync(join(dir, 'logs'));
+      writeFileSync(join(dir, 'logs', 'x-train-7.out'), 'epoch 1\nstep 9\x1b]0;title\x07\x1b[2J\r\n');
+      const job = {
+        ...manifest.jobs[0]!,
+        logs: { output: join(dir, 'logs/%x-%j.out'), error: join(dir, 'e') },
+      };
+      const s = scripted(['RUNNING', 'COMPLETED'], 1000);
+      const { out, writes } = stream(true);
+      await watchRun({
+        scheduler: s.scheduler,
+        manifest: { ...manifest, jobs: [job] },
+        out,
+        now: s.now,
+        sleep: s.sleep,
+      });
+      expect(writes[0]).toBe('\r\x1b[2Ktrain [7] RUNNING 0:00 | step 9\\x1b]0;title\\x07\\x1b[2J\\r');
+      // Past our own redraw prefix, nothing the terminal would act on.
+      // eslint-disable-next-line no-control-regex
+      expect(writes[0]!.slice('\r\x1b[2K'.length)).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('on a terminal: the live line redrawn every poll, and a newline at the end', async () => {

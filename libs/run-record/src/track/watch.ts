@@ -4,6 +4,7 @@
 import { isActive, type Scheduler } from '@kdgat/schedulers';
 import { jobIdsOf, type Manifest } from '../manifest.ts';
 import { logPathsOf, tailFile } from './files.ts';
+import { printable } from './printable.ts';
 import { progressOf, statusLine, type JobProgress } from './track.ts';
 
 export type Output = NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
@@ -88,7 +89,8 @@ function runningLogLine(progress: readonly JobProgress[]): string {
   )[0];
   if (!running) return '';
   try {
-    return tailFile(logPathsOf(running.p.job, running.t).output, 1);
+    // The job's own text on the user's terminal: its control characters shown, not obeyed.
+    return printable(tailFile(logPathsOf(running.p.job, running.t).output, 1));
   } catch {
     return '';
   }
