@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,9 @@ from kdgat.data import (
 )
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+#: The paper's features without calibration: the cache behaviour tested here is the same for every
+#: feature set, and these build quickest (the defaults' payload features: test_features_payload.py).
+PAPER = GraphParams(features="paper", calibration_windows=0)
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +42,13 @@ def raw(synthetic: Path, tmp_path: Path) -> Path:
 
 def test_build_then_reuse_then_rebuild_on_parameter_or_file_change(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    first = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    first = preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
     assert not first.hit
     assert first.messages == 40_000
     assert sum(first.graphs.values()) == 400  # 4 x (7500 train + 2500 test) messages, W=100
-    assert preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache).hit
+    assert preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache).hit
 
-    other = GraphParams(window_size=50, stride=50)
+    other = replace(PAPER, window_size=50, stride=50)
     rebuilt = preprocess_dataset("syn", other, workers=1, raw=raw, cache=cache)
     assert not rebuilt.hit
     assert rebuilt.params_digest != first.params_digest
@@ -70,21 +74,21 @@ def test_kd_gat_cache_root_is_where_the_cache_goes_and_is_read(
 ) -> None:
     monkeypatch.setenv("KD_GAT_DATA_ROOT", str(raw.parent))
     monkeypatch.setenv("KD_GAT_CACHE_ROOT", str(tmp_path / "node-local"))
-    info = preprocess_dataset("syn", GraphParams(), workers=1)
+    info = preprocess_dataset("syn", PAPER, workers=1)
     assert info.path == tmp_path / "node-local" / "syn"
     assert (tmp_path / "node-local" / "syn" / "meta.json").is_file()
     # staged elsewhere: only the copy under the new root is read, raw files not needed
     shutil.copytree(tmp_path / "node-local", tmp_path / "staged")
     monkeypatch.setenv("KD_GAT_CACHE_ROOT", str(tmp_path / "staged"))
     monkeypatch.setenv("KD_GAT_DATA_ROOT", str(tmp_path / "nowhere"))
-    splits = load_graphs("syn", GraphParams())
+    splits = load_graphs("syn", PAPER)
     assert splits.cache_dir == tmp_path / "staged" / "syn"
 
 
 def test_loaded_graphs_have_the_documented_shapes_and_labels(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    preprocess_dataset("syn", GraphParams(), workers=2, raw=raw, cache=cache)
-    splits = load_graphs("syn", GraphParams(), cache=cache)
+    preprocess_dataset("syn", PAPER, workers=2, raw=raw, cache=cache)
+    splits = load_graphs("syn", PAPER, cache=cache)
     assert splits.attack_types == ATTACK_TYPES
     meta = json.loads((cache / "meta.json").read_text())
     assert (len(splits.train), len(splits.val), len(splits.test)) == (
@@ -116,8 +120,8 @@ def test_loaded_graphs_have_the_documented_shapes_and_labels(raw: Path, tmp_path
 
 def test_normalisation_uses_benign_training_windows_only(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
-    splits = load_graphs("syn", GraphParams(), cache=cache)
+    preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
+    splits = load_graphs("syn", PAPER, cache=cache)
     benign = splits.train.subset(torch.nonzero(splits.train.y == 0).flatten())
     x = torch.cat([benign[i].x[:, 1:] for i in range(len(benign))]).double()
     e = torch.cat([benign[i].edge_attr for i in range(len(benign))]).double()
@@ -136,8 +140,8 @@ def test_normalisation_uses_benign_training_windows_only(raw: Path, tmp_path: Pa
 
 
 def test_parallel_and_serial_builds_are_identical(raw: Path, tmp_path: Path) -> None:
-    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=tmp_path / "a")
-    preprocess_dataset("syn", GraphParams(), workers=2, raw=raw, cache=tmp_path / "b")
+    preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=tmp_path / "a")
+    preprocess_dataset("syn", PAPER, workers=2, raw=raw, cache=tmp_path / "b")
     a = torch.load(tmp_path / "a" / "graphs.pt", weights_only=True)
     b = torch.load(tmp_path / "b" / "graphs.pt", weights_only=True)
     assert a.keys() == b.keys()
@@ -147,7 +151,7 @@ def test_parallel_and_serial_builds_are_identical(raw: Path, tmp_path: Path) -> 
 
 def test_cache_file_loads_with_weights_only_and_few_storages(raw: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
     store = torch.load(cache / "graphs.pt", weights_only=True, mmap=True)
     assert all(isinstance(v, torch.Tensor) for v in store.values())
     assert len({v.untyped_storage().data_ptr() for v in store.values()}) <= 16
@@ -159,10 +163,10 @@ def test_loading_without_a_cache_or_with_other_parameters_names_the_fix(raw: Pat
         DataError,
         match=r"no graph cache for data set syn .*python -m kdgat preprocess --dataset syn",
     ):
-        load_graphs("syn", GraphParams(), cache=cache)
-    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+        load_graphs("syn", PAPER, cache=cache)
+    preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
     with pytest.raises(DataError, match=r"built with parameters .*'window_size': 100.*'window_size': 50"):
-        load_graphs("syn", GraphParams(window_size=50, stride=50), cache=cache)
+        load_graphs("syn", replace(PAPER, window_size=50, stride=50), cache=cache)
 
 
 def test_malformed_rows_are_reported_per_file_and_too_many_refuse_the_file(tmp_path: Path) -> None:
@@ -175,7 +179,7 @@ def test_malformed_rows_are_reported_per_file_and_too_many_refuse_the_file(tmp_p
     rows[10] = "1478198376.000010,0316,8,05,R"
     rows[20] = "oops"
     (raw / "DoS_dataset.csv").write_text("\n".join(rows) + "\n")
-    info = preprocess_dataset("hc", GraphParams(), workers=1, raw=raw, cache=tmp_path / "c")
+    info = preprocess_dataset("hc", PAPER, workers=1, raw=raw, cache=tmp_path / "c")
     (report,) = info.files
     assert (report["rows"], report["parsed"], report["malformed"]) == (600, 598, 2)
     assert report["reasons"] == {
@@ -189,15 +193,15 @@ def test_malformed_rows_are_reported_per_file_and_too_many_refuse_the_file(tmp_p
 
     shutil.copy(FIXTURES / "hcrl_sample.csv", raw / "broken.csv")  # 9 of 24 rows malformed
     with pytest.raises(DataError, match=r"broken\.csv: 9 of 24 rows are malformed"):
-        preprocess_dataset("hc", GraphParams(), workers=1, raw=raw, cache=tmp_path / "c")
+        preprocess_dataset("hc", PAPER, workers=1, raw=raw, cache=tmp_path / "c")
 
 
 def test_missing_or_empty_raw_directory(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"raw data directory .*nope does not exist"):
-        preprocess_dataset("x", GraphParams(), workers=1, raw=tmp_path / "nope", cache=tmp_path / "c")
+        preprocess_dataset("x", PAPER, workers=1, raw=tmp_path / "nope", cache=tmp_path / "c")
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="holds no CAN files"):
-        preprocess_dataset("x", GraphParams(), workers=1, raw=tmp_path / "empty", cache=tmp_path / "c")
+        preprocess_dataset("x", PAPER, workers=1, raw=tmp_path / "empty", cache=tmp_path / "c")
 
 
 def test_graph_params_are_validated() -> None:
@@ -213,8 +217,8 @@ def test_a_pickled_split_carries_the_path_not_the_tensors(raw: Path, tmp_path: P
     import pickle
 
     cache = tmp_path / "cache"
-    preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
-    splits = load_graphs("syn", GraphParams(), cache=cache)
+    preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
+    splits = load_graphs("syn", PAPER, cache=cache)
     blob = pickle.dumps(splits.test)
     assert len(blob) < 16 * len(splits.test) + 4096  # indices only
     again = pickle.loads(blob)
@@ -228,10 +232,10 @@ def test_a_staged_cache_without_raw_files_is_used_when_it_fits_the_parameters(
     raw: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = tmp_path / "cache"
-    built = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    built = preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
     shutil.rmtree(raw)
-    again = preprocess_dataset("syn", GraphParams(), workers=1, raw=raw, cache=cache)
+    again = preprocess_dataset("syn", PAPER, workers=1, raw=raw, cache=cache)
     assert again.hit and again.source_digest == built.source_digest
     assert "source files not re-checked" in caplog.text
     with pytest.raises(DataError, match=r"raw data directory .* does not exist"):
-        preprocess_dataset("syn", GraphParams(stride=50), workers=1, raw=raw, cache=cache)
+        preprocess_dataset("syn", replace(PAPER, stride=50), workers=1, raw=raw, cache=cache)

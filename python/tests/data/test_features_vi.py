@@ -185,14 +185,14 @@ def test_calibration_normalises_each_recording_by_its_first_windows() -> None:
 
 
 def test_paper_digest_is_unchanged_and_new_options_key_the_cache() -> None:
-    paper = GraphParams()
+    paper = GraphParams(features="paper", calibration_windows=0)
     assert "features" not in paper.to_json() and "calibration_windows" not in paper.to_json()
-    vi = GraphParams(features="vehicle_independent")
+    vi = GraphParams(features="vehicle_independent", calibration_windows=0)
     digests = {
         paper.digest(),
         vi.digest(),
-        GraphParams(features="vehicle_independent", novelty_history=50).digest(),
-        GraphParams(calibration_windows=5).digest(),
+        GraphParams(features="vehicle_independent", calibration_windows=0, novelty_history=50).digest(),
+        GraphParams(features="paper", calibration_windows=5).digest(),
     }
     assert len(digests) == 4
     with pytest.raises(ValueError, match="features is 'vocab'; expected one of paper, vehicle_independent"):
@@ -217,7 +217,11 @@ def test_cache_with_vehicle_independent_features_and_calibration(tmp_path: Path)
     a, b = int(store["node_ptr"][g0]), int(store["node_ptr"][g0 + 4])
     np.testing.assert_allclose(np.median(x[a:b, 1:].numpy(), axis=0), 0.0, atol=1e-5)
     with pytest.raises(Exception, match="preprocess"):
-        load_graphs("syn", GraphParams(features="vehicle_independent"), cache=tmp_path / "cache")
+        load_graphs(
+            "syn",
+            GraphParams(features="vehicle_independent", calibration_windows=0),
+            cache=tmp_path / "cache",
+        )
 
 
 def _by_id_and_window(g: WindowGraphs, column: np.ndarray) -> dict[tuple[int, int], float]:

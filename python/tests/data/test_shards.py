@@ -18,7 +18,9 @@ from kdgat.stages import preprocess
 from kdgat.stages.common import graph_params
 from kdgat.stages.dispatch import run_stage
 
-PARAMS = GraphParams()
+#: The paper's features without calibration (the quickest build; sharding does not depend on the
+#: feature set, and the stage test below runs the config's default features).
+PARAMS = GraphParams(features="paper", calibration_windows=0)
 BROKEN = "train_fuzzy.csv"
 
 

@@ -3,7 +3,9 @@
 Public API (shapes in the docstrings of each name):
 
 - :class:`GraphParams` — preprocessing parameters (window_size, stride, val_fraction,
-  test_fraction, split_seed, max_malformed_fraction); frozen; ``digest()`` keys the cache.
+  test_fraction, split_seed, max_malformed_fraction, features, novelty_history,
+  calibration_windows, profile_windows); frozen; ``digest()`` keys the cache; the defaults are the
+  pipeline config's (``DataConfig``), ``GraphParams.from_config(cfg.data)`` a run's.
 - :func:`preprocess_dataset` ``(dataset, params, *, workers, raw=None, cache=None, force=False,
   from_shards=False) -> CacheInfo`` — raw files -> ``graphs.pt`` + ``vocab.json`` + ``meta.json``;
   reused when unchanged; ``from_shards``: joined from the shard store of a sharded preprocess

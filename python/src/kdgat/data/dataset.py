@@ -128,8 +128,8 @@ def load_graphs(
 
     Raises :class:`DataError` naming the preprocess command when there is no cache or when it was
     built with other parameters than ``params``. The raw files are not needed (a cache staged to
-    node-local disk loads on its own). ``params`` has no default on purpose: the pipeline's are
-    ``kdgat.stages.common.graph_params(config)``, which differ from ``GraphParams()`` (the paper's)."""
+    node-local disk loads on its own). ``params`` has no default on purpose: a cache is read with the
+    parameters it was built with (the pipeline's: ``kdgat.stages.common.graph_params(config)``)."""
     cache = Path(cache) if cache is not None else paths.cache_dir(dataset)
     meta = read_meta(cache)
     hint = f"run `python -m kdgat preprocess --dataset {dataset}` with the same data.* settings first"

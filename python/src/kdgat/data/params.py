@@ -6,7 +6,9 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
+from typing import Any
 
+from kdgat.config import DataConfig
 from kdgat.data.features_payload import PAYLOAD_FEATURES_VERSION
 from kdgat.data.features_vi import VI_FEATURES_VERSION
 
@@ -30,9 +32,36 @@ _ATTACK_KEYWORDS: tuple[tuple[str, int], ...] = (
 )
 
 
+def _config_default(name: str) -> Any:
+    """The pipeline config's default of ``data.<name>`` (:class:`kdgat.config.DataConfig`): the one
+    place the data fields' defaults are declared."""
+    return DataConfig.model_fields[name].default
+
+
+#: The fields of :class:`GraphParams` that are ``data.*`` keys of the pipeline config.
+CONFIG_FIELDS: tuple[str, ...] = (
+    "window_size",
+    "stride",
+    "val_fraction",
+    "test_fraction",
+    "split_seed",
+    "features",
+    "novelty_history",
+    "calibration_windows",
+    "profile_windows",
+)
+
+
 @dataclass(frozen=True)
 class GraphParams:
     """Everything that decides the graphs in a cache (all of it goes into the cache hash).
+
+    Every field but ``max_malformed_fraction`` is a ``data.*`` key of the pipeline config, and its
+    default is the config's (:class:`kdgat.config.DataConfig`, read here): ``GraphParams()`` builds
+    the graphs a run with the default config reads (the ``payload`` features, calibrated by each
+    recording's first 20 windows). The published paper's features are
+    ``GraphParams(features="paper", calibration_windows=0)``. :meth:`from_config` maps a run's
+    ``DataConfig`` onto it.
 
     - ``window_size``: messages per window (W, >= 2)
     - ``stride``: messages between window starts (``== window_size``: non-overlapping)
@@ -54,19 +83,26 @@ class GraphParams:
 
     The digest of the paper features without calibration is the one caches had before the other
     feature sets existed (the new fields enter the digest only when they differ from that, and
-    ``profile_windows`` only with the payload features).
+    ``profile_windows`` only with the payload features). That baseline is the values
+    ``features="paper"``, ``calibration_windows=0``, not the defaults: the same values give the
+    same digest whatever the defaults are.
     """
 
-    window_size: int = 100
-    stride: int = 100
-    val_fraction: float = 0.1
-    test_fraction: float = 0.2
-    split_seed: int = 0
+    window_size: int = _config_default("window_size")
+    stride: int = _config_default("stride")
+    val_fraction: float = _config_default("val_fraction")
+    test_fraction: float = _config_default("test_fraction")
+    split_seed: int = _config_default("split_seed")
     max_malformed_fraction: float = 0.05
-    features: str = "paper"
-    novelty_history: int = 1000
-    calibration_windows: int = 0
-    profile_windows: int = 20
+    features: str = _config_default("features")
+    novelty_history: int = _config_default("novelty_history")
+    calibration_windows: int = _config_default("calibration_windows")
+    profile_windows: int = _config_default("profile_windows")
+
+    @classmethod
+    def from_config(cls, data: DataConfig) -> GraphParams:
+        """The graph parameters of a run's ``data`` section (``PipelineConfig.data``)."""
+        return cls(**{name: getattr(data, name) for name in CONFIG_FIELDS})
 
     def __post_init__(self) -> None:
         if not isinstance(self.window_size, int) or self.window_size < 2:

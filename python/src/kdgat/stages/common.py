@@ -30,18 +30,7 @@ class StageInputError(RuntimeError):
 
 
 def graph_params(cfg: PipelineConfig) -> GraphParams:
-    d = cfg.data
-    return GraphParams(
-        window_size=d.window_size,
-        stride=d.stride,
-        val_fraction=d.val_fraction,
-        test_fraction=d.test_fraction,
-        split_seed=d.split_seed,
-        features=d.features,
-        novelty_history=d.novelty_history,
-        calibration_windows=d.calibration_windows,
-        profile_windows=d.profile_windows,
-    )
+    return GraphParams.from_config(cfg.data)
 
 
 def load_splits(dataset: str, cfg: PipelineConfig) -> GraphSplits:
