@@ -74,7 +74,9 @@ from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 from kdgat.scoring import (
     SCORING_MODES,
     Scorer,
+    binary_counts,
     event_figures,
+    f1_from_counts,
     fit_scorer,
     gat_probabilities,
     needs_timing,
@@ -296,12 +298,9 @@ def train_gat(net: GATWithJK, data: GraphSet, order: torch.Tensor, epochs: int, 
 
 
 def metrics(pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-    tp = int(((pred == 1) & (y == 1)).sum())
-    fp = int(((pred == 1) & (y == 0)).sum())
-    fn = int(((pred == 0) & (y == 1)).sum())
-    tn = int(((pred == 0) & (y == 0)).sum())
+    tp, fp, fn, tn = binary_counts(pred, y)
     return {
-        "f1": 2 * tp / max(1, 2 * tp + fp + fn),
+        "f1": float(f1_from_counts(tp, fp, fn)),
         "accuracy": (tp + tn) / max(1, len(y)),
         "precision": tp / max(1, tp + fp),
         "recall": tp / max(1, tp + fn),

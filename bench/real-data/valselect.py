@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from kdgat.scoring import SCORING_MODES, fit_scorer, needs_timing, vgae_pools
+from kdgat.scoring import SCORING_MODES, f1_score, fit_scorer, needs_timing, vgae_pools
 
 sys.path.insert(0, str(Path(__file__).parent))
 from run import TABLE_HEAD, score_modes, table_row  # the bench's own module, beside this file
@@ -34,12 +34,6 @@ from run import TABLE_HEAD, score_modes, table_row  # the bench's own module, be
 def outputs(dirs: list[Path]) -> dict[str, Path]:
     """``<scenario>__<variant>`` -> its saved outputs, over ``dirs`` (a later folder wins)."""
     return {f.stem: f for d in dirs for f in sorted(d.glob("*__*.npz"))}
-
-
-def f1(pred: np.ndarray, y: np.ndarray) -> float:
-    tp = int(((pred == 1) & (y == 1)).sum())
-    wrong = int((pred != y).sum())
-    return 2 * tp / max(2 * tp + wrong, 1)
 
 
 def rows(t: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
@@ -81,7 +75,7 @@ def crossfit_f1(path: Path, mode: str, halvings: int, seed: int) -> tuple[float,
         for fit, judge in ((first, ~first), (~first, first)):
             scorer = fit_scorer(mode, y[fit], gat_prob=val.gat[fit], vgae_score=rows(val.vgae, fit))
             pred[judge] = scorer.predict(val.gat[judge], rows(val.vgae, judge), rows(val.timing, judge))
-        scores.append(f1(pred.numpy(), y.numpy()))
+        scores.append(f1_score(pred, y))
     return float(np.mean(scores)), len(y), int(y.sum())
 
 

@@ -1,7 +1,8 @@
 """How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both (and, in
 ``novelty_timing``, a timing rule on the payload features) (``evaluation.scoring``), with every
 parameter and threshold fitted on validation windows; and the event-level figures of scored windows
-(episodes detected, delay, false alarms per hour: ``events``)."""
+(episodes detected, delay, false alarms per hour: ``events``); window F1 (``metrics``: the one
+implementation, the benches' too)."""
 
 from kdgat.scoring.events import EventFigures, event_figures, window_times
 from kdgat.scoring.fusion import (
@@ -14,6 +15,7 @@ from kdgat.scoring.fusion import (
     novelty_bar,
     vgae_pools,
 )
+from kdgat.scoring.metrics import binary_counts, f1_from_counts, f1_score
 from kdgat.scoring.outputs import gat_probabilities, timing_scores, window_ranks
 
 __all__ = [
@@ -21,7 +23,10 @@ __all__ = [
     "EventFigures",
     "Scorer",
     "best_f1_threshold",
+    "binary_counts",
     "event_figures",
+    "f1_from_counts",
+    "f1_score",
     "fit_scorer",
     "gat_probabilities",
     "gat_threshold",

@@ -59,6 +59,7 @@ import torch
 from torch import Tensor
 
 from kdgat.config import ScoringMode
+from kdgat.scoring.metrics import f1_from_counts, f1_score
 
 #: The modes the pipeline config offers (``evaluation.scoring``), each fitted by :func:`fit_scorer`.
 SCORING_MODES: tuple[str, ...] = get_args(ScoringMode)
@@ -86,7 +87,9 @@ def _cuts(score: Tensor, y: Tensor, pos: int) -> tuple[Tensor, Tensor]:
     (``pos`` attack windows in all); -1 where the next score is the same (ties go together)."""
     order = torch.argsort(score, descending=True)
     s, t = score[order], y[order]
-    f1 = 2 * torch.cumsum(t, 0).double() / (torch.arange(1, len(t) + 1, dtype=torch.float64) + pos)
+    tp = torch.cumsum(t, 0)  # attack windows among the first k flagged
+    flagged = torch.arange(1, len(t) + 1)
+    f1 = f1_from_counts(tp, flagged - tp, pos - tp)
     last_of_tie = torch.ones(len(s), dtype=torch.bool)
     last_of_tie[:-1] = s[1:] != s[:-1]
     return s, torch.where(last_of_tie, f1, torch.full_like(f1, -1.0))
@@ -376,7 +379,7 @@ def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor |
             cand = Scorer(mode, vgae_centre=centre, vgae_scale=scale, alpha=a)
             s = cand.score(gat_prob, vgae_score)
             t = best_f1_threshold(s, y)
-            f1 = _f1((s >= t).long(), y)
+            f1 = f1_score(s >= t, y)
             if f1 > best[0] + 1e-12:
                 best = (f1, a, t)
         return Scorer(mode, threshold=best[2], vgae_centre=centre, vgae_scale=scale, alpha=best[1])
@@ -386,10 +389,3 @@ def _fit(mode: str, y_val: Tensor, gat_prob: Tensor | None, vgae_score: Tensor |
     return Scorer(
         **{**fitted.to_json(), "threshold": best_f1_threshold(fitted.score(gat_prob, vgae_score), y)}
     )
-
-
-def _f1(pred: Tensor, y: Tensor) -> float:
-    tp = int(((pred == 1) & (y == 1)).sum())
-    fp = int(((pred == 1) & (y == 0)).sum())
-    fn = int(((pred == 0) & (y == 1)).sum())
-    return 2 * tp / max(1, 2 * tp + fp + fn)
