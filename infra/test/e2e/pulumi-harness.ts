@@ -12,6 +12,7 @@ import {
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join, relative } from 'node:path';
+import { StackOutputsSchema, type StackOutputs } from '@kdgat/config';
 import { parse, stringify } from 'yaml';
 
 const infraDir = new URL('../../', import.meta.url).pathname.replace(/\/$/, '');
@@ -31,29 +32,6 @@ export function pulumiBinDir(): string {
   throw new Error(
     'the Pulumi CLI (pulumi and pulumi-language-nodejs) is not on PATH nor in the tool cache: run scripts/bootstrap.sh first',
   );
-}
-
-/** `pulumi stack output --json` of this project (docs/CONTRACTS.md "Stack outputs"). */
-export interface SiteStackOutputs {
-  profile: string;
-  environments: {
-    name: string;
-    backend: string;
-    prefix: string;
-    activate: string;
-    specHash: string;
-    lockPath: string;
-    lockHash: string;
-    lock: string;
-  }[];
-  scratch: { root: string; cacheDirs: Record<string, string>; runsDir: string; logsDir: string };
-  scripts: {
-    dir: string;
-    stageData: string;
-    epilog: string;
-    trainGpu: string;
-    preprocessGpu: string;
-  } & Record<string, string>;
 }
 
 export interface CliResult {
@@ -162,8 +140,20 @@ export class TempStack {
   destroy(extra: string[] = []): CliResult {
     return this.cli(['destroy', '--yes', '--stack', this.stack, ...extra]);
   }
-  outputs(): SiteStackOutputs {
-    return JSON.parse(this.cli(['stack', 'output', '--json', '--stack', this.stack], { check: true }).stdout);
+  /**
+   * `pulumi stack output --json`, read as the runner reads it (`StackOutputsSchema` of @kdgat/config,
+   * docs/CONTRACTS.md "Stack outputs"): outputs the runner could not read fail here, naming the field.
+   */
+  outputs(): StackOutputs {
+    const text = this.cli(['stack', 'output', '--json', '--stack', this.stack], { check: true }).stdout;
+    const parsed = StackOutputsSchema.safeParse(JSON.parse(text));
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`);
+      throw new Error(
+        `the stack outputs do not parse as the runner reads them:\n${problems.join('\n')}\n${text}`,
+      );
+    }
+    return parsed.data;
   }
 
   /** Every file of the backend (the state and its backups), for secret checks. */

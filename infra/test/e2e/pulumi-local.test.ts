@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TempStack, ok, type SiteStackOutputs } from './pulumi-harness.ts';
+import type { StackOutputs } from '@kdgat/config';
+import { TempStack, ok } from './pulumi-harness.ts';
 import { localConfig } from './pulumi-local.config.ts';
 import { makeWheels } from './tools.ts';
 
@@ -13,7 +14,7 @@ describe('local stack with the Pulumi CLI', () => {
   let root: string;
   let wheels: string;
   let s: TempStack;
-  let out: SiteStackOutputs;
+  let out: StackOutputs;
 
   beforeAll(() => {
     root = mkdtempSync(join(tmpdir(), 'kdgat-local-'));

@@ -5,12 +5,13 @@ import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StackOutputs } from '@kdgat/config';
 import * as environment from '../../providers/environment.impl.ts';
 import { ymlForDisplay } from '../../providers/environment-spec.ts';
 import { runChecked, sshExecutor, type Connection } from '@kdgat/transport';
 import { withModules } from '../../providers/module-shell.ts';
 import { makeModuleTree, type ModuleTree } from './modules.ts';
-import { TempStack, ok, type SiteStackOutputs } from './pulumi-harness.ts';
+import { TempStack, ok } from './pulumi-harness.ts';
 import { startSshd, strayHostKey, type LoopbackSshd } from './sshd.ts';
 import { makeCondaChannel, rattlerPython } from './tools.ts';
 
@@ -63,7 +64,7 @@ describe('ssh site with a conda environment (py-rattler) through the Pulumi CLI'
   let tree: ModuleTree;
   let conn: Extract<Connection, { kind: 'ssh' }>;
   let s: TempStack;
-  let out: SiteStackOutputs;
+  let out: StackOutputs;
   const config = (deps: string[], opts: { hostKey?: string; cuda?: string } = {}) =>
     sshConfig(root, sshd, tree, channel, deps, opts);
 
