@@ -15,11 +15,13 @@ from kdgat.config import build_config
 from kdgat.data import (
     GraphParams,
     build_window_graphs,
+    features_vi,
     load_graphs,
     preprocess_dataset,
     read_can_file,
     write_synthetic_dataset,
 )
+from kdgat.data import graphs as graphs_module
 from kdgat.data.build import list_sources
 from kdgat.data.features_payload import (
     CATEGORICAL_VALUES,
@@ -27,7 +29,8 @@ from kdgat.data.features_payload import (
     payload_features,
     payload_profile,
 )
-from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
+from kdgat.data.features_vi import VI_NODE_FEATURES, previous_occurrence, vehicle_independent_features
+from kdgat.data.graphs import build_window_graphs_indexed
 from kdgat.data.params import node_feature_count
 from kdgat.models import build_model
 
@@ -354,3 +357,43 @@ def test_cache_with_payload_features_keeps_the_payload_columns_raw(tmp_path: Pat
 def _cache_of(raw: Path, cache: Path, features: str) -> Path:
     preprocess_dataset("syn", GraphParams(features=features, calibration_windows=4), raw=raw, cache=cache)
     return cache
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_build_path_matches_the_reference_in_chunks(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preprocessing's path (the graphs' index, one previous-occurrence pass, the 17 columns
+    filled in place, several chunks of windows) gives the reference's values and, bit for bit,
+    those of the plain calls."""
+    ids, payload, t = _stream(seed)
+    w, s, profile_n = 20, 15, 80
+    label = np.zeros(len(ids), np.uint8)
+    dlc = np.full(len(ids), 8, np.uint8)
+    monkeypatch.setattr(features_vi, "CHUNK_MESSAGES", 2 * w)
+    monkeypatch.setattr(graphs_module, "CHUNK_WINDOW_MESSAGES", 3 * w)
+    g, index = build_window_graphs_indexed(ids, payload, label, w, s)
+    prev = previous_occurrence(ids)
+    vi = vehicle_independent_features(
+        g,
+        timestamp=t,
+        can_id=ids,
+        dlc=dlc,
+        payload=payload,
+        window_size=w,
+        index=index,
+        previous=prev,
+        extra_columns=len(PAYLOAD_NODE_FEATURES) - len(VI_NODE_FEATURES),
+    )
+    prof = payload_profile(ids[:profile_n], payload[:profile_n], t[:profile_n])
+    got = payload_features(
+        vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=w, index=index, previous=prev
+    )
+    plain_vi = _vi(ids, payload, t, label, w, s)
+    plain = payload_features(plain_vi, prof, can_id=ids, payload=payload, timestamp=t, window_size=w)
+    np.testing.assert_array_equal(got.x, plain.x)
+    np.testing.assert_array_equal(got.edge_attr, plain.edge_attr)
+    ref_prof = reference_profile(
+        ids[:profile_n].tolist(), payload[:profile_n].tolist(), t[:profile_n].tolist()
+    )
+    ref = np.array(reference_payload(ids.tolist(), payload.tolist(), t.tolist(), ref_prof, w, s))
+    np.testing.assert_allclose(got.x[:, len(VI_NODE_FEATURES) :], ref, rtol=1e-5, atol=1e-6)
+    assert (ref[:, [0, 2, 3, 5]] != 0).any(axis=0).all()  # the columns that the attacks move do move

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +14,23 @@ import pytest
 from kdgat.data import (
     GraphParams,
     build_window_graphs,
+    features_vi,
     load_graphs,
     preprocess_dataset,
     write_synthetic_dataset,
 )
+from kdgat.data import graphs as graphs_module
 from kdgat.data.calibration import calibrate_rows, robust_moments
-from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
-from kdgat.data.graphs import WindowGraphs
+from kdgat.data.features_vi import (
+    DEFAULT_HISTORY,
+    VI_EDGE_FEATURES,
+    VI_NODE_FEATURES,
+    previous_occurrence,
+    transition_codes,
+    vehicle_independent_features,
+    window_index,
+)
+from kdgat.data.graphs import WindowGraphs, build_window_graphs_indexed
 
 
 def _nov(pos: int, prev: int | None, h: int) -> float:
@@ -267,3 +278,97 @@ def test_an_ids_first_message_takes_the_least_possible_gap_as_its_period() -> No
     assert by[(0x300, 0)] == pytest.approx(math.log10(0.3) + 6, rel=1e-5)
     assert by[(0x400, 5)] == pytest.approx(math.log10(2.5) + 6, rel=1e-5)
     assert by[(0x100, 1)] == pytest.approx(math.log10(0.01) + 6, rel=1e-5)  # a gap: the mean gap
+
+
+def _random_stream(n: int, n_ids: int, seed: int, id_space: int = 0x800):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    pool = rng.choice(id_space, n_ids, replace=False).astype(np.uint32)
+    ids = pool[rng.integers(0, n_ids, n)]
+    dlc = rng.integers(0, 9, n).astype(np.uint8)
+    payload = (rng.integers(0, 3, (n, 8)) * 85).astype(np.uint8)
+    payload[np.arange(8)[None, :] >= dlc[:, None]] = 0
+    t = np.cumsum(rng.exponential(1e-3, n))
+    return ids, dlc, payload, t
+
+
+@pytest.mark.parametrize(
+    ("n", "w", "s", "n_ids", "id_space"),
+    [
+        (400, 100, 100, 12, 0x800),  # default windows
+        (230, 20, 7, 5, 0x800),  # overlapping windows
+        (150, 10, 25, 30, 0x800),  # gaps between windows
+        (300, 30, 30, 40, 1 << 29),  # 29-bit IDs (no dense ID table)
+    ],
+)
+def test_the_index_of_the_graphs_is_the_one_found_from_them(
+    n: int, w: int, s: int, n_ids: int, id_space: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``build_window_graphs_indexed`` says where every message and transition went (what the
+    feature sets otherwise find again from the graphs), in several chunks as in one."""
+    ids, dlc, payload, t = _random_stream(n, n_ids, 7, id_space)
+    label = np.zeros(n, np.uint8)
+    for chunk in (1 << 18, 3 * w):  # one chunk; several (of the graphs and of the features)
+        monkeypatch.setattr(graphs_module, "CHUNK_WINDOW_MESSAGES", chunk)
+        monkeypatch.setattr(features_vi, "CHUNK_MESSAGES", chunk)
+        g, index = build_window_graphs_indexed(ids, payload, label, w, s)
+        plain = build_window_graphs(ids, payload, label, w, s)
+        for field in ("x", "edge_attr", "edge_index", "node_ptr", "edge_ptr", "node_can_id", "window_start"):
+            np.testing.assert_array_equal(getattr(g, field), getattr(plain, field))
+        found = window_index(g, ids, w)
+        for field in ("message", "node", "edge", "node_first", "edge_first"):
+            np.testing.assert_array_equal(getattr(index, field), getattr(found, field), err_msg=field)
+        # and the features from the index are those found without it, bit for bit
+        with_index = vehicle_independent_features(
+            g,
+            timestamp=t,
+            can_id=ids,
+            dlc=dlc,
+            payload=payload,
+            window_size=w,
+            index=index,
+            previous=previous_occurrence(ids),
+        )
+        without = vehicle_independent_features(
+            g, timestamp=t, can_id=ids, dlc=dlc, payload=payload, window_size=w
+        )
+        np.testing.assert_array_equal(with_index.x, without.x)
+        np.testing.assert_array_equal(with_index.edge_attr, without.edge_attr)
+        want = reference_vi(t.tolist(), ids.tolist(), dlc.tolist(), payload.tolist(), w, s, DEFAULT_HISTORY)
+        for k, (x, e) in enumerate(want):
+            a, b = with_index.node_ptr[k], with_index.node_ptr[k + 1]
+            c, d = with_index.edge_ptr[k], with_index.edge_ptr[k + 1]
+            np.testing.assert_allclose(with_index.x[a:b], x, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(with_index.edge_attr[c:d, 9:], e, rtol=1e-5, atol=1e-5)
+
+
+def _slow_previous(key: list[Hashable]) -> list[int]:
+    last: dict[Hashable, int] = {}
+    out = []
+    for m, k in enumerate(key):
+        out.append(last.get(k, -1))
+        last[k] = m
+    return out
+
+
+def test_previous_occurrence_and_transition_codes_against_a_dictionary() -> None:
+    rng = np.random.default_rng(3)
+    for keys in (
+        rng.integers(0, 50, 1000).astype(np.uint32),  # a packed sort
+        rng.integers(0, 1 << 29, 1000).astype(np.uint32),
+        (rng.integers(0, 3, 500).astype(np.uint64) << np.uint64(40)) | np.uint64(7),  # beyond 32 bits
+        np.zeros(1, np.uint32),
+        np.zeros(0, np.uint32),
+    ):
+        assert previous_occurrence(keys).tolist() == _slow_previous(keys.tolist())
+    for ids in (
+        rng.integers(0, 0x800, 2000).astype(np.uint32),  # dense ID table
+        rng.choice(1 << 29, 20, replace=False).astype(np.uint32)[rng.integers(0, 20, 2000)],  # searchsorted
+        rng.permutation(70_000).astype(np.uint32),  # >= 2^16 distinct IDs: the pair itself
+    ):
+        codes = transition_codes(ids)
+        pairs = list(zip(ids[:-1].tolist(), ids[1:].tolist(), strict=True))
+        # equal codes exactly for equal pairs
+        assert (
+            len(set(zip(codes.tolist(), pairs, strict=True))) == len(set(pairs)) == len(set(codes.tolist()))
+        )
+        assert previous_occurrence(codes).tolist() == _slow_previous(list(pairs))

@@ -33,9 +33,14 @@ from kdgat.data.cache import (
 from kdgat.data.calibration import calibrate_rows
 from kdgat.data.calibration import moments as _moments
 from kdgat.data.errors import DataError
-from kdgat.data.features_payload import payload_features, payload_profile
-from kdgat.data.features_vi import VI_EDGE_FEATURES, VI_NODE_FEATURES, vehicle_independent_features
-from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs, build_window_graphs
+from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES, payload_features, payload_profile
+from kdgat.data.features_vi import (
+    VI_EDGE_FEATURES,
+    VI_NODE_FEATURES,
+    previous_occurrence,
+    vehicle_independent_features,
+)
+from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs, build_window_graphs, build_window_graphs_indexed
 from kdgat.data.params import (
     ATTACK_TYPES,
     CACHE_FORMAT_VERSION,
@@ -74,17 +79,27 @@ def _build_file(
             f"(more than max_malformed_fraction={max_malformed}); is it a {report.format} file? "
             f"first: {examples}"
         )
-    graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
-    if features in ("vehicle_independent", "payload"):
-        graphs = vehicle_independent_features(
-            graphs,
-            timestamp=messages.timestamp,
-            can_id=messages.can_id,
-            dlc=messages.dlc,
-            payload=messages.payload,
-            window_size=window_size,
-            history=history,
-        )
+    if features == "paper":
+        graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
+        return _FileResult(report.to_json(), graphs, len(messages))
+    # the other feature sets reuse where the graphs put each message and transition, and one
+    # previous-occurrence pass over the stream
+    graphs, index = build_window_graphs_indexed(
+        messages.can_id, messages.payload, messages.label, window_size, stride
+    )
+    previous = previous_occurrence(messages.can_id)
+    graphs = vehicle_independent_features(
+        graphs,
+        timestamp=messages.timestamp,
+        can_id=messages.can_id,
+        dlc=messages.dlc,
+        payload=messages.payload,
+        window_size=window_size,
+        history=history,
+        index=index,
+        previous=previous,
+        extra_columns=len(PAYLOAD_NODE_FEATURES) - len(VI_NODE_FEATURES) if features == "payload" else 0,
+    )
     if features == "payload":
         # each ID's payload profile from the recording's own first windows: unlabelled traffic
         head = (profile_windows - 1) * stride + window_size
@@ -96,6 +111,8 @@ def _build_file(
             payload=messages.payload,
             timestamp=messages.timestamp,
             window_size=window_size,
+            index=index,
+            previous=previous,
         )
     return _FileResult(report.to_json(), graphs, len(messages))
 

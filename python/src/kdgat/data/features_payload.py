@@ -76,8 +76,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from kdgat.data.features_vi import VI_NODE_FEATURES, previous_occurrence
-from kdgat.data.graphs import WindowGraphs
+from kdgat.data.features_vi import VI_NODE_FEATURES, previous_occurrence, window_chunks, window_index
+from kdgat.data.graphs import WindowGraphs, WindowIndex
 
 PAYLOAD_NODE_FEATURES: tuple[str, ...] = (
     *VI_NODE_FEATURES,
@@ -180,69 +180,92 @@ def payload_features(
     payload: npt.NDArray[np.uint8],
     timestamp: npt.NDArray[np.float64],
     window_size: int,
+    index: WindowIndex | None = None,
+    previous: npt.NDArray[np.int64] | None = None,
 ) -> WindowGraphs:
     """``graphs`` (vehicle-independent features of this stream) with the six payload columns
-    appended to the node features (raw, before normalisation); edges unchanged."""
+    appended to the node features (raw, before normalisation); edges unchanged. When
+    ``graphs.x`` already has the 17 columns (``vehicle_independent_features(...,
+    extra_columns=6)``), they are filled in place of a copy. ``index`` and ``previous``: as for
+    :func:`~kdgat.data.features_vi.vehicle_independent_features`."""
     g = graphs.num_graphs
     num_nodes = len(graphs.node_can_id)
-    extra = np.zeros((num_nodes, len(PAYLOAD_NODE_FEATURES) - len(VI_NODE_FEATURES)), np.float64)
-    if g:
+    if graphs.x.shape[1] == len(PAYLOAD_NODE_FEATURES):
+        x = graphs.x
+    else:
+        x = np.zeros((num_nodes, len(PAYLOAD_NODE_FEATURES)), np.float32)
+        x[:, : len(VI_NODE_FEATURES)] = graphs.x
+    extra = x[:, len(VI_NODE_FEATURES) :]
+    extra[:] = 0.0
+    n_prof = len(profile.ids)
+    if g and n_prof:
         w = window_size
-        msg = (graphs.window_start[:, None] + np.arange(w)).ravel()
-        win = np.repeat(np.arange(g, dtype=np.int64), w)
-        node_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.node_ptr))
-        node_key = (node_graph.astype(np.uint64) << np.uint64(32)) | graphs.node_can_id.astype(np.uint64)
-        msg_key = (win.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
-        node = np.searchsorted(node_key, msg_key).astype(np.int64)
-
-        prev, delta_all, mask_all = _deltas(can_id, payload)
+        if index is None:
+            index = window_index(graphs, can_id, w)
+        prev = previous_occurrence(can_id) if previous is None else previous
         nxt = np.full(len(prev), -1, np.int64)
         nxt[prev[prev >= 0]] = np.flatnonzero(prev >= 0)
-        pm = prev[msg]
-        has = pm >= 0
-        delta, mask = delta_all[msg], mask_all[msg]
-        p = payload[msg].astype(np.int64)
-        ids = can_id[msg]
-        row = np.searchsorted(profile.ids, ids)
-        profiled = row < len(profile.ids)
-        profiled[profiled] = profile.ids[row[profiled]] == ids[profiled]
-        r = np.where(profiled, row, 0)
-        n_has = np.bincount(node, weights=has, minlength=num_nodes)
-        prof_has = profiled & has
+        jump_max = profile.jump_max.astype(np.int16)
+        low, high = profile.low.astype(np.int16), profile.high.astype(np.int16)
+        period = np.where(profile.periodic, profile.period, np.nan)
+        # the profile's values and masks as lookup tables: row * 2048 + k * 256 + value, row * 256 + mask
+        seen_value = np.zeros(n_prof * 2048, bool)
+        seen_value[
+            np.searchsorted(profile.ids, (profile.values >> np.uint64(11)).astype(np.uint32)) * 2048
+            + (profile.values & np.uint64(2047)).astype(np.int64)
+        ] = True
+        seen_mask = np.zeros(n_prof * 256, bool)
+        seen_mask[
+            np.searchsorted(profile.ids, (profile.masks >> np.uint64(8)).astype(np.uint32)) * 256
+            + (profile.masks & np.uint64(255)).astype(np.int64)
+        ] = True
+        byte_at = np.arange(8, dtype=np.int64) * 256
+        for a, b, na, nb in window_chunks(graphs.node_ptr, w):
+            nn = nb - na
+            msg = index.message[a:b]
+            node = index.node[a:b] - na
+            pm = prev[msg]
+            has = pm >= 0
+            p = payload[msg].astype(np.int16)
+            delta = np.abs(p - payload[np.maximum(pm, 0)].astype(np.int16))
+            delta[~has] = 0
+            ids = can_id[msg]
+            row = np.searchsorted(profile.ids, ids)
+            profiled = row < n_prof
+            profiled[profiled] = profile.ids[row[profiled]] == ids[profiled]
+            r = np.where(profiled, row, 0)
+            n_has = np.bincount(node, weights=has, minlength=nn)
+            prof_has = profiled & has
 
-        if len(profile.ids):
-            excess = np.maximum(0, delta - profile.jump_max[r]).max(axis=1)
-            np.maximum.at(extra[:, 0], node[prof_has], excess[prof_has] / 255.0)
-            over = (delta > profile.jump_max[r]).any(axis=1)
-            extra[:, 1] = np.bincount(node, weights=prof_has & over, minlength=num_nodes)
-            out_of_range = np.maximum(0, np.maximum(profile.low[r] - p, p - profile.high[r])).max(axis=1)
-            np.maximum.at(extra[:, 2], node[profiled], out_of_range[profiled] / 255.0)
-            extra[:, 3] = _period_ratio(
-                node,
-                num_nodes,
-                msg,
-                prev,
-                nxt,
-                timestamp,
-                np.where(profiled & profile.periodic[r], profile.period[r], np.nan),
+            # integer maxima first: max(e) / 255 is max(e / 255), e >= 0
+            excess = np.maximum(0, delta - jump_max[r]).max(axis=1)
+            top = np.zeros(nn, np.int16)
+            np.maximum.at(top, node[prof_has], excess[prof_has])
+            extra[na:nb, 0] = top / 255.0
+            over = (delta > jump_max[r]).any(axis=1)
+            share = np.bincount(node, weights=prof_has & over, minlength=nn)
+            out_of_range = np.maximum(0, np.maximum(low[r] - p, p - high[r])).max(axis=1)
+            top[:] = 0
+            np.maximum.at(top, node[profiled], out_of_range[profiled])
+            extra[na:nb, 2] = top / 255.0
+            extra[na:nb, 3] = _period_ratio(
+                node, nn, msg, prev, nxt, timestamp, np.where(profiled, period[r], np.nan)
             )
-            vkey = _value_keys(ids, payload[msg])
-            vat = np.minimum(np.searchsorted(profile.values, vkey), len(profile.values) - 1)
-            unseen = (profile.values[vat] != vkey) & profile.categorical[r] & profiled[:, None]
-            extra[:, 5] = np.bincount(node, weights=unseen.any(axis=1), minlength=num_nodes) / np.maximum(
-                1, np.bincount(node, minlength=num_nodes)
+            unseen = ~seen_value[(r * 2048)[:, None] + byte_at + p]
+            unseen &= profile.categorical[r] & profiled[:, None]
+            extra[na:nb, 5] = np.bincount(node, weights=unseen.any(axis=1), minlength=nn) / np.maximum(
+                1, np.bincount(node, minlength=nn)
             )
-            mkey = (ids.astype(np.uint64) << np.uint64(8)) | mask
-            at = np.minimum(np.searchsorted(profile.masks, mkey), len(profile.masks) - 1)
-            novel = profile.masks[at] != mkey
-            extra[:, 4] = np.bincount(node, weights=prof_has & novel, minlength=num_nodes)
+            mask = np.packbits(delta > 0, axis=1, bitorder="little")[:, 0].astype(np.int64)
+            novel = ~seen_mask[r * 256 + mask]
+            novel_share = np.bincount(node, weights=prof_has & novel, minlength=nn)
             # the node is profiled when its ID is (all its messages share the ID)
-            node_profiled = np.zeros(num_nodes, bool)
+            node_profiled = np.zeros(nn, bool)
             node_profiled[node[profiled]] = True
             with_d = node_profiled & (n_has > 0)
-            extra[:, 1] = np.where(with_d, extra[:, 1] / np.maximum(n_has, 1), 0.0)
-            extra[:, 4] = np.where(with_d, extra[:, 4] / np.maximum(n_has, 1), 0.0)
-    return replace(graphs, x=np.concatenate([graphs.x, extra.astype(np.float32)], axis=1))
+            extra[na:nb, 1] = np.where(with_d, share / np.maximum(n_has, 1), 0.0)
+            extra[na:nb, 4] = np.where(with_d, novel_share / np.maximum(n_has, 1), 0.0)
+    return replace(graphs, x=x)
 
 
 def _period_ratio(

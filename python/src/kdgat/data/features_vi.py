@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs
+from kdgat.data.graphs import EDGE_FEATURES, WindowGraphs, WindowIndex
 
 #: The definitions' version, in the graph cache's parameters (a change rebuilds the caches).
 #: 2: an ID or transition with no earlier occurrence gets the novelty of its least possible distance
@@ -100,15 +100,71 @@ VI_EDGE_FEATURES: tuple[str, ...] = (
 DEFAULT_HISTORY = 1000
 
 
-def previous_occurrence(key: npt.NDArray[np.uint64] | npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+def previous_occurrence(key: npt.NDArray[np.unsignedinteger]) -> npt.NDArray[np.int64]:
     """``prev[m]``: the largest ``j < m`` with ``key[j] == key[m]``, else -1."""
+    n = len(key)
+    prev = np.full(n, -1, np.int64)
+    if n < 2:
+        return prev
+    if n < 1 << 32 and (key.dtype.itemsize <= 4 or int(key.max()) < 1 << 32):
+        # one sort of (key, position) packed into 64 bits: the positions of each key ascending
+        packed = np.sort((key.astype(np.uint64) << np.uint64(32)) | np.arange(n, dtype=np.uint64))
+        pos = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        same = (packed[1:] >> np.uint64(32)) == (packed[:-1] >> np.uint64(32))
+        prev[pos[1:][same]] = pos[:-1][same]
+        return prev
     order = np.argsort(key, kind="stable")
     sk = key[order]
-    prev = np.full(len(key), -1, np.int64)
-    if len(key) > 1:
-        same = sk[1:] == sk[:-1]
-        prev[order[1:][same]] = order[:-1][same]
+    same = sk[1:] == sk[:-1]
+    prev[order[1:][same]] = order[:-1][same]
     return prev
+
+
+def transition_codes(can_id: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint64]:
+    """One key per transition ``m -> m + 1`` (``n - 1`` of them), equal exactly when the pair
+    of IDs ``(can_id[m], can_id[m + 1])`` is: dense when the stream has under 2^16 distinct IDs."""
+    n = len(can_id)
+    if n < 2:
+        return np.zeros(0, np.uint64)
+    ids = np.unique(can_id)
+    k = len(ids)
+    if k >= 1 << 16:
+        return (can_id[:-1].astype(np.uint64) << np.uint64(32)) | can_id[1:].astype(np.uint64)
+    if int(ids[-1]) < 1 << 22:
+        table = np.zeros(int(ids[-1]) + 1, np.uint64)
+        table[ids] = np.arange(k, dtype=np.uint64)
+        code = table[can_id]
+    else:
+        code = np.searchsorted(ids, can_id).astype(np.uint64)
+    return code[:-1] * np.uint64(k) + code[1:]
+
+
+def window_index(graphs: WindowGraphs, can_id: npt.NDArray[np.uint32], window_size: int) -> WindowIndex:
+    """The :class:`~kdgat.data.graphs.WindowIndex` of ``graphs`` (built by ``build_window_graphs``
+    from this stream), found from the graphs alone: what
+    :func:`~kdgat.data.graphs.build_window_graphs_indexed` returns with them."""
+    g, w = graphs.num_graphs, window_size
+    starts = graphs.window_start
+    msg = (starts[:, None] + np.arange(w)).ravel()
+    win = np.repeat(np.arange(g, dtype=np.int64), w)
+    num_nodes = len(graphs.node_can_id)
+    node_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.node_ptr))
+    # nodes are sorted by (graph, CAN ID)
+    node_key = (node_graph.astype(np.uint64) << np.uint64(32)) | graphs.node_can_id.astype(np.uint64)
+    msg_key = (win.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
+    node = np.searchsorted(node_key, msg_key).astype(np.int64)
+    node_first = np.full(num_nodes, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(node_first, node, msg)
+    e_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.edge_ptr))
+    gsrc = graphs.edge_index[0] + graphs.node_ptr[e_graph]
+    gdst = graphs.edge_index[1] + graphs.node_ptr[e_graph]
+    edge_key = gsrc * num_nodes + gdst
+    node2d = node.reshape(g, w)
+    edge = np.searchsorted(edge_key, (node2d[:, :-1] * num_nodes + node2d[:, 1:]).ravel()).astype(np.int64)
+    t_msg = (starts[:, None] + np.arange(w - 1)).ravel()
+    edge_first = np.full(len(e_graph), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(edge_first, edge, t_msg)
+    return WindowIndex(message=msg, node=node, edge=edge, node_first=node_first, edge_first=edge_first)
 
 
 def _novelty(
@@ -120,6 +176,62 @@ def _novelty(
     return np.minimum(1.0, np.log1p(np.maximum(d, 0).astype(np.float64)) / np.log1p(history))
 
 
+#: Window messages per chunk of the per-node payload statistics (entropy, distinct payloads): the
+#: chunk's sort keys stay in the CPU caches.
+CHUNK_MESSAGES = 1 << 16
+
+
+def window_chunks(node_ptr: npt.NDArray[np.int64], window_size: int) -> list[tuple[int, int, int, int]]:
+    """``(first window message, end, first node, end)`` of chunks of whole windows of about
+    ``CHUNK_MESSAGES`` messages (the window-message arrays of a :class:`WindowIndex`)."""
+    g = len(node_ptr) - 1
+    per = max(1, CHUNK_MESSAGES // window_size)
+    return [
+        (a * window_size, min(a + per, g) * window_size, int(node_ptr[a]), int(node_ptr[min(a + per, g)]))
+        for a in range(0, g, per)
+    ]
+
+
+def _payload_entropy_distinct(
+    node: npt.NDArray[np.int64],
+    dlc: npt.NDArray[np.uint8],
+    payload: npt.NDArray[np.uint8],
+    p64: npt.NDArray[np.uint64],
+    chunks: list[tuple[int, int, int, int]],
+    num_nodes: int,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Per node: the sum of ``-p log2 p`` over the byte values of its messages' payload bytes
+    (summed in ascending byte value), and the number of distinct ``(dlc, payload)`` among its
+    messages. ``node``, ``dlc``, ``payload``, ``p64``: per window message."""
+    entropy = np.zeros(num_nodes, np.float64)
+    distinct = np.zeros(num_nodes, np.int64)
+    cols = np.arange(8)
+    for a, b, na, nb in chunks:
+        local = (node[a:b] - na).astype(np.uint32)
+        nn = nb - na
+        d = dlc[a:b]
+        keys = (local[:, None] << np.uint32(8)) | payload[a:b]
+        if not (d == 8).all():
+            keys = keys[cols[None, :] < d[:, None]]
+        keys = np.sort(keys, axis=None)
+        if len(keys):
+            run = np.ones(len(keys), bool)
+            run[1:] = keys[1:] != keys[:-1]
+            at = np.flatnonzero(run)
+            cnt = np.diff(np.append(at, len(keys)))
+            kn = (keys[at] >> np.uint32(8)).astype(np.int64)
+            tot = np.bincount(kn, weights=cnt, minlength=nn)
+            p = cnt / tot[kn]
+            entropy[na:nb] = np.bincount(kn, weights=-p * np.log2(p), minlength=nn)
+        # distinct bodies: (node, dlc, payload) with the payload as its rank among the chunk's
+        values, code = np.unique(p64[a:b], return_inverse=True)
+        body = np.sort((local.astype(np.int64) * 9 + d) * len(values) + code.ravel())
+        new = np.ones(len(body), bool)
+        new[1:] = body[1:] != body[:-1]
+        distinct[na:nb] = np.bincount(body[new] // (9 * len(values)), minlength=nn)
+    return entropy, distinct
+
+
 def vehicle_independent_features(
     graphs: WindowGraphs,
     *,
@@ -129,121 +241,95 @@ def vehicle_independent_features(
     payload: npt.NDArray[np.uint8],
     window_size: int,
     history: int = DEFAULT_HISTORY,
+    index: WindowIndex | None = None,
+    previous: npt.NDArray[np.int64] | None = None,
+    extra_columns: int = 0,
 ) -> WindowGraphs:
     """``graphs`` (built by ``build_window_graphs`` from this stream) with the node and edge
-    feature columns replaced by the vehicle-independent ones (raw, before normalisation)."""
+    feature columns replaced by the vehicle-independent ones (raw, before normalisation).
+
+    ``index``: the graphs' :class:`~kdgat.data.graphs.WindowIndex` when the caller has it (from
+    ``build_window_graphs_indexed``; else it is found again), ``previous``:
+    ``previous_occurrence(can_id)`` when the caller has it; ``extra_columns``: node columns left 0
+    after the 11 (for a feature set that appends its own)."""
     if history < 1:
         raise ValueError(f"history {history} is invalid: expected >= 1 message")
     g = graphs.num_graphs
     if g == 0:
         return graphs
     w = window_size
-    starts = graphs.window_start
-    msg = (starts[:, None] + np.arange(w)).ravel()
-    win = np.repeat(np.arange(g, dtype=np.int64), w)
+    if index is None:
+        index = window_index(graphs, can_id, w)
+    msg, node, first_msg = index.message, index.node, index.node_first
     num_nodes = len(graphs.node_can_id)
     node_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.node_ptr))
-
-    # node of every window message: nodes are sorted by (graph, CAN ID)
-    node_key = (node_graph.astype(np.uint64) << np.uint64(32)) | graphs.node_can_id.astype(np.uint64)
-    msg_key = (win.astype(np.uint64) << np.uint64(32)) | can_id[msg].astype(np.uint64)
-    node = np.searchsorted(node_key, msg_key).astype(np.int64)
     count = np.bincount(node, minlength=num_nodes).astype(np.float64)
 
-    prev = previous_occurrence(can_id)
+    prev = previous_occurrence(can_id) if previous is None else previous
     pm = prev[msg]
     has = pm >= 0
-    gap = np.where(has, timestamp[msg] - timestamp[np.maximum(pm, 0)], 0.0)
+    pm0 = np.maximum(pm, 0)
+    t_msg = timestamp[msg]
+    gap = np.where(has, t_msg - timestamp[pm0], 0.0)
     n_gap = np.bincount(node, weights=has.astype(np.float64), minlength=num_nodes)
     s1 = np.bincount(node, weights=gap, minlength=num_nodes)
     s2 = np.bincount(node, weights=gap * gap, minlength=num_nodes)
     mean_gap = np.divide(s1, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
     var_gap = np.divide(s2, n_gap, out=np.zeros(num_nodes), where=n_gap > 0) - mean_gap**2
     std_gap = np.sqrt(np.maximum(var_gap, 0.0))
-
-    # the node's first message in the window (window messages are in stream order)
-    first_msg = np.full(num_nodes, -1, np.int64)
-    order = np.argsort(node, kind="stable")
-    seg_first = np.ones(len(order), bool)
-    seg_first[1:] = node[order][1:] != node[order][:-1]
-    first_msg[node[order][seg_first]] = msg[order][seg_first]
     # no gap at all: the node's one message is its ID's first, at least t[m0] - t[0] after one
     least_gap = timestamp[first_msg] - timestamp[0]
 
-    x = np.zeros((num_nodes, len(VI_NODE_FEATURES)), np.float64)
+    # float64 columns written straight into float32 (the same rounding as a final astype)
+    x = np.zeros((num_nodes, len(VI_NODE_FEATURES) + extra_columns), np.float32)
     x[:, 1] = count / w
     x[:, 2] = np.log10(np.maximum(np.where(n_gap > 0, mean_gap, least_gap), 1e-6)) + 6.0
     x[:, 3] = np.where((n_gap >= 2) & (mean_gap > 0), std_gap / np.where(mean_gap > 0, mean_gap, 1.0), 0.0)
 
-    # payload byte entropy per node
-    d = dlc[msg].astype(np.int64)
-    valid = np.arange(8)[None, :] < d[:, None]
-    byte_node = np.broadcast_to(node[:, None], (len(msg), 8))[valid]
-    byte_val = payload[msg][valid].astype(np.int64)
-    keys, cnt = np.unique(byte_node * 256 + byte_val, return_counts=True)
-    kn = keys // 256
-    tot = np.bincount(kn, weights=cnt, minlength=num_nodes)
-    p = cnt / tot[kn]
-    x[:, 4] = np.bincount(kn, weights=-p * np.log2(p), minlength=num_nodes) / 8.0
-
     # payload identity: 8 bytes (zero beyond dlc) + dlc
-    p64 = np.ascontiguousarray(payload).view(np.uint64).ravel()
-    changed = (p64[msg] != p64[np.maximum(pm, 0)]) | (dlc[msg] != dlc[np.maximum(pm, 0)])
+    p64_all = np.ascontiguousarray(payload).view(np.uint64).ravel()
+    p64, d = p64_all[msg], dlc[msg]
+    entropy, distinct = _payload_entropy_distinct(
+        node, d, payload[msg], p64, window_chunks(graphs.node_ptr, w), num_nodes
+    )
+    x[:, 4] = entropy / 8.0
+    changed = (p64 != p64_all[pm0]) | (d != dlc[pm0])
     n_changed = np.bincount(node, weights=(changed & has).astype(np.float64), minlength=num_nodes)
     x[:, 5] = np.divide(n_changed, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
-    lex = np.lexsort((dlc[msg], p64[msg], node))
-    sn, sp, sd = node[lex], p64[msg][lex], dlc[msg][lex]
-    first = np.ones(len(lex), bool)
-    first[1:] = (sn[1:] != sn[:-1]) | (sp[1:] != sp[:-1]) | (sd[1:] != sd[:-1])
-    x[:, 6] = np.bincount(sn[first], minlength=num_nodes) / count
-    zero = p64[msg] == 0
+    x[:, 6] = distinct / count
+    zero = p64 == 0
     x[:, 7] = np.bincount(node, weights=zero.astype(np.float64), minlength=num_nodes) / count
     x[:, 8] = np.bincount(node, weights=d.astype(np.float64), minlength=num_nodes) / count / 8.0
 
     # novelty of the node's first message in the window
-    fprev = prev[first_msg]
-    x[:, 9] = _novelty(first_msg, fprev, history)
+    x[:, 9] = _novelty(first_msg, prev[first_msg], history)
     local = np.arange(num_nodes) - graphs.node_ptr[node_graph]
     n_in_graph = np.diff(graphs.node_ptr)[node_graph]
     x[:, 10] = local / np.maximum(1, n_in_graph - 1)
 
     # --- edges: the transition (message s+p -> s+p+1) of every window, mapped to its edge
+    num_edges = len(graphs.edge_attr)
     e_graph = np.repeat(np.arange(g, dtype=np.int64), np.diff(graphs.edge_ptr))
-    num_edges = len(e_graph)
-    gsrc = graphs.edge_index[0] + graphs.node_ptr[e_graph]
-    gdst = graphs.edge_index[1] + graphs.node_ptr[e_graph]
-    edge_key = gsrc * num_nodes + gdst
-    node2d = node.reshape(g, w)
-    t_key = (node2d[:, :-1] * num_nodes + node2d[:, 1:]).ravel()
-    edge = np.searchsorted(edge_key, t_key).astype(np.int64)
-    t_msg = (starts[:, None] + np.arange(w - 1)).ravel()
-
-    n = len(can_id)
-    pair = np.zeros(max(n - 1, 0), np.uint64)
-    if n > 1:
-        pair = (can_id[:-1].astype(np.uint64) << np.uint64(32)) | can_id[1:].astype(np.uint64)
-    tprev = previous_occurrence(pair)
-    first_t = np.full(num_edges, -1, np.int64)
-    torder = np.argsort(edge, kind="stable")
-    tfirst = np.ones(len(torder), bool)
-    tfirst[1:] = edge[torder][1:] != edge[torder][:-1]
-    first_t[edge[torder][tfirst]] = t_msg[torder][tfirst]
+    edge, first_t = index.edge, index.edge_first
+    tprev = previous_occurrence(transition_codes(can_id))
     ftp = tprev[first_t]
 
-    dt = np.abs(timestamp[t_msg + 1] - timestamp[t_msg])
+    t2 = t_msg.reshape(g, w)
+    dt = np.abs(t2[:, 1:] - t2[:, :-1]).ravel()
     ecount = np.bincount(edge, minlength=num_edges).astype(np.float64)
     mean_dt = np.bincount(edge, weights=dt, minlength=num_edges) / ecount
+    starts = graphs.window_start
     win_dt = np.abs(timestamp[starts + w - 1] - timestamp[starts]) / (w - 1)
 
-    e = np.zeros((num_edges, len(VI_EDGE_FEATURES)), np.float64)
+    e = np.empty((num_edges, len(VI_EDGE_FEATURES)), np.float32)
     e[:, :9] = graphs.edge_attr[:, list(_KEPT_EDGE_COLUMNS)]
     e[:, 9] = _novelty(first_t, ftp, history)
     e[:, 10] = np.log10((mean_dt + 1e-6) / (win_dt[e_graph] + 1e-6))
     return WindowGraphs(
         node_can_id=graphs.node_can_id,
-        x=x.astype(np.float32),
+        x=x,
         edge_index=graphs.edge_index,
-        edge_attr=e.astype(np.float32),
+        edge_attr=e,
         node_ptr=graphs.node_ptr,
         edge_ptr=graphs.edge_ptr,
         y=graphs.y,

@@ -177,6 +177,25 @@ def _runs(sorted_rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
 CHUNK_WINDOW_MESSAGES = 1 << 18
 
 
+@dataclass(frozen=True)
+class WindowIndex:
+    """Where the messages and transitions of a stream went in its window graphs (built with them
+    by :func:`build_window_graphs_indexed`), so the feature sets need not find them again:
+
+    - ``message``: int64[G * W], stream index of every window message, window by window
+    - ``node``: int64[G * W], the node (global index) of each of those messages
+    - ``edge``: int64[G * (W - 1)], the edge of every window transition (message ``p`` -> ``p + 1``)
+    - ``node_first``: int64[N], stream index of each node's first message in its window
+    - ``edge_first``: int64[E], stream index of the source message of each edge's first transition
+    """
+
+    message: npt.NDArray[np.int64]
+    node: npt.NDArray[np.int64]
+    edge: npt.NDArray[np.int64]
+    node_first: npt.NDArray[np.int64]
+    edge_first: npt.NDArray[np.int64]
+
+
 def build_window_graphs(
     can_id: npt.NDArray[np.uint32],
     payload: npt.NDArray[np.uint8],
@@ -185,22 +204,61 @@ def build_window_graphs(
     stride: int = 100,
 ) -> WindowGraphs:
     """Window graphs of one stream: ``can_id`` uint32[n], ``payload`` uint8[n, 8], ``label`` [n]."""
+    return _build(can_id, payload, label, window_size, stride, False)[0]
+
+
+def build_window_graphs_indexed(
+    can_id: npt.NDArray[np.uint32],
+    payload: npt.NDArray[np.uint8],
+    label: npt.NDArray[np.uint8],
+    window_size: int = 100,
+    stride: int = 100,
+) -> tuple[WindowGraphs, WindowIndex]:
+    """:func:`build_window_graphs` and the :class:`WindowIndex` of the graphs."""
+    graphs, index = _build(can_id, payload, label, window_size, stride, True)
+    assert index is not None
+    return graphs, index
+
+
+def _build(
+    can_id: npt.NDArray[np.uint32],
+    payload: npt.NDArray[np.uint8],
+    label: npt.NDArray[np.uint8],
+    window_size: int,
+    stride: int,
+    with_index: bool,
+) -> tuple[WindowGraphs, WindowIndex | None]:
     if window_size < 2:
         raise ValueError(f"window_size {window_size} is too small: expected >= 2")
     if stride < 1:
         raise ValueError(f"stride {stride} is invalid: expected >= 1")
     n, w = len(can_id), window_size
     if n < w:
-        return WindowGraphs.empty()
+        empty = np.zeros(0, np.int64)
+        return WindowGraphs.empty(), (WindowIndex(empty, empty, empty, empty, empty) if with_index else None)
     g = (n - w) // stride + 1
     # Every graph depends on its own window only, so chunks of windows are built one by one.
     per_chunk = max(1, CHUNK_WINDOW_MESSAGES // w)
     parts = []
+    indexes = []
     for first in range(0, g, per_chunk):
         a, b = first * stride, (min(first + per_chunk, g) - 1) * stride + w
-        part = _window_graphs(can_id[a:b], payload[a:b], label[a:b], w, stride)
+        part, index = _window_graphs(can_id[a:b], payload[a:b], label[a:b], w, stride, with_index)
         parts.append(replace(part, window_start=part.window_start + a))
-    return parts[0] if len(parts) == 1 else WindowGraphs.concat(parts)
+        if index is not None:
+            indexes.append((a, index))
+    graphs = parts[0] if len(parts) == 1 else WindowGraphs.concat(parts)
+    if not with_index:
+        return graphs, None
+    node_off = np.cumsum([0] + [len(p.x) for p in parts])
+    edge_off = np.cumsum([0] + [len(p.edge_attr) for p in parts])
+    return graphs, WindowIndex(
+        message=np.concatenate([ix.message + a for a, ix in indexes]),
+        node=np.concatenate([ix.node + o for (_, ix), o in zip(indexes, node_off, strict=False)]),
+        edge=np.concatenate([ix.edge + o for (_, ix), o in zip(indexes, edge_off, strict=False)]),
+        node_first=np.concatenate([ix.node_first + a for a, ix in indexes]),
+        edge_first=np.concatenate([ix.edge_first + a for a, ix in indexes]),
+    )
 
 
 def _window_graphs(
@@ -209,8 +267,10 @@ def _window_graphs(
     label: npt.NDArray[np.uint8],
     w: int,
     stride: int,
-) -> WindowGraphs:
-    """``build_window_graphs`` of a stream of at least ``w`` messages."""
+    with_index: bool = False,
+) -> tuple[WindowGraphs, WindowIndex | None]:
+    """``build_window_graphs`` of a stream of at least ``w`` messages (and its index, stream
+    positions relative to this stream, when ``with_index``)."""
     g = (len(can_id) - w) // stride + 1
     window_first = np.arange(g, dtype=np.int64) * w  # flat index of each window's first message
     if stride == w:
@@ -299,7 +359,20 @@ def _window_graphs(
     e[:, 10] = deg_src / deg_dst
 
     y: npt.NDArray[np.int64] = np.asarray(label[msg].reshape(g, w).any(axis=1), np.int64)
-    return WindowGraphs(
+    index = None
+    if with_index:
+        edge_of = np.empty(g * (w - 1), np.int64)
+        edge_of[(tpos.reshape(g, w - 1) + (np.arange(g, dtype=np.int64) * (w - 1))[:, None]).ravel()] = (
+            np.cumsum(new_edge) - 1
+        )
+        index = WindowIndex(
+            message=msg,
+            node=node_of_msg,
+            edge=edge_of,
+            node_first=msg[order[seg[:-1]]],
+            edge_first=edge_graph * stride + first,
+        )
+    graphs = WindowGraphs(
         node_can_id=node_can_id,
         x=x,
         edge_index=np.stack([lsrc, ldst]).astype(np.int64),
@@ -309,3 +382,4 @@ def _window_graphs(
         y=y,
         window_start=np.arange(g, dtype=np.int64) * stride,
     )
+    return graphs, index
