@@ -372,3 +372,25 @@ def test_previous_occurrence_and_transition_codes_against_a_dictionary() -> None
             len(set(zip(codes.tolist(), pairs, strict=True))) == len(set(pairs)) == len(set(codes.tolist()))
         )
         assert previous_occurrence(codes).tolist() == _slow_previous(list(pairs))
+
+
+def test_calibration_in_place_and_in_runs_is_the_masked_one() -> None:
+    """Files in runs of rows (the cache's layout) take slices, in place into float32 or not; the
+    result is, bit for bit, that of a mask per file, rounded once; interleaved files still work."""
+    rng = np.random.default_rng(4)
+    values = rng.normal(3.0, 2.0, (50_000, 5)).astype(np.float32)
+    file = np.repeat(np.arange(3), [20_000, 5, 29_995])
+    rank = np.concatenate([np.arange(20_000) // 7, np.arange(5), np.arange(29_995) // 3])
+    want = np.empty(values.shape, np.float64)
+    for k in range(3):
+        rows = file == k
+        centre, scale = robust_moments(values[rows & (rank < 4)])
+        want[rows] = (values[rows] - centre) / scale
+    np.testing.assert_array_equal(calibrate_rows(values, file, rank, 4), want)
+    inplace = values.copy()
+    assert calibrate_rows(inplace, file, rank, 4, out=inplace) is inplace
+    np.testing.assert_array_equal(inplace, want.astype(np.float32))
+    swap = np.concatenate([np.arange(20_000, 50_000), np.arange(20_000)])  # file 0 last: no runs
+    np.testing.assert_allclose(
+        calibrate_rows(values[swap], file[swap], rank[swap], 4), want[swap], rtol=1e-12
+    )

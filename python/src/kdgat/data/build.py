@@ -30,7 +30,7 @@ from kdgat.data.cache import (
     sources_digest,
     write_json,
 )
-from kdgat.data.calibration import calibrate_rows
+from kdgat.data.calibration import calibrate_rows, standardise
 from kdgat.data.calibration import moments as _moments
 from kdgat.data.errors import DataError
 from kdgat.data.features_payload import PAYLOAD_NODE_FEATURES, payload_features, payload_profile
@@ -287,31 +287,36 @@ def _build(
     # label of a validation or test window (a random share of the training files when there is no
     # test file) decides which IDs it holds, nor its size, which sizes the models' embeddings.
     vocab = CanIdVocab.build([graphs.node_can_id[node_rows]])
-    x = graphs.x.copy()
+    # the columns normalised here; the payload columns already measure against each ID's own
+    # profile (bounded units), and a recording's first windows spread these mostly-zero columns
+    # ~0, which would blow them up: they are stored raw (mean 0, std 1 in the meta)
+    raw_from = len(VI_NODE_FEATURES) if params.features == "payload" else graphs.x.shape[1]
+    # the per-file results' arrays become the cache's: normalised in place, block by block
+    x = graphs.x
     if params.features == "paper":
         x[:, 0] = vocab.index(graphs.node_can_id)  # vehicle-independent features: column 0 stays 0
     node_mean, node_std = _moments(x[node_rows, 1:])
     edge_mean, edge_std = _moments(graphs.edge_attr[edge_rows])
+    cols = x[:, 1:raw_from]
     if params.calibration_windows:
         # per-recording calibration: each file by its own first K windows (unlabelled)
         first_of_file = np.concatenate([[0], np.cumsum(per_file)[:-1]]).astype(np.int64)
         rank = np.arange(len(file_index), dtype=np.int64) - first_of_file[file_index]
         k = params.calibration_windows
-        x[:, 1:] = calibrate_rows(
-            x[:, 1:], np.repeat(file_index, nodes_per_graph), np.repeat(rank, nodes_per_graph), k
+        calibrate_rows(
+            cols, np.repeat(file_index, nodes_per_graph), np.repeat(rank, nodes_per_graph), k, out=cols
         )
         edge_attr = calibrate_rows(
-            graphs.edge_attr, np.repeat(file_index, edges_per_graph), np.repeat(rank, edges_per_graph), k
+            graphs.edge_attr,
+            np.repeat(file_index, edges_per_graph),
+            np.repeat(rank, edges_per_graph),
+            k,
+            out=graphs.edge_attr,
         )
     else:
-        x[:, 1:] = (x[:, 1:] - node_mean) / node_std
-        edge_attr = (graphs.edge_attr - edge_mean) / edge_std
+        standardise(cols, node_mean[: raw_from - 1], node_std[: raw_from - 1], out=cols)
+        edge_attr = standardise(graphs.edge_attr, edge_mean, edge_std, out=graphs.edge_attr)
     if params.features == "payload":
-        # the payload columns already measure against each ID's own profile (bounded units), and
-        # a recording's first windows spread these mostly-zero columns ~0, which would blow them up:
-        # they are stored raw (mean 0, std 1 in the meta)
-        raw_from = len(VI_NODE_FEATURES)
-        x[:, raw_from:] = graphs.x[:, raw_from:]
         node_mean[raw_from - 1 :], node_std[raw_from - 1 :] = 0.0, 1.0
 
     store = {
