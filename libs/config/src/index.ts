@@ -92,6 +92,7 @@ export {
   type PrunerSpec,
 } from './experiment/tune.ts';
 export { overrideKeys, overrideDefault, type OverrideProblem } from './experiment/overrides.ts';
+export { STAGE_OUTPUTS, resolveStageArgs, type StageOutputRead } from './experiment/stage-args.ts';
 export {
   STUDY_SCHEMA,
   STUDY_SCHEMA_FILE,

@@ -13,6 +13,8 @@ export interface PlanStage {
   resources: { arrayConcurrency?: number };
   /** Spread over this many array tasks, then joined (a preprocess stage; never in a sweep). */
   shards?: number;
+  /** false: outside the spec's `sweep.stages`, one job however many points the sweep has. */
+  sweep?: false;
 }
 
 export interface ArrayChunk {
@@ -126,7 +128,7 @@ export function buildPlan(input: {
       keysOfStage.set(stage.id, [stage.id]);
       continue;
     }
-    if (input.sweepPoints.length === 0) {
+    if (input.sweepPoints.length === 0 || stage.sweep === false) {
       jobs.push({
         key: stage.id,
         stageId: stage.id,
@@ -139,18 +141,21 @@ export function buildPlan(input: {
     }
     // Every swept stage is chunked the same way, so chunk k of a stage runs the same points as
     // chunk k of the stage it depends on: task i needs only task i there.
+    // A stage outside the sweep runs once: every chunk waits for its one job as a whole.
     const chunks = chunkSweep(input.sweepPoints.length, input.maxArraySize);
+    const once = new Set(input.stages.filter((s) => s.sweep === false).map((s) => s.id));
     const keys: string[] = [];
     chunks.forEach((chunk, k) => {
       const key = chunks.length === 1 ? stage.id : `${stage.id}.chunk${k}`;
       const concurrency = stage.resources.arrayConcurrency ?? 0;
-      const corresponding = stage.dependsOn.map((d) => keysOfStage.get(d)![k]!);
+      const corresponding = stage.dependsOn.filter((d) => !once.has(d)).map((d) => keysOfStage.get(d)![k]!);
+      const whole = stage.dependsOn.filter((d) => once.has(d)).flatMap((d) => keysOfStage.get(d) ?? []);
       jobs.push({
         key,
         stageId: stage.id,
         name: base,
         scriptFile: `scripts/${key}.sbatch`,
-        dependsOn: corresponding,
+        dependsOn: [...whole, ...corresponding],
         ...(corresponding.length > 0 ? { aftercorr: corresponding } : {}),
         array: {
           size: chunk.size,

@@ -86,7 +86,7 @@ describe('examples/', () => {
     },
   );
 
-  it('has the ten examples', () => {
+  it('has the eleven examples', () => {
     expect(
       readdirSync(EXAMPLES)
         .filter((f) => f.endsWith('.yaml'))
@@ -98,6 +98,7 @@ describe('examples/', () => {
       'profile.yaml',
       'quickstart.yaml',
       'sweep-lr.yaml',
+      'tiny-kd.yaml',
       'tiny-lightning.yaml',
       'trial-batch.yaml',
       'tune-pitzer.yaml',
@@ -153,6 +154,22 @@ describe('examples/', () => {
     expect(scripts[2]).toMatch(/^export WANDB_MODE='?disabled'?$/m);
     expect(scripts[2]).toMatch(/^export HF_HOME='?\/s\/hf'?$/m);
     expect(scripts[2]!.match(/^export WANDB_MODE/gm)).toHaveLength(1);
+  });
+
+  it('tiny-kd: one teacher job, then a student array whose tasks read its checkpoint through their own words', () => {
+    const { plan, rendered } = planOf('tiny-kd.yaml');
+    expect(plan.jobs.map((j) => [j.key, j.dependsOn, j.aftercorr ?? [], j.array?.size ?? 1])).toEqual([
+      ['teacher', [], [], 1],
+      ['student', ['teacher'], [], 2],
+    ]);
+    const [teacher, student] = rendered.map((r) => r.script);
+    expect(teacher).not.toContain('teacher-path');
+    expect(student).toMatch(
+      /--output-dir '\{run_dir\}' --teacher-path '\{run_root\}\/synth\/mlp_large_train\/checkpoints\/last\.ckpt'/,
+    );
+    expect(student).toContain('hpc_shared_run_dirs=(\n  synth/mlp_large_train\n)');
+    expect(rendered[1]!.table!.text).toContain('lr');
+    expect(rendered[0]!.table).toBeUndefined();
   });
 
   it('quickstart: a local preprocess -> autoencoder -> curriculum chain, no #SBATCH header', () => {

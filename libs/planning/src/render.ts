@@ -10,6 +10,7 @@ import {
   defaultPipeline,
   isDefaultPipeline,
   jobEnvironment,
+  runDirPath,
   stackEnvironment,
   type Pipeline,
   type ResolvedExperiment,
@@ -88,6 +89,7 @@ export function renderPlan(
       staging,
       ...(job.points ? { sweepPoints: job.points, firstPoint: job.array?.firstPoint ?? 0 } : {}),
       ...(tableFile ? { arrayTablePath: join(runDir, tableFile) } : {}),
+      ...(job.points ? sharedRunDirsOf(resolved, stage) : {}),
       ...(job.tune ? { tune: { studyDir: join(runDir, 'study'), workers: job.tune.workers } } : {}),
       ...(job.shards ? { shards: job.shards } : {}),
       jobEnv: stageJobEnv(pipelineOf(resolved), stack, stage),
@@ -109,6 +111,31 @@ export function renderPlan(
       result.table = { file: tableFile, text: rendered.arrayTable };
     return result;
   });
+}
+
+/**
+ * A swept stage's earlier stages that run once (outside `sweep.stages`), all the way up its
+ * dependencies: their run dirs, which each of its tasks links into its own point root.
+ */
+function sharedRunDirsOf(
+  resolved: ResolvedExperiment,
+  stage: ResolvedExperiment['stages'][number],
+): Pick<TrainJobInput, 'sharedRunDirs'> {
+  const byId = new Map(resolved.stages.map((s) => [s.id, s]));
+  const seen = new Set<string>();
+  const walk = (id: string): void => {
+    for (const d of byId.get(id)?.dependsOn ?? [])
+      if (!seen.has(d)) {
+        seen.add(d);
+        walk(d);
+      }
+  };
+  walk(stage.id);
+  const dirs = [...seen].flatMap((id) => {
+    const s = byId.get(id)!;
+    return s.sweep === false ? [runDirPath(s)] : [];
+  });
+  return dirs.length > 0 ? { sharedRunDirs: dirs } : {};
 }
 
 /**

@@ -63,6 +63,8 @@ export interface StageView {
   dataset: string;
   overrides: Record<string, Scalar>;
   resources: ResourcesView;
+  /** Words after the pipeline's command (the stage's `args`; `{run_root}`/`{run_dir}` filled by the job). */
+  args?: string[];
 }
 
 /**

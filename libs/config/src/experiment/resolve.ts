@@ -29,6 +29,7 @@ import {
 import type { ExperimentSpec, Scalar, StageInput } from './schema.ts';
 import { DEFAULT_PIPELINE_NAME, isDefaultPipeline, type Pipeline } from '../pipeline/pipeline.ts';
 import { resolveTune, type ResolvedTune } from './tune.ts';
+import { resolveStageArgs, type StageOutputRead } from './stage-args.ts';
 
 export interface Resources {
   cpus: number;
@@ -59,6 +60,12 @@ export interface ResolvedStage {
   shards?: number;
   /** Variables the stage's job exports over its pipeline's and the stack's (StageSpecSchema.env). */
   env?: Record<string, string>;
+  /** Its own words after the pipeline's command, outputs of earlier stages resolved to `{run_root}/…`. */
+  args?: string[];
+  /** The earlier stages' outputs its args name (each also in `dependsOn`). */
+  reads?: StageOutputRead[];
+  /** false: outside the spec's `sweep.stages`, so it runs once however many points the sweep has. */
+  sweep?: false;
 }
 
 export interface ResolvedExperiment {
@@ -163,6 +170,17 @@ export function resolveExperiment(
   problems.push(...accountProblems(cluster, account));
 
   const sweepPoints = expandSweep(spec.sweep);
+  const sweptIds = spec.sweep?.stages;
+  sweptIds?.forEach((id, j) => {
+    if (!spec.stages.some((s) => s.id === id))
+      problems.push({
+        path: ['sweep', 'stages', j],
+        message: `sweep.stages names ${id}, which is not a stage of this spec`,
+        expected: `stage ids among ${spec.stages.map((s) => s.id).join(', ')}`,
+        found: JSON.stringify(id),
+      });
+  });
+  const isSwept = (id: string) => sweptIds === undefined || sweptIds.includes(id);
   const environments: Record<string, EnvironmentSpec> = { [environment.name]: environment };
   const environmentOf = (s: ExperimentSpec['stages'][number], i: number): EnvironmentSpec => {
     // One that did not load has its problem reported by the loader already.
@@ -205,6 +223,17 @@ export function resolveExperiment(
       ...stageEnvProblems(s.env, pipeline, i),
     );
     warnings.push(...billingWarnings(view, cluster));
+    const own = resolveStageArgs(s.args, i, spec.stages, pipeline);
+    problems.push(...own.problems);
+    if (sweepPoints.length > 0 && !isSwept(s.id))
+      for (const r of own.reads.filter((read) => isSwept(read.stage)))
+        problems.push({
+          path: ['stages', i, 'args'],
+          message: `stage ${s.id} runs once, outside sweep.stages, but reads {output:${r.stage}.${r.output}}, which the sweep makes once per point`,
+          expected: `${s.id} in sweep.stages, or ${r.stage} out of it`,
+          found: JSON.stringify(sweptIds ?? []),
+        });
+    const dependsOn = [...s.dependsOn, ...own.dependsOn.filter((d) => !s.dependsOn.includes(d))];
     const overrides: Record<string, Scalar> = {
       ...spec.overrides,
       ...s.overrides,
@@ -218,13 +247,16 @@ export function resolveExperiment(
       model: s.model,
       scale: s.scale,
       dataset: s.dataset,
-      dependsOn: s.dependsOn,
+      dependsOn,
       overrides,
       resources,
       ...(s.inputs?.length ? { inputs: s.inputs } : {}),
       environment: stageEnvironment.name,
       ...(s.shards !== undefined ? { shards: s.shards } : {}),
       ...(s.env !== undefined && Object.keys(s.env).length > 0 ? { env: s.env } : {}),
+      ...(own.args.length > 0 ? { args: own.args } : {}),
+      ...(own.reads.length > 0 ? { reads: own.reads } : {}),
+      ...(sweepPoints.length > 0 && !isSwept(s.id) ? { sweep: false as const } : {}),
     };
   });
 

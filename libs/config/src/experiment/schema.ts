@@ -3,6 +3,7 @@ import { GpuType, SafeName, SlurmAccount, SlurmTime } from '../cluster/schema.ts
 import { RUN_CONTRACT } from '../contract/run-contract.ts';
 import { REQUEUE_SIGNALS } from '../script-values.ts';
 import { JobEnvSchema } from '../pipeline/job-env.ts';
+import { StageArgWord } from './stage-args.ts';
 
 export {
   STAGES,
@@ -100,6 +101,13 @@ export const StageSpecSchema = z
      * never expanded; the job's own variables and the pipeline's raw-data variable are refused).
      */
     env: JobEnvSchema.optional(),
+    /**
+     * Words appended to the pipeline's command for this stage (before the overrides), one argv
+     * entry each. `{output:<earlier stage id>.<dir|checkpoint|metrics|history>}` names that stage's
+     * output (its run dir, or a file its pipeline declares in `outputs`): the stage then waits for
+     * it, and the word becomes the path the job reads (e.g. a student's `--teacher-path`).
+     */
+    args: z.array(StageArgWord).optional(),
   })
   .strict();
 
@@ -146,6 +154,11 @@ export const ExperimentSpecSchema = z
       .object({
         grid: z.record(OverrideKey, z.array(ScalarSchema).min(1, 'at least one value')).optional(),
         list: z.array(OverridesSchema).min(1, 'at least one point').optional(),
+        /**
+         * The stages the sweep runs over (default: every stage). The others run once, and a swept
+         * stage after them reads their outputs (a sweep over the student keeps one teacher).
+         */
+        stages: z.array(SafeName).min(1, 'at least one stage id').optional(),
       })
       .strict()
       .optional(),

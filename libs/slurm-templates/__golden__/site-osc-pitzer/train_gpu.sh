@@ -69,6 +69,8 @@ hpc_stage_datasets=()
 #   hpc_override_style      how a sweep point's override reaches the pipeline: dash-O, hydra or flags
 #   hpc_array_table, hpc_array_size, hpc_first_point   (sweep arrays) the table of overrides,
 #                             the number of tasks, the global index of task 0
+#   hpc_shared_run_dirs     (sweep arrays) run dirs of stages outside the sweep, below the run root:
+#                             linked into the task's own root, where its pipeline looks for them
 #   hpc_tune_workers        (tune studies) the number of workers
 #   hpc_shard_count, hpc_shard_task, hpc_shard_index_env   (sharded stages) the number of shards,
 #                             1 in a shard task (0 in the join), the variable a task's index goes to
@@ -94,7 +96,7 @@ declare -g hpc_experiment hpc_stage_id hpc_run_root hpc_run_subdir hpc_array_tab
 declare -g hpc_array_size hpc_first_point hpc_tune_workers hpc_usage hpc_hand_stage
 declare -g hpc_shard_count hpc_shard_task hpc_shard_index_env
 declare -g hpc_runs_dir hpc_cache_root hpc_run_name_separator hpc_override_style
-declare -ga hpc_cmd hpc_overrides hpc_run_name_parts hpc_words hpc_hand_program
+declare -ga hpc_cmd hpc_overrides hpc_run_name_parts hpc_words hpc_hand_program hpc_shared_run_dirs
 
 hpc_job_start=$(date +%s)
 hpc_job_id=${SLURM_JOB_ID:-local-$$}
@@ -141,6 +143,21 @@ hpc_array_task() {
   fi
 }
 
+# hpc_link_shared_run_dirs ROOT: a sweep point's links to the run dirs of the stages that ran once,
+# under the run's ROOT (a teacher trained once for every student point). A link already there is
+# replaced (a requeued task); anything else in its place stops the job rather than being replaced.
+hpc_link_shared_run_dirs() {
+  local sub
+  for sub in "${hpc_shared_run_dirs[@]}"; do
+    if [[ -e $hpc_run_root/$sub && ! -L $hpc_run_root/$sub ]]; then
+      echo "kdgat-hpc: $hpc_run_root/$sub exists and is not the link to $1/$sub (the stage that ran once); not replaced" >&2
+      exit 64
+    fi
+    mkdir -p "$(dirname "$hpc_run_root/$sub")"
+    ln -sfn "$1/$sub" "$hpc_run_root/$sub"
+  done
+}
+
 # hpc_tune_task: a study worker. Every task pulls trials from the same study; each keeps its own
 # run root.
 hpc_tune_task() {
@@ -167,7 +184,11 @@ hpc_shard_task_env() {
 # hpc_run_task: what a per-run script runs (one run, an array task, a tune worker): completes
 # hpc_cmd and sets hpc_run_dir.
 hpc_run_task() {
-  if [[ -n ${hpc_array_table:-} ]]; then hpc_array_task; fi
+  local root=$hpc_run_root
+  if [[ -n ${hpc_array_table:-} ]]; then
+    hpc_array_task
+    if [[ -v 'hpc_shared_run_dirs[0]' ]]; then hpc_link_shared_run_dirs "$root"; fi
+  fi
   if ((${hpc_tune_workers:-0} > 0)); then hpc_tune_task; fi
   if ((${hpc_shard_task:-0} == 1)); then hpc_shard_task_env; fi
   hpc_run_dir=$hpc_run_root/$hpc_run_subdir

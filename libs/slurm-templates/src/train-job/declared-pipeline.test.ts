@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { PipelineView } from '../inputs.ts';
@@ -190,5 +190,46 @@ describe("the job's environment (env of the pipeline, the stack and the stage; t
     expect(() => renderTrainJob({ ...tinyJob('hydra'), jobEnv: [['bad name', 'x']] })).toThrow(
       TemplateInputError,
     );
+  });
+});
+
+describe('a swept stage after a stage that ran once (sweep.stages)', () => {
+  it("links the once-run stage's dir into each point's root, so {run_root} paths reach it; refuses to replace a real dir", () => {
+    const input = {
+      ...tinyJob('hydra', [{ lr: 0.5 }, { lr: 0.05 }]),
+      stage: {
+        ...tinyJob('hydra').stage,
+        args: ['--teacher-path', '{run_root}/hcrl_sa/mlp_large_train/last.ckpt'],
+      },
+      sharedRunDirs: ['hcrl_sa/mlp_large_train'],
+    };
+    const teacherDir = join(input.runRoot, 'hcrl_sa', 'mlp_large_train');
+    mkdirSync(teacherDir, { recursive: true });
+    const script = writeJob(sb, input);
+    const r = runBash(script, [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '81', SLURM_ARRAY_TASK_ID: '1' }),
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const point = join(input.runRoot, 'point_1');
+    expect(readlinkSync(join(point, 'hcrl_sa', 'mlp_large_train'))).toBe(teacherDir);
+    const argv = lastCall('python')!;
+    expect(argv.slice(argv.indexOf('--teacher-path'), argv.indexOf('--teacher-path') + 2)).toEqual([
+      '--teacher-path',
+      join(point, 'hcrl_sa', 'mlp_large_train', 'last.ckpt'),
+    ]);
+    // A requeued task finds its link and keeps it; a real directory in its place is not replaced.
+    expect(
+      runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '82', SLURM_ARRAY_TASK_ID: '1' }) })
+        .status,
+    ).toBe(0);
+    mkdirSync(join(input.runRoot, 'point_0', 'hcrl_sa', 'mlp_large_train'), { recursive: true });
+    const planted = runBash(script, [], {
+      cwd: sb.dir,
+      env: sb.env({ SLURM_JOB_ID: '83', SLURM_ARRAY_TASK_ID: '0' }),
+    });
+    expect(planted.status).toBe(64);
+    expect(planted.stderr).toContain('exists and is not the link to');
   });
 });

@@ -70,6 +70,11 @@ export interface TrainJobInput {
   /** Absolute path where the caller writes `arrayTable` (next to the script); required for arrays. */
   arrayTablePath?: string;
   /**
+   * Run dirs (below `runRoot`) of the stages outside the sweep that this swept stage comes after:
+   * each array task links them into its own point root, where the pipeline looks for them.
+   */
+  sharedRunDirs?: string[];
+  /**
    * A hyperparameter study's workers instead of a stage run: a job array of `workers` tasks, each
    * running the default pipeline's `tune --study-dir <studyDir>` under `<runRoot>/worker_<i>`.
    */
@@ -165,6 +170,15 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
       '# Array task i reads its overrides from this table (read as data, never evaluated).',
       assign('hpc_array_table', requireAbsolutePath('arrayTablePath', input.arrayTablePath)),
       assign('hpc_array_size', points.length),
+      ...(input.sharedRunDirs?.length
+        ? [
+            "# Stages that ran once for every point: their run dirs, linked into each task's root.",
+            ...assignArray(
+              'hpc_shared_run_dirs',
+              input.sharedRunDirs.map((d) => [requireMatch('sharedRunDirs[]', d, RULES.codePath)]),
+            ),
+          ]
+        : []),
       assign(
         'hpc_first_point',
         input.firstPoint === undefined || input.firstPoint === 0
@@ -415,7 +429,7 @@ function commandLines(stage: StageView, pipeline: PipelineView, multiTask: boole
       scalarText(`stage.overrides.${key}`, value),
     ),
   );
-  const command = stageCommand(pipeline, stage);
+  const command = stageCommand({ command: [...pipeline.command, ...(stage.args ?? [])] }, stage);
   if (command.length === 0) throw new TemplateInputError('pipeline.command', command, 'at least one word');
   return [
     ...(multiTask

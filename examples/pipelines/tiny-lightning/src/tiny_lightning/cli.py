@@ -1,7 +1,7 @@
 """Command line: ``train`` an MLP on a synthetic dataset, or print the ``schema`` of the overrides.
 
     python -m tiny_lightning.cli train --model mlp --scale small --dataset toy \
-        --output-dir DIR [key=value ...]
+        --output-dir DIR [--teacher-path CKPT] [key=value ...]
     python -m tiny_lightning.cli schema
 
 Overrides are Hydra-style ``key=value`` words after the options; ``schema`` prints their JSON Schema.
@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset", default="toy", type=dataset_name, help="name of the synthetic dataset (seeds its rows)"
     )
     train.add_argument("--output-dir", type=Path, required=True, help="checkpoints, logs and metrics.json")
+    train.add_argument(
+        "--teacher-path", type=Path, help="distil from this teacher checkpoint (knowledge distillation)"
+    )
     train.add_argument("overrides", nargs="*", metavar="key=value", help=f"overrides: {', '.join(OPTIONS)}")
     train.set_defaults(command_parser=train)  # override errors print the train command's usage
     commands.add_parser("schema", help="print the JSON Schema of the overrides")
@@ -191,13 +194,16 @@ def main(argv: list[str] | None = None) -> int:
         config = resolve_config(args.scale, args.overrides)
     except OverrideError as error:
         args.command_parser.error(str(error))  # exits 2
+    if args.teacher_path is not None and not args.teacher_path.is_file():
+        missing = f"--teacher-path {args.teacher_path}: no such checkpoint (train the teacher first)"
+        args.command_parser.error(missing)
 
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from tiny_lightning.train import train
 
     try:
-        train(args.dataset, args.output_dir, config)
+        train(args.dataset, args.output_dir, config, args.teacher_path)
     except SIGTERMException:
         # Lightning stops at the next batch or epoch boundary after SIGTERM by raising SystemExit()
         # with no code, which would exit 0; report the stop as the signal's status instead.

@@ -78,10 +78,29 @@ class MLPClassifier(LightningModule):
         """Class logits for a batch of rows."""
         return self.net(x)
 
+    # Knowledge distillation (Hinton et al. 2015): with a teacher, the loss mixes the labels'
+    # cross-entropy with the KL divergence to the teacher's softened classes.
+    KD_ALPHA = 0.5
+    KD_TEMPERATURE = 2.0
+    teacher: nn.Module | None = None
+
+    def distil_from(self, teacher: nn.Module) -> None:
+        """Train as the student of ``teacher``, kept out of this module's parameters and state dict
+        (so the student's checkpoints hold the student alone, and the optimizer never sees it)."""
+        object.__setattr__(self, "teacher", teacher)
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         """One optimisation step; the loss is averaged over the epoch for the log."""
         x, y = batch
-        loss = self.loss(self(x), y)
+        logits = self(x)
+        loss = self.loss(logits, y)
+        if self.teacher is not None:
+            t = self.KD_TEMPERATURE
+            with torch.no_grad():
+                soft = torch.softmax(self.teacher(x) / t, dim=1)
+            log_student = torch.log_softmax(logits / t, dim=1)
+            kd = nn.functional.kl_div(log_student, soft, reduction="batchmean") * t * t
+            loss = (1 - self.KD_ALPHA) * loss + self.KD_ALPHA * kd
         self.log("train_loss", loss, on_step=False, on_epoch=True, batch_size=len(y))
         return loss
 
@@ -111,6 +130,18 @@ class MLPClassifier(LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """Adam at the configured learning rate."""
         return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+def load_teacher(path: str) -> MLPClassifier:
+    """The teacher a student distils from: a Lightning checkpoint of this model, read as tensors only."""
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    hp = blob["hyper_parameters"]
+    teacher = MLPClassifier(hp["in_features"], hp["hidden"], hp["lr"])
+    teacher.load_state_dict(blob["state_dict"])
+    teacher.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
 
 
 @torch.no_grad()

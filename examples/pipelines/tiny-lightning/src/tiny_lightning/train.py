@@ -26,7 +26,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.trainer.states import TrainerStatus
 from torch.utils.data import DataLoader
 
-from tiny_lightning.model import N_FEATURES, MLPClassifier, evaluate, make_dataset
+from tiny_lightning.model import N_FEATURES, MLPClassifier, evaluate, load_teacher, make_dataset
 
 if TYPE_CHECKING:  # cli imports this module lazily; only the type is needed here
     from tiny_lightning.cli import Config
@@ -115,8 +115,11 @@ def write_json(path: Path, data: dict[str, float | int]) -> None:
     os.replace(tmp, path)
 
 
-def train(dataset: str, output_dir: Path, config: Config) -> None:
-    """Train (or resume) to ``config.max_epochs`` epochs, then write ``output_dir/metrics.json``."""
+def train(dataset: str, output_dir: Path, config: Config, teacher_path: Path | None = None) -> None:
+    """Train (or resume) to ``config.max_epochs`` epochs, then write ``output_dir/metrics.json``.
+
+    With ``teacher_path`` (a checkpoint of an earlier run), the model is a student distilled from it.
+    """
     if config.fail:
         raise RuntimeError("fail=true: failing on purpose at the start of training")
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -126,6 +129,11 @@ def train(dataset: str, output_dir: Path, config: Config) -> None:
     train_loader = DataLoader(splits.train, batch_size=config.batch_size, shuffle=True)
     val_loader = DataLoader(splits.val, batch_size=config.batch_size)
     model = MLPClassifier(N_FEATURES, config.hidden, config.lr, config.epoch_sleep)
+    if teacher_path is not None:
+        teacher = load_teacher(str(teacher_path))
+        model.distil_from(teacher)
+        width = teacher.hparams["hidden"]
+        print(f"distilling from {teacher_path} (teacher hidden={width}, student {config.hidden})", flush=True)
 
     trainer = Trainer(
         default_root_dir=output_dir,  # where Lightning saves and looks for hpc_ckpt_<n>.ckpt
