@@ -62,6 +62,8 @@ All of it is computed from the stream only (no labels, no vocabulary), vectorise
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import numpy.typing as npt
 
@@ -95,6 +97,8 @@ VI_EDGE_FEATURES: tuple[str, ...] = (
     "novelty",
     "log_gap_ratio",
 )
+
+_T = TypeVar("_T", bound=np.generic)
 
 #: Default novelty horizon H (messages).
 DEFAULT_HISTORY = 1000
@@ -266,10 +270,16 @@ def vehicle_independent_features(
     count = np.bincount(node, minlength=num_nodes).astype(np.float64)
 
     prev = previous_occurrence(can_id) if previous is None else previous
-    pm = prev[msg]
+    # windows back to back (stride = W): the window messages are the stream's head, no gathers
+    contiguous = g == 1 or int(graphs.window_start[1] - graphs.window_start[0]) == w
+
+    def at(a: npt.NDArray[_T]) -> npt.NDArray[_T]:
+        return a[: len(msg)] if contiguous else a[msg]
+
+    pm = at(prev)
     has = pm >= 0
     pm0 = np.maximum(pm, 0)
-    t_msg = timestamp[msg]
+    t_msg = at(timestamp)
     gap = np.where(has, t_msg - timestamp[pm0], 0.0)
     n_gap = np.bincount(node, weights=has.astype(np.float64), minlength=num_nodes)
     s1 = np.bincount(node, weights=gap, minlength=num_nodes)
@@ -280,32 +290,33 @@ def vehicle_independent_features(
     # no gap at all: the node's one message is its ID's first, at least t[m0] - t[0] after one
     least_gap = timestamp[first_msg] - timestamp[0]
 
-    # float64 columns written straight into float32 (the same rounding as a final astype)
-    x = np.zeros((num_nodes, len(VI_NODE_FEATURES) + extra_columns), np.float32)
-    x[:, 1] = count / w
-    x[:, 2] = np.log10(np.maximum(np.where(n_gap > 0, mean_gap, least_gap), 1e-6)) + 6.0
-    x[:, 3] = np.where((n_gap >= 2) & (mean_gap > 0), std_gap / np.where(mean_gap > 0, mean_gap, 1.0), 0.0)
+    # float64 columns written straight into float32 (the same rounding as a final astype), one
+    # contiguous row per column, turned into the node rows at the end
+    xt = np.zeros((len(VI_NODE_FEATURES) + extra_columns, num_nodes), np.float32)
+    xt[1] = count / w
+    xt[2] = np.log10(np.maximum(np.where(n_gap > 0, mean_gap, least_gap), 1e-6)) + 6.0
+    xt[3] = np.where((n_gap >= 2) & (mean_gap > 0), std_gap / np.where(mean_gap > 0, mean_gap, 1.0), 0.0)
 
     # payload identity: 8 bytes (zero beyond dlc) + dlc
     p64_all = np.ascontiguousarray(payload).view(np.uint64).ravel()
-    p64, d = p64_all[msg], dlc[msg]
+    p64, d = at(p64_all), at(dlc)
     entropy, distinct = _payload_entropy_distinct(
-        node, d, payload[msg], p64, window_chunks(graphs.node_ptr, w), num_nodes
+        node, d, at(payload), p64, window_chunks(graphs.node_ptr, w), num_nodes
     )
-    x[:, 4] = entropy / 8.0
+    xt[4] = entropy / 8.0
     changed = (p64 != p64_all[pm0]) | (d != dlc[pm0])
     n_changed = np.bincount(node, weights=(changed & has).astype(np.float64), minlength=num_nodes)
-    x[:, 5] = np.divide(n_changed, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
-    x[:, 6] = distinct / count
+    xt[5] = np.divide(n_changed, n_gap, out=np.zeros(num_nodes), where=n_gap > 0)
+    xt[6] = distinct / count
     zero = p64 == 0
-    x[:, 7] = np.bincount(node, weights=zero.astype(np.float64), minlength=num_nodes) / count
-    x[:, 8] = np.bincount(node, weights=d.astype(np.float64), minlength=num_nodes) / count / 8.0
+    xt[7] = np.bincount(node, weights=zero.astype(np.float64), minlength=num_nodes) / count
+    xt[8] = np.bincount(node, weights=d.astype(np.float64), minlength=num_nodes) / count / 8.0
 
     # novelty of the node's first message in the window
-    x[:, 9] = _novelty(first_msg, prev[first_msg], history)
+    xt[9] = _novelty(first_msg, prev[first_msg], history)
     local = np.arange(num_nodes) - graphs.node_ptr[node_graph]
     n_in_graph = np.diff(graphs.node_ptr)[node_graph]
-    x[:, 10] = local / np.maximum(1, n_in_graph - 1)
+    xt[10] = local / np.maximum(1, n_in_graph - 1)
 
     # --- edges: the transition (message s+p -> s+p+1) of every window, mapped to its edge
     num_edges = len(graphs.edge_attr)
@@ -322,12 +333,14 @@ def vehicle_independent_features(
     win_dt = np.abs(timestamp[starts + w - 1] - timestamp[starts]) / (w - 1)
 
     e = np.empty((num_edges, len(VI_EDGE_FEATURES)), np.float32)
-    e[:, :9] = graphs.edge_attr[:, list(_KEPT_EDGE_COLUMNS)]
+    assert _KEPT_EDGE_COLUMNS == (0, 1, 2, 3, 4, 7, 8, 9, 10)  # two slices of the paper's columns
+    e[:, :5] = graphs.edge_attr[:, :5]
+    e[:, 5:9] = graphs.edge_attr[:, 7:11]
     e[:, 9] = _novelty(first_t, ftp, history)
     e[:, 10] = np.log10((mean_dt + 1e-6) / (win_dt[e_graph] + 1e-6))
     return WindowGraphs(
         node_can_id=graphs.node_can_id,
-        x=x,
+        x=np.ascontiguousarray(xt.T),
         edge_index=graphs.edge_index,
         edge_attr=e,
         node_ptr=graphs.node_ptr,

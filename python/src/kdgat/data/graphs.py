@@ -47,7 +47,7 @@ training rows happens afterwards (:mod:`kdgat.data.build`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -237,27 +237,57 @@ def _build(
         empty = np.zeros(0, np.int64)
         return WindowGraphs.empty(), (WindowIndex(empty, empty, empty, empty, empty) if with_index else None)
     g = (n - w) // stride + 1
-    # Every graph depends on its own window only, so chunks of windows are built one by one.
+    # Every graph depends on its own window only, so chunks of windows are built one by one,
+    # each copied into arrays of the most nodes and edges there can be (W and W - 1 per window):
+    # their tails are never written, so never take memory, and the result is their heads (views)
+    upper_n, upper_e = g * w, g * (w - 1)
+    node_can_id = np.empty(upper_n, np.uint32)
+    x = np.empty((upper_n, NUM_NODE_FEATURES), np.float32)
+    src, dst = np.empty(upper_e, np.int64), np.empty(upper_e, np.int64)
+    edge_attr = np.empty((upper_e, NUM_EDGE_FEATURES), np.float32)
+    node_ptr, edge_ptr = np.empty(g + 1, np.int64), np.empty(g + 1, np.int64)
+    y, window_start = np.empty(g, np.int64), np.empty(g, np.int64)
+    if with_index:
+        message, node = np.empty(upper_n, np.int64), np.empty(upper_n, np.int64)
+        edge = np.empty(upper_e, np.int64)
+        node_first, edge_first = np.empty(upper_n, np.int64), np.empty(upper_e, np.int64)
     per_chunk = max(1, CHUNK_WINDOW_MESSAGES // w)
-    parts = []
-    indexes = []
+    nn = ne = 0
     for first in range(0, g, per_chunk):
-        a, b = first * stride, (min(first + per_chunk, g) - 1) * stride + w
+        last = min(first + per_chunk, g)
+        a, b = first * stride, (last - 1) * stride + w
         part, index = _window_graphs(can_id[a:b], payload[a:b], label[a:b], w, stride, with_index)
-        parts.append(replace(part, window_start=part.window_start + a))
+        k, m = len(part.x), len(part.edge_attr)
+        node_can_id[nn : nn + k] = part.node_can_id
+        x[nn : nn + k] = part.x
+        src[ne : ne + m], dst[ne : ne + m] = part.edge_index
+        edge_attr[ne : ne + m] = part.edge_attr
+        node_ptr[first:last] = part.node_ptr[:-1] + nn
+        edge_ptr[first:last] = part.edge_ptr[:-1] + ne
+        y[first:last] = part.y
+        window_start[first:last] = part.window_start + a
         if index is not None:
-            indexes.append((a, index))
-    graphs = parts[0] if len(parts) == 1 else WindowGraphs.concat(parts)
+            message[first * w : last * w] = index.message + a
+            node[first * w : last * w] = index.node + nn
+            edge[first * (w - 1) : last * (w - 1)] = index.edge + ne
+            node_first[nn : nn + k] = index.node_first + a
+            edge_first[ne : ne + m] = index.edge_first + a
+        nn, ne = nn + k, ne + m
+    node_ptr[g], edge_ptr[g] = nn, ne
+    graphs = WindowGraphs(
+        node_can_id=node_can_id[:nn],
+        x=x[:nn],
+        edge_index=np.stack([src[:ne], dst[:ne]]),
+        edge_attr=edge_attr[:ne],
+        node_ptr=node_ptr,
+        edge_ptr=edge_ptr,
+        y=y,
+        window_start=window_start,
+    )
     if not with_index:
         return graphs, None
-    node_off = np.cumsum([0] + [len(p.x) for p in parts])
-    edge_off = np.cumsum([0] + [len(p.edge_attr) for p in parts])
     return graphs, WindowIndex(
-        message=np.concatenate([ix.message + a for a, ix in indexes]),
-        node=np.concatenate([ix.node + o for (_, ix), o in zip(indexes, node_off, strict=False)]),
-        edge=np.concatenate([ix.edge + o for (_, ix), o in zip(indexes, edge_off, strict=False)]),
-        node_first=np.concatenate([ix.node_first + a for a, ix in indexes]),
-        edge_first=np.concatenate([ix.edge_first + a for a, ix in indexes]),
+        message=message, node=node, edge=edge, node_first=node_first[:nn], edge_first=edge_first[:ne]
     )
 
 
