@@ -1,10 +1,14 @@
 // The environment provider with real frontends: a venv built by pip from local wheels, and a conda
 // environment solved and installed by py-rattler from a local channel. No Pulumi CLI involved.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { pipRequirements, type EnvironmentSpec } from '@kdgat/config';
 import * as env from '../../providers/environment.impl.ts';
 import { ymlForDisplay } from '../../providers/environment-spec.ts';
 import { frontendFor } from '../../providers/frontends/index.ts';
@@ -93,7 +97,79 @@ describe('venv backend (pip from local wheels)', () => {
     expect(existsSync(inputs.lockPath)).toBe(false);
     expect(existsSync(`${inputs.prefix}.kdgat-owner.json`)).toBe(false);
   });
+
+  it("installs a second index's package from exactly its file there (a uv.lock's other registry), the rest from the site's", async () => {
+    // The second index: delta's wheel served over loopback only (the site's own index, the
+    // find-links dir, has no delta at all), as PyG's index serves torch-scatter.
+    const second = makeWheels(join(root, 'second-index'), ['delta==0.5']);
+    const wheel = readdirSync(second).find((f) => f.startsWith('delta-'))!;
+    const sha = createHash('sha256')
+      .update(readFileSync(join(second, wheel)))
+      .digest('hex');
+    const fetched: string[] = [];
+    const server = createServer((req, res) => {
+      fetched.push(req.url ?? '');
+      const file = join(second, decodeURIComponent((req.url ?? '/').slice(1)));
+      if (!existsSync(file)) return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(readFileSync(file));
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const lockFile = join(root, 'research-uv.lock');
+      writeFileSync(lockFile, secondIndexLock(`http://127.0.0.1:${port}/${wheel}`, `sha256:${sha}`));
+      // The environment's pip lines as the site build gets them (an absolute lock path: the test's).
+      const pipelineLines = pipRequirements({
+        name: 'second-index',
+        backend: 'venv',
+        python: '3.11',
+        pipelinePins: true,
+        pipelineLock: { file: lockFile, project: 'research' },
+        requirements: [],
+      } as unknown as EnvironmentSpec);
+      expect(pipelineLines).toEqual([
+        'alpha==1.0',
+        `delta @ http://127.0.0.1:${port}/${wheel}#sha256=${sha}`,
+      ]);
+      const inputs: env.EnvironmentInputs = {
+        ...base(root, 'second-index'),
+        backend: 'venv',
+        frontend: 'pip',
+        frontendCommand: 'python3',
+        environmentYml: yml('second-index', { conda: ['python=3.11'], pip: pipelineLines }),
+        pipOptions: ['--no-index', '--find-links', wheels],
+      };
+      const { id, outs } = await env.create(inputs);
+      expect(outs.installedPackages).toMatch(/^alpha=1\.0\ndelta=0\.5\n/m);
+      expect(fetched).toEqual([`/${wheel}`]);
+      await env.remove(id, outs);
+    } finally {
+      server.close();
+    }
+  });
 });
+
+/** A uv.lock whose project needs alpha (the default index) and delta (only a second one serves it). */
+function secondIndexLock(deltaUrl: string, hash: string): string {
+  return [
+    'version = 1',
+    '[[package]]',
+    'name = "research"',
+    'version = "0.1.0"',
+    'source = { editable = "." }',
+    'dependencies = [{ name = "alpha" }, { name = "delta" }]',
+    '[[package]]',
+    'name = "alpha"',
+    'version = "1.0"',
+    'source = { registry = "https://pypi.org/simple" }',
+    '[[package]]',
+    'name = "delta"',
+    'version = "0.5"',
+    `source = { registry = "${deltaUrl.replace(/\/[^/]*$/, '/simple')}" }`,
+    `wheels = [{ url = "${deltaUrl}", hash = "${hash}" }]`,
+    '',
+  ].join('\n');
+}
 
 describe('venv layered over an existing environment (the local stack over python/.venv)', () => {
   it('sees the packages of the inherited environment and installs only its own', async () => {

@@ -122,11 +122,9 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
       .map((p) => ({ ...p }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
-  const pins = new Map(pipelinePinsFor(env.gpuLayer, sources).map((p) => [p.name, p.version]));
-  for (const p of gpuLayerPins(env.gpuLayer, sources)) if (!pins.has(p.name)) pins.set(p.name, p.version);
-  return [...pins]
-    .map(([name, version]) => ({ name, version }))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const pins = new Map(pipelinePinsFor(env.gpuLayer, sources).map((p) => [p.name, { ...p }]));
+  for (const p of gpuLayerPins(env.gpuLayer, sources)) if (!pins.has(p.name)) pins.set(p.name, { ...p });
+  return [...pins.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** The `3.x` of a conda environment's `python=3.x` dependency, if it pins one. */

@@ -11,7 +11,11 @@ export function pipRequirements(
   env: EnvironmentSpec,
   sources: PipelineSources = repositorySources,
 ): string[] {
-  const site = sitePackages(env, sources).map((p) => `${p.name}==${p.version}`);
+  // A package of a second index: its file by direct reference (`name @ url#sha256=…`), so it comes
+  // from exactly there; every other one by its pin, from the site's own index.
+  const site = sitePackages(env, sources).map((p) =>
+    p.url ? `${p.name} @ ${p.url}` : `${p.name}==${p.version}`,
+  );
   if (env.backend === 'venv') return [...new Set([...site, ...env.requirements])].sort();
   return [...new Set([...site, ...env.pip])].sort();
 }

@@ -10,7 +10,16 @@ import { DEFAULT_LOCK_PROJECT } from '../pipeline/default-package.ts';
 export interface Pin {
   name: string;
   version: string;
+  /**
+   * A package the lock takes from an index other than its default one (a second index, e.g. the
+   * PyG wheels of torch-scatter): the direct reference of its file for the target machine,
+   * `<url>#sha256=<hash>`, so the site's pip fetches exactly it from exactly there.
+   */
+  url?: string;
 }
+
+/** The default index of a uv.lock (where a package without `[[tool.uv.index]]` comes from). */
+export const DEFAULT_REGISTRY = 'https://pypi.org/simple';
 
 export class LockfileError extends Error {}
 
@@ -29,11 +38,20 @@ interface LockDependency {
   extra: string[];
 }
 
+interface LockFile {
+  url: string;
+  hash?: string;
+}
+
 interface LockPackage {
   name: string;
   version: string;
   dependencies: LockDependency[];
   optional: Record<string, LockDependency[]>;
+  /** `source = { registry = … }`; absent for a git, path or URL source. */
+  registry?: string;
+  wheels: LockFile[];
+  sdist?: LockFile;
 }
 
 const str = (v: TomlValue | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
@@ -71,13 +89,68 @@ function lockPackages(text: string, file: string): LockPackage[] {
         dependencies(deps, file, `${name}[${extra}]`),
       ]),
     );
+    const fileOf = (v: TomlValue | undefined): LockFile | undefined => {
+      const url = str(table(v)['url']);
+      const hash = str(table(v)['hash']);
+      return url ? { url, ...(hash ? { hash } : {}) } : undefined;
+    };
+    const registry = str(table(p['source'])['registry']);
+    const sdist = fileOf(p['sdist']);
     return {
       name: normaliseName(name),
       version,
       dependencies: dependencies(p['dependencies'], file, name),
       optional,
+      ...(registry ? { registry: registry.replace(/\/+$/, '') } : {}),
+      wheels: list(p['wheels']).flatMap((w) => fileOf(w) ?? []),
+      ...(sdist ? { sdist } : {}),
     };
   });
+}
+
+/**
+ * Whether a wheel's file name (`name-version[-build]-python-abi-platform.whl`) installs on the
+ * machine `env` describes (CPython on Linux x86_64): its rank, lower is better, or undefined.
+ */
+export function wheelRank(fileName: string, env: MarkerEnvironment): number | undefined {
+  const parts = fileName.replace(/\.whl$/, '').split('-');
+  if (parts.length < 5) return undefined;
+  const [python, abi, platform] = parts.slice(-3) as [string, string, string];
+  const cp = `cp${env.python_version.replace('.', '')}`;
+  const major = env.python_version.split('.')[0]!;
+  const pythons = python.split('.');
+  const abis = abi.split('.');
+  const platforms = platform.split('.');
+  const linux = platforms.some((t) => /^(manylinux\w*|linux)_x86_64$/.test(t));
+  const anyPlatform = platforms.includes('any');
+  if (!linux && !anyPlatform) return undefined;
+  if (pythons.includes(cp) && abis.includes(cp)) return linux ? 0 : 1;
+  if (
+    abis.includes('abi3') &&
+    pythons.some((t) => /^cp3\d+$/.test(t) && Number(t.slice(3)) <= Number(cp.slice(3)))
+  )
+    return linux ? 2 : 3;
+  if (
+    abis.includes('none') &&
+    pythons.some((t) => t === cp || t === `py${major}` || t === `py${env.python_version.replace('.', '')}`)
+  )
+    return linux ? 4 : 5;
+  return undefined;
+}
+
+/** The direct reference of a package from a second index: its best wheel for `env`, else its sdist. */
+function directReference(p: LockPackage, env: MarkerEnvironment, file: string): string {
+  const ranked = p.wheels
+    .map((w) => ({ w, rank: wheelRank(decodeURIComponent(w.url.split('/').pop() ?? ''), env) }))
+    .filter((x): x is { w: LockFile; rank: number } => x.rank !== undefined)
+    .sort((a, b) => a.rank - b.rank);
+  const chosen = ranked[0]?.w ?? p.sdist;
+  if (!chosen)
+    throw new LockfileError(
+      `${file}: ${p.name} ${p.version} comes from ${p.registry}, which has no file for Python ${env.python_version} on Linux x86_64 in the lock (wheels: ${p.wheels.map((w) => w.url.split('/').pop()).join(', ') || 'none'})`,
+    );
+  const hash = chosen.hash?.startsWith('sha256:') ? `#sha256=${chosen.hash.slice('sha256:'.length)}` : '';
+  return `${chosen.url}${hash}`;
 }
 
 /**
@@ -131,8 +204,15 @@ export function pipelinePins(
     }
   };
   visit(root[0]!.dependencies, project);
+  const entry = (name: string, version: string) =>
+    (byName.get(name) ?? []).find((p) => p.version === version)!;
   return [...pins]
-    .map(([name, version]) => ({ name, version }))
+    .map(([name, version]) => {
+      const p = entry(name, version);
+      return p.registry !== undefined && p.registry !== DEFAULT_REGISTRY
+        ? { name, version, url: directReference(p, env, file) }
+        : { name, version };
+    })
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
