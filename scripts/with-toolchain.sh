@@ -3,7 +3,7 @@
 #   scripts/with-toolchain.sh nx run infra:preview --stack local
 # Node 24 (tool cache, unless the system's is >= 22), the repo's node_modules/.bin (nx, vitest, tsc),
 # uv, the Pulumi CLI + language host + dynamic-provider plugin, and Pulumi settings for offline use
-# with the repository's local file backend.
+# with the repository's local file backend (a default passphrase for its `local` stack only).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source-path=SCRIPTDIR
@@ -27,14 +27,27 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_HOME=${PULUMI_HOME:-$HPC_TOOLS/pulumi-home}
 # Local file backend in the repository (git-ignored) unless the user chose another one.
+default_backend="file://$REPO/.pulumi-state"
 if [[ -z ${PULUMI_BACKEND_URL:-} ]]; then
   mkdir -p "$REPO/.pulumi-state"
-  export PULUMI_BACKEND_URL="file://$REPO/.pulumi-state"
-  # The local stack's secrets are encrypted with a passphrase; this default is for the embedded
-  # `local` stack only. Real sites set PULUMI_CONFIG_PASSPHRASE(_FILE) or use another secrets provider.
-  if [[ -z ${PULUMI_CONFIG_PASSPHRASE:-} && -z ${PULUMI_CONFIG_PASSPHRASE_FILE:-} ]]; then
-    export PULUMI_CONFIG_PASSPHRASE=kdgat-local
-  fi
+  export PULUMI_BACKEND_URL=$default_backend
+fi
+# The stack's secrets: a default passphrase for the embedded `local` stack only; a `pulumi` command
+# that needs another stack's secrets with no passphrase or secrets provider set is refused in one
+# line saying how to set one (scripts/lib/pulumi-secrets.sh; the infra:* targets check in
+# infra/bin/pulumi-stack.sh). The stack: --stack/-s, else $PULUMI_STACK, else the selected one.
+# shellcheck source-path=SCRIPTDIR
+source "$REPO/scripts/lib/pulumi-secrets.sh"
+if [[ ${1:-} == pulumi ]] && command -v pulumi >/dev/null; then
+  mapfile -t parsed < <(kdgat_pulumi_argv_secrets "${@:2}")
+  stack=${parsed[0]:-} cwd=${parsed[1]:-$PWD} what=${parsed[2]:-}
+  [[ -n $stack ]] || stack=${PULUMI_STACK:-}
+  case ${2:-} in
+    '' | version | about | login | logout | whoami | plugin | help | gen-completion | -*) ;;
+    *) [[ -n $stack ]] || stack=$(pulumi -C "$cwd" stack --show-name 2>/dev/null) || stack='' ;;
+  esac
+  kdgat_pulumi_secrets with-toolchain "$stack" "$(kdgat_pulumi_project "$cwd")" "$default_backend" "$what" || exit 1
+  unset parsed stack cwd what
 fi
 # The repository's one-node SLURM (scripts/slurm-local.sh) when no other cluster is configured.
 if [[ -z ${SLURM_CONF:-} && -f /var/tmp/kdgat-slurm/slurm.conf && ! -e /etc/slurm/slurm.conf ]]; then

@@ -93,6 +93,11 @@ clear_stale_lock() {
 }
 
 cd "$infra"
+# Only the embedded `local` stack has a default passphrase; another stack's secrets need the user's
+# own (or another secrets provider), asked for before anything is created or changed.
+# shellcheck source=/dev/null # (checked on its own: shellcheck scripts/lib/pulumi-secrets.sh)
+source "$repo/scripts/lib/pulumi-secrets.sh"
+kdgat_pulumi_secrets pulumi-stack.sh "$stack" "$infra" "file://$repo/.pulumi-state" "infra:$verb (pulumi $verb)" || exit 1
 remove_empty_attrs
 pulumi stack select --create "$stack" --non-interactive >/dev/null
 clear_stale_lock
