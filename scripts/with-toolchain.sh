@@ -40,14 +40,14 @@ fi
 source "$REPO/scripts/lib/pulumi-secrets.sh"
 if [[ ${1:-} == pulumi ]] && command -v pulumi >/dev/null; then
   mapfile -t parsed < <(kdgat_pulumi_argv_secrets "${@:2}")
-  stack=${parsed[0]:-} cwd=${parsed[1]:-$PWD} what=${parsed[2]:-}
+  stack=${parsed[0]:-} cwd=${parsed[1]:-$PWD} what=${parsed[2]:-} verb=${parsed[3]:-}
   [[ -n $stack ]] || stack=${PULUMI_STACK:-}
-  case ${2:-} in
-    '' | version | about | login | logout | whoami | plugin | help | gen-completion | -*) ;;
+  case $verb in
+    '' | version | about | login | logout | whoami | plugin | help | gen-completion | cancel) ;;
     *) [[ -n $stack ]] || stack=$(pulumi -C "$cwd" stack --show-name 2>/dev/null) || stack='' ;;
   esac
   kdgat_pulumi_secrets with-toolchain "$stack" "$(kdgat_pulumi_project "$cwd")" "$default_backend" "$what" || exit 1
-  unset parsed stack cwd what
+  unset parsed stack cwd what verb
 fi
 # The repository's one-node SLURM (scripts/slurm-local.sh) when no other cluster is configured.
 if [[ -z ${SLURM_CONF:-} && -f /var/tmp/kdgat-slurm/slurm.conf && ! -e /etc/slurm/slurm.conf ]]; then

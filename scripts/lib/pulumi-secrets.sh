@@ -56,10 +56,10 @@ kdgat_pulumi_secrets() {
   return 1
 }
 
-# kdgat_pulumi_argv_secrets ARGS…: for `pulumi ARGS…`, prints three lines: the stack it uses (given
+# kdgat_pulumi_argv_secrets ARGS…: for `pulumi ARGS…`, prints four lines: the stack it uses (given
 # with --stack/-s, or the name `stack init|select NAME` makes; '' when the command names none), the
-# directory it runs in (-C/--cwd; '' for this one), and the command in words when it needs the
-# stack's secrets ('' when it does not).
+# directory it runs in (-C/--cwd; '' for this one), the command in words when it needs the stack's
+# secrets ('' when it does not), and its first word (`up`, `stack`, `version`; '' for none).
 kdgat_pulumi_argv_secrets() {
   local stack='' cwd='' words=() show=0 secret=0 create=0 a
   while (($#)); do
@@ -103,7 +103,7 @@ kdgat_pulumi_argv_secrets() {
       esac
       ;;
   esac
-  printf '%s\n%s\n%s\n' "$stack" "$cwd" "$what"
+  printf '%s\n%s\n%s\n%s\n' "$stack" "$cwd" "$what" "$verb"
 }
 
 # kdgat_pulumi_project DIR: the Pulumi project directory at or above DIR (as Pulumi finds it).

@@ -35,7 +35,8 @@ printf 'ran: %s | passphrase=%s\\n' "$*" "\${PULUMI_CONFIG_PASSPHRASE-<unset>}"
 );
 writeFileSync(join(bin, 'pulumi-language-nodejs'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
 
-const FIX = /export PULUMI_CONFIG_PASSPHRASE_FILE=~\/\.config\/kdgat\/(\S+)\.passphrase .*pulumi stack change-secrets-provider .* --stack \1$/;
+const FIX =
+  /export PULUMI_CONFIG_PASSPHRASE_FILE=~\/\.config\/kdgat\/(\S+)\.passphrase .*pulumi stack change-secrets-provider .* --stack \1$/;
 
 function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const e: NodeJS.ProcessEnv = { ...process.env, PATH: `${bin}${delimiter}${process.env['PATH'] ?? ''}` };
@@ -92,7 +93,9 @@ describe('the embedded local stack', () => {
   });
 
   test('on another backend is a stack like any other', () => {
-    const r = wrapped(['pulumi', 'up', '--stack', 'local'], { PULUMI_BACKEND_URL: `file://${join(work, 'other')}` });
+    const r = wrapped(['pulumi', 'up', '--stack', 'local'], {
+      PULUMI_BACKEND_URL: `file://${join(work, 'other')}`,
+    });
     refused(r, 'local', /^with-toolchain: pulumi up needs/);
   });
 
@@ -131,6 +134,12 @@ describe('any other stack on a file backend', () => {
     ['$PULUMI_STACK', ['pulumi', 'up'], { PULUMI_STACK: 'osc-pitzer' }, /pulumi up needs/],
     ['the selected stack', ['pulumi', 'up'], { FAKE_SELECTED: 'osc-pitzer' }, /pulumi up needs/],
     [
+      'the selected stack, -C first',
+      ['pulumi', '-C', '.', 'up'],
+      { FAKE_SELECTED: 'osc-pitzer' },
+      /pulumi up needs/,
+    ],
+    [
       'an outer command with the default for local',
       ['pulumi', 'up', '--stack', 'osc-pitzer'],
       { PULUMI_CONFIG_PASSPHRASE: 'kdgat-local', KDGAT_PULUMI_PASSPHRASE_DEFAULT: '1' },
@@ -149,38 +158,63 @@ describe('any other stack on a file backend', () => {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    refused({ code: r.status ?? -1, out: r.stdout, err: r.stderr }, 'osc-pitzer', /^pulumi-stack\.sh: infra:up \(pulumi up\) needs/);
+    refused(
+      { code: r.status ?? -1, out: r.stdout, err: r.stderr },
+      'osc-pitzer',
+      /^pulumi-stack\.sh: infra:up \(pulumi up\) needs/,
+    );
   });
 
   test('runs what needs no secrets, without any passphrase: the runner reading its outputs', () => {
     ran(wrapped(['pulumi', 'stack', 'output', '--json', '--stack', 'osc-pitzer']), '<unset>');
-    ran(wrapped(['pulumi', 'config', 'set', 'kdgat-hpc:cluster', 'osc-pitzer', '--stack', 'osc-pitzer']), '<unset>');
+    ran(
+      wrapped(['pulumi', 'config', 'set', 'kdgat-hpc:cluster', 'osc-pitzer', '--stack', 'osc-pitzer']),
+      '<unset>',
+    );
     ran(wrapped(['pulumi', 'stack', 'ls']), '<unset>');
-    ran(wrapped(['pulumi', 'stack', 'change-secrets-provider', 'passphrase', '--stack', 'osc-pitzer']), '<unset>');
+    ran(
+      wrapped(['pulumi', 'stack', 'change-secrets-provider', 'passphrase', '--stack', 'osc-pitzer']),
+      '<unset>',
+    );
   });
 
   test("runs with the user's passphrase or passphrase file, and names a file that is not there", () => {
-    ran(wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_CONFIG_PASSPHRASE: 'only-mine' }), 'only-mine');
+    ran(
+      wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_CONFIG_PASSPHRASE: 'only-mine' }),
+      'only-mine',
+    );
     const file = join(work, 'osc-pitzer.passphrase');
     writeFileSync(file, 'only-mine\n');
     chmodSync(file, 0o600);
-    ran(wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_CONFIG_PASSPHRASE_FILE: file }), '<unset>');
+    ran(
+      wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_CONFIG_PASSPHRASE_FILE: file }),
+      '<unset>',
+    );
     const missing = wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], {
       PULUMI_CONFIG_PASSPHRASE_FILE: join(work, 'nope'),
     });
     assert.equal(missing.code, 1);
-    assert.match(missing.err, /PULUMI_CONFIG_PASSPHRASE_FILE=\S+\/nope is not a readable file \(stack osc-pitzer\)/);
+    assert.match(
+      missing.err,
+      /PULUMI_CONFIG_PASSPHRASE_FILE=\S+\/nope is not a readable file \(stack osc-pitzer\)/,
+    );
   });
 
   test('runs under the secrets provider its stack file names, and on a backend of its own (Pulumi Cloud)', () => {
     const project = join(work, 'project');
     mkdirSync(project, { recursive: true });
     writeFileSync(join(project, 'Pulumi.yaml'), 'name: p\nruntime: nodejs\n');
-    writeFileSync(join(project, 'Pulumi.kms.yaml'), 'secretsprovider: awskms://alias/kdgat\nencryptedkey: AAAA\n');
+    writeFileSync(
+      join(project, 'Pulumi.kms.yaml'),
+      'secretsprovider: awskms://alias/kdgat\nencryptedkey: AAAA\n',
+    );
     writeFileSync(join(project, 'Pulumi.pass.yaml'), 'encryptionsalt: v1:AAAA\n');
     ran(wrapped(['pulumi', '-C', project, 'up', '--stack', 'kms']), '<unset>');
     ran(wrapped(['pulumi', 'up', '--stack', 'kms'], {}, project), '<unset>');
     refused(wrapped(['pulumi', 'up', '--stack', 'pass'], {}, project), 'pass', /pulumi up needs/);
-    ran(wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_BACKEND_URL: 'https://api.pulumi.com' }), '<unset>');
+    ran(
+      wrapped(['pulumi', 'up', '--stack', 'osc-pitzer'], { PULUMI_BACKEND_URL: 'https://api.pulumi.com' }),
+      '<unset>',
+    );
   });
 });
