@@ -118,3 +118,4 @@ export {
   trackingSyncArgv,
   trackingSyncScript,
 } from './tracking.ts';
+export { anyOutput, expandOutput, mergeCsv, naturalCompare } from './outputs.ts';

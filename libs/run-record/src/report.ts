@@ -22,6 +22,7 @@ import {
 } from '@kdgat/usage';
 import { runCommand } from '@kdgat/schedulers';
 import { catalogueOfRun } from './catalogue.ts';
+import { expandOutput, mergeCsv } from './outputs.ts';
 import { environmentOfStage, type Manifest } from './manifest.ts';
 import { pythonOf, runTuneReport } from '@kdgat/planning';
 
@@ -69,15 +70,18 @@ function resolvedOf(m: Manifest): {
  * The run's pipeline as the report needs it: where each task's per-epoch history is, and what of
  * the report is the default pipeline's own (a manifest written before declarations ran it).
  */
-function pipelineOf(m: Manifest): { name: string; history: string; notes: string[] } {
-  const p = (m.resolved as { pipeline?: { name?: string; outputs?: { history?: string } } }).pipeline;
+function pipelineOf(m: Manifest): { name: string; history: string; metrics: string; notes: string[] } {
+  const p = (m.resolved as { pipeline?: { name?: string; outputs?: { history?: string; metrics?: string } } })
+    .pipeline;
   const name = p?.name ?? DEFAULT_PIPELINE_NAME;
   const history =
     p?.outputs?.history ?? (name === DEFAULT_PIPELINE_NAME ? RUN_CONTRACT.runDir.files.history : undefined);
-  if (name === DEFAULT_PIPELINE_NAME) return { name, history: history!, notes: [] };
+  const metrics = p?.outputs?.metrics ?? RUN_CONTRACT.runDir.files.metrics;
+  if (name === DEFAULT_PIPELINE_NAME) return { name, history: history!, metrics, notes: [] };
   return {
     name,
     history: history ?? RUN_CONTRACT.runDir.files.history,
+    metrics,
     notes: [
       history
         ? `curves from the pipeline's per-epoch history (${history} in each task's dir)`
@@ -86,6 +90,19 @@ function pipelineOf(m: Manifest): { name: string; history: string; notes: string
       'measured as for every job: state, elapsed and time limit, cores busy, peak RSS, GPU utilisation (nvidia-smi), requeues',
     ],
   };
+}
+
+/**
+ * A task's per-epoch history: the declared file, or every file a pattern names (one per attempt,
+ * e.g. a CSVLogger's `version_<n>`) merged in order into `<mergedDir>/<name>.csv`; null: none.
+ */
+function taskHistory(dir: string, pattern: string, mergedDir: string, name: string): string | null {
+  const files = expandOutput(dir, pattern);
+  if (files.length <= 1) return files[0] ?? null;
+  mkdirSync(mergedDir, { recursive: true });
+  const merged = join(mergedDir, `${name}.csv`);
+  writeFileSync(merged, mergeCsv(files));
+  return merged;
 }
 
 /** Per stage of a run: its tasks with their records, sizes from them, and the verdicts. */
@@ -196,16 +213,21 @@ export async function writeReport(
       tasks: s.tasks.map((t) => {
         const job = manifest.jobs.find((j) => j.key === t.jobKey);
         const point = t.index !== null ? (manifest.arrayIndex[t.jobKey]?.[String(t.index)] ?? null) : null;
-        const history = join(t.dir, pipeline.history);
+        const history = taskHistory(
+          t.dir,
+          pipeline.history,
+          join(out, 'histories'),
+          `${t.jobKey}-${t.index ?? 0}`,
+        );
         const samples = join(t.dir, 'gpu_samples.csv');
         return {
           job: t.jobKey,
           index: t.index === null ? null : t.index + (job?.array?.firstPoint ?? 0),
           point,
           dir: t.dir,
-          history: existsSync(history) ? history : null,
+          history,
           gpuSamples: existsSync(samples) ? samples : null,
-          metrics: readJson(join(t.dir, 'metrics.json')),
+          metrics: readJson(join(t.dir, pipeline.metrics)),
           usage: t.usage ?? null,
         };
       }),

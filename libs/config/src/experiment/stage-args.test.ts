@@ -69,6 +69,13 @@ describe("a stage's args and the outputs of earlier stages", () => {
         found: '"{output:teacher.metrics}"',
       },
     ]);
+    const glob = resolveStageArgs(['{output:teacher.checkpoint}'], 1, [teacher, { ...teacher, id: 's' }], {
+      name: 'mine',
+      outputs: { checkpoint: ['hpc_ckpt_*.ckpt'] },
+    });
+    expect(glob.problems[0]!.message).toBe(
+      "{output:teacher.checkpoint}: pipeline mine's outputs.checkpoint starts with the pattern hpc_ckpt_*.ckpt, not one file",
+    );
   });
 });
 

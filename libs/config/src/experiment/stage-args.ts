@@ -4,7 +4,7 @@
 // pipeline declares, and resolves to the path below the run root the job fills in (`{run_root}`).
 import { z } from 'zod';
 import { runDirPath } from '../contract/run-contract.ts';
-import { COMMAND_PLACEHOLDERS, type Pipeline } from '../pipeline/pipeline.ts';
+import { COMMAND_PLACEHOLDERS, outputPatterns, type Pipeline } from '../pipeline/pipeline.ts';
 import type { Problem } from './resolve.ts';
 
 /** What `{output:<stage>.<name>}` may name: a declared output of the pipeline, or the stage's run dir. */
@@ -82,7 +82,16 @@ export function resolveStageArgs(
           });
           return text;
         }
-        const file = name === 'dir' ? undefined : pipeline.outputs[name];
+        const file = name === 'dir' ? undefined : outputPatterns(pipeline.outputs[name])[0];
+        if (file?.includes('*')) {
+          out.problems.push({
+            path,
+            message: `${text}: pipeline ${pipeline.name}'s outputs.${name} starts with the pattern ${file}, not one file`,
+            expected: `a plain path first in outputs.${name} (e.g. checkpoints/last.ckpt), or {output:${id}.dir} and the file's name after it`,
+            found: JSON.stringify(word),
+          });
+          return text;
+        }
         if (name !== 'dir' && file === undefined) {
           out.problems.push({
             path,

@@ -73,6 +73,19 @@ const RunDirPath = z
   )
   .refine((p) => !p.split('/').includes('..'), 'a path that stays inside the run dir');
 
+/**
+ * A path inside the run dir whose segments may hold `*` (any run of characters but `/`): Lightning's
+ * `hpc_ckpt_*.ckpt`, or the CSVLogger's `metrics.csv` under `lightning_logs/version_<n>` (a `*` for
+ * the n: one folder per attempt).
+ */
+const RunDirPattern = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9._*-]+(\/[A-Za-z0-9._*-]+)*$/,
+    'a path relative to the run dir (letters, digits, . _ - / and * for any characters within a name)',
+  )
+  .refine((p) => !p.split('/').includes('..'), 'a path that stays inside the run dir');
+
 export const PipelineDeclarationSchema = z
   .object({
     $schema: z.string().optional(),
@@ -151,13 +164,19 @@ export const PipelineDeclarationSchema = z
       .object({
         /** A JSON object of final scores (`{"val_acc": 0.97, ...}`). */
         metrics: RunDirPath.optional(),
-        /** The checkpoint a resubmitted job resumes from (the pipeline's own choice to read it). */
-        checkpoint: RunDirPath.optional(),
+        /**
+         * The checkpoint a resubmitted job resumes from (the pipeline's own choice to read it): a
+         * path, a pattern, or a list of them (`[checkpoints/last.ckpt, hpc_ckpt_*.ckpt]`); any one
+         * there means "resume" to the runner's recovery. `{output:<stage>.checkpoint}` names the first.
+         */
+        checkpoint: z.union([RunDirPattern, z.array(RunDirPattern).min(1)]).optional(),
         /**
          * Per-epoch history for the report's curves: a CSV with an `epoch` column (Lightning's
-         * CSVLogger `metrics.csv`: its rows of one epoch are merged). kdgat's: history.csv.
+         * CSVLogger `metrics.csv`: its rows of one epoch are merged). kdgat's: history.csv. A pattern
+         * (a `*` for the n of `lightning_logs/version_<n>`: one folder per attempt) is read as every match in
+         * order (numbers in names compare as numbers: version_2 before version_10), rows concatenated.
          */
-        history: RunDirPath.optional(),
+        history: RunDirPattern.optional(),
       })
       .strict()
       .default({}),
@@ -214,6 +233,11 @@ export const DEFAULT_PIPELINE_DECLARATION: PipelineDeclaration = PipelineDeclara
     history: RUN_CONTRACT.runDir.files.history,
   },
 });
+
+/** A declared output's patterns, as a list (`checkpoint` may be one or several). */
+export function outputPatterns(value: string | readonly string[] | undefined): string[] {
+  return value === undefined ? [] : typeof value === 'string' ? [value] : [...value];
+}
 
 /** The default pipeline: its package's own files and workers (graph-cache digests, tune workers) are there. */
 export const isDefaultPipeline = (p: Pick<Pipeline, 'name'>): boolean => p.name === DEFAULT_PIPELINE_NAME;

@@ -39,8 +39,13 @@ export interface TaskFacts {
   ackTime?: number;
   /** When each epoch so far ended (history.csv `time`, epoch seconds), in order. */
   epochEnds: number[];
-  /** checkpoints/last.ckpt exists; undefined where it cannot be seen (a site's copy leaves checkpoints there). */
+  /**
+   * The pipeline's declared checkpoint (kdgat's checkpoints/last.ckpt) exists; undefined where it
+   * cannot be seen (a site's copy leaves checkpoints there).
+   */
   checkpoint?: boolean;
+  /** The newest file the declaration's checkpoint patterns name, relative to the task's dir. */
+  checkpointFile?: string;
 }
 
 export interface RecoveryInput {
@@ -484,11 +489,12 @@ export function decideRecovery(input: RecoveryInput): RecoveryPlan {
       (r) =>
         r.facts.checkpoint === true || (r.facts.checkpoint === undefined && r.facts.epochEnds.length > 0),
     );
+    const found = recover.map((r) => r.facts.checkpointFile).find((f) => f !== undefined);
     if (own.length > 0)
       what.push(
         resumes
-          ? `resuming from ${RUN_CONTRACT.runDir.files.checkpoint}`
-          : `from the start (no ${RUN_CONTRACT.runDir.files.checkpoint} yet)`,
+          ? `resuming from ${found ?? RUN_CONTRACT.runDir.files.checkpoint}`
+          : 'from the start (no checkpoint yet)',
       );
     const after = [...afterokKeys, ...aftercorrKeys].map((k) => `${k}'s resubmission`);
     if (after.length > 0) what.push(`after ${after.join(' and ')}`);

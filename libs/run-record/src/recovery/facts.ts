@@ -1,14 +1,31 @@
 // What a failed task left in its pipeline run dir and logs, for decideRecovery: its job record
 // (this submission's line of job_record.jsonl), the log tail, history.csv's epoch times, the
-// requeue acknowledgement, and whether checkpoints/last.ckpt is there.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { RUN_CONTRACT } from '@kdgat/config';
+// requeue acknowledgement, and whether the checkpoint the pipeline declares (kdgat's
+// checkpoints/last.ckpt; a pattern such as Lightning's hpc_ckpt_*.ckpt) is there.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { RUN_CONTRACT, outputPatterns } from '@kdgat/config';
 import type { TaskStatus } from '@kdgat/schedulers';
 import { readJobRecords, tasksOfRun, type JobRecord } from '@kdgat/usage';
 import type { Manifest, ManifestJob } from '../manifest.ts';
 import { tailLogs } from '../track/files.ts';
 import type { TaskFacts } from './decide.ts';
+import { expandOutput } from '../outputs.ts';
+
+/** The checkpoint patterns of the run's pipeline (a manifest of the default one: the run contract's). */
+export function checkpointPatterns(manifest: Pick<Manifest, 'resolved'>): string[] {
+  const declared = (manifest.resolved as { pipeline?: { outputs?: { checkpoint?: string | string[] } } })
+    .pipeline?.outputs?.checkpoint;
+  const patterns = outputPatterns(declared);
+  return patterns.length > 0 ? patterns : [RUN_CONTRACT.runDir.files.checkpoint];
+}
+
+/** The newest file in `dir` that one of `patterns` names, relative to `dir`; undefined: none. */
+export function newestCheckpoint(dir: string, patterns: readonly string[]): string | undefined {
+  const files = patterns.flatMap((p) => expandOutput(dir, p));
+  const newest = files.map((f) => ({ f, t: statSync(f).mtimeMs })).sort((a, b) => b.t - a.t)[0];
+  return newest ? relative(dir, newest.f) : undefined;
+}
 
 /** The epilog's record of this very submission of the task, when it wrote one. */
 export function recordOf(records: readonly JobRecord[], task: TaskStatus): JobRecord | undefined {
@@ -19,6 +36,14 @@ export function recordOf(records: readonly JobRecord[], task: TaskStatus): JobRe
         (r.arrayJobId === task.jobId && r.arrayTaskId === String(task.arrayIndex)),
   );
   return mine.at(-1);
+}
+
+function checkpointFacts(
+  dir: string,
+  patterns: readonly string[],
+): Pick<TaskFacts, 'checkpoint' | 'checkpointFile'> {
+  const file = newestCheckpoint(dir, patterns);
+  return file === undefined ? { checkpoint: false } : { checkpoint: true, checkpointFile: file };
 }
 
 /** `time` of every row of history.csv (epoch seconds), in order; [] without the file. */
@@ -66,8 +91,6 @@ export function taskFacts(
     ...(record ? { record } : {}),
     ...(ackTime !== undefined ? { ackTime } : {}),
     epochEnds: existsSync(history) ? epochEndsOf(readFileSync(history, 'utf8')) : [],
-    ...(options.checkpointsHere
-      ? { checkpoint: existsSync(join(dir, RUN_CONTRACT.runDir.files.checkpoint)) }
-      : {}),
+    ...(options.checkpointsHere ? checkpointFacts(dir, checkpointPatterns(manifest)) : {}),
   };
 }
