@@ -15,14 +15,18 @@ export async function readFile(ex: Executor, path: string): Promise<string | nul
   return result.stdout;
 }
 
-/** Writes a file atomically (temp file + rename), creating parent directories. mode is octal text, e.g. '0755'. */
+/**
+ * Writes a file atomically (temp file + rename), creating parent directories. mode is octal text,
+ * e.g. '0755'. The temporary file is mktemp's (created new, never through a name someone else in a
+ * group-writable directory could have planted as a link to a file of the user's).
+ */
 export async function writeFile(ex: Executor, path: string, content: string, mode: string): Promise<void> {
   await runChecked(
     ex,
     [
       'sh',
       '-c',
-      'set -e; mkdir -p -- "$(dirname -- "$1")"; tmp="$1.kdgat-tmp.$$"; cat > "$tmp"; chmod "$2" "$tmp"; mv -f -- "$tmp" "$1"',
+      'set -e; mkdir -p -- "$(dirname -- "$1")"; tmp=$(mktemp "$1.kdgat-tmp.XXXXXX"); trap \'rm -f "$tmp"\' EXIT; cat > "$tmp"; chmod "$2" "$tmp"; mv -f -- "$tmp" "$1"; trap - EXIT',
       'sh',
       path,
       mode,

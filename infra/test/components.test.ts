@@ -79,7 +79,8 @@ describe('ScratchCacheLayout', () => {
       },
       runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
       logsDir: '/fs/scratch/PAS1266/kd-gat/logs',
-      mode: '2770' as const,
+      codeDir: '/fs/scratch/PAS1266/kd-gat/code',
+      mode: '3770' as const,
       purgeDays: 60,
     };
     new ScratchCacheLayout('scratch', { layout, connection: local, clusterName: 'pitzer', group: 'PAS1266' });
@@ -89,10 +90,12 @@ describe('ScratchCacheLayout', () => {
       layout.root,
       layout.cacheDirs.hcrl_sa,
       layout.cacheDirs.set_01,
+      layout.codeDir,
       layout.logsDir,
       layout.runsDir,
     ]);
-    expect(dirs.every((d) => d.inputs.mode === '2770' && d.inputs.group === 'PAS1266')).toBe(true);
+    // setgid and sticky: members make entries, none renames or removes another's
+    expect(dirs.every((d) => d.inputs.mode === '3770' && d.inputs.group === 'PAS1266')).toBe(true);
     const readme = dirs.find((d) => d.inputs.path === layout.root)!.inputs.readme as string;
     expect(readme).toContain('not accessed for 60 days are purged');
     expect(readme).toContain('never deletes cached data');

@@ -47,7 +47,8 @@ describe('JupyterKernel', () => {
   it('declares the kernel directory (removed when empty) and kernel.json, kernel.sh (0755) in it, carrying the lock hash', async () => {
     const { JupyterKernel } = await import('../components/jupyter-kernel.ts');
     const codePath = kernelDefaultCodeFor({ connection: ssh, paths: pitzer.paths });
-    expect(codePath).toBe(currentCodeFor(pitzer.paths.scratchRoot));
+    expect(codePath).toBe(currentCodeFor(pitzer.paths.scratchRoot, 'jdoe'));
+    expect(codePath).toBe('/fs/scratch/PAS1266/kd-gat/code/jdoe/current');
     const k = new JupyterKernel('site-kernel-gnn-rapids', {
       kernel: { displayName: 'KD-GAT (gnn-rapids)', modules: ['cuda/12.4.1'] },
       environment: {
@@ -93,7 +94,7 @@ describe('JupyterKernel', () => {
     expect(json.metadata['kdgat-hpc']).toMatchObject({ environment: 'gnn-rapids', lockHash: 'f00d' });
     const script = mine[2]!.inputs.content as string;
     expect(script).toContain('\nexport HPC_ENV_LOCK_HASH=f00d\n');
-    expect(script).toContain('\nhpc_kernel_code=/fs/scratch/PAS1266/kd-gat/code/current\n');
+    expect(script).toContain('\nhpc_kernel_code=/fs/scratch/PAS1266/kd-gat/code/jdoe/current\n');
     expect(script).toContain(activationSnippet(env, pitzer));
   });
 

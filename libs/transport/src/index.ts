@@ -21,7 +21,7 @@ export {
   type Session,
   type SshConnection,
 } from './executor.ts';
-export { SiteFiles } from './site-files.ts';
+export { NotPrivateError, SiteFiles } from './site-files.ts';
 
 const sessions = new Map<string, Session>();
 

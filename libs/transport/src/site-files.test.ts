@@ -1,18 +1,23 @@
 // SiteFiles through a local session: the same shell and rsync calls an ssh session sends.
 import {
   chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { localExecutor } from './executor.ts';
-import { SiteFiles } from './site-files.ts';
+import { NotPrivateError, SiteFiles } from './site-files.ts';
 
 function tree(root: string, files: Record<string, string>): string {
   for (const [rel, text] of Object.entries(files)) {
@@ -66,5 +71,53 @@ describe('site files', () => {
     expect(existsSync(join(copy, 'outputs', 'last.ckpt'))).toBe(false);
     expect(await files.exists(join(site, 'logs'))).toBe(true);
     expect(await files.exists(join(site, 'nope'))).toBe(false);
+  });
+});
+
+describe("a directory that must be the login user's alone (the code root a neighbour must not plant)", () => {
+  const files = new SiteFiles(localExecutor());
+  const root = () => mkdtempSync(join(tmpdir(), 'kdgat-private-'));
+
+  it('is made with mode 700 when missing, and accepted again as it is', async () => {
+    const dir = join(root(), 'code', 'me');
+    await files.ensurePrivateDir(dir);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    await files.ensurePrivateDir(dir);
+    rmSync(join(dir, '..', '..'), { recursive: true });
+  });
+
+  it("refuses one that is someone else's, writable by the group, or a link, saying why and what to do", async () => {
+    const r = root();
+    const theirs = join(r, 'theirs');
+    mkdirSync(theirs, { mode: 0o700 });
+    chownSync(theirs, 65534, 65534); // the neighbour made it first
+    await expect(files.ensurePrivateDir(theirs)).rejects.toThrow(NotPrivateError);
+    await expect(files.ensurePrivateDir(theirs)).rejects.toThrow(
+      /theirs belongs to \S+ \(uid 65534\), not to \S+: what the runner puts in .*theirs runs as you, so it must be yours alone \(mode 700\); nothing was queued\. Remove it/,
+    );
+    const open = join(r, 'open');
+    mkdirSync(open);
+    chmodSync(open, 0o770);
+    await expect(files.ensurePrivateDir(open)).rejects.toThrow(/open is writable by others \(mode 770\)/);
+    symlinkSync(theirs, join(r, 'link'));
+    await expect(files.ensurePrivateDir(join(r, 'link'))).rejects.toThrow(
+      /link is not a directory \(a link or a file is there\)/,
+    );
+    rmSync(r, { recursive: true });
+  });
+
+  it('re-points a link without a temporary name anyone could have planted', async () => {
+    const r = root();
+    const victim = join(r, 'victim.txt');
+    writeFileSync(victim, 'keep');
+    // The old fixed temporary name, planted as a link to a file of the victim's.
+    symlinkSync(victim, join(r, `current.hpc-tmp.${process.pid}`));
+    await files.pointLink(join(r, 'current'), 'tree1');
+    expect(readlinkSync(join(r, 'current'))).toBe('tree1');
+    expect(readFileSync(victim, 'utf8')).toBe('keep');
+    expect(
+      readdirSync(r).filter((n) => n.startsWith('current.hpc-tmp.') && !n.endsWith(String(process.pid))),
+    ).toEqual([]);
+    rmSync(r, { recursive: true });
   });
 });

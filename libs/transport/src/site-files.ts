@@ -31,17 +31,45 @@ chmod 644 "$tmp"
 mv -f "$tmp" "$dest"
 trap - EXIT`;
 
-// $1: the link, $2: what it points at. A new link is made under a temporary name beside it and
-// renamed over the old one (rename(2) replaces a link atomically): a reader follows the old target
-// or the new one, never none.
+// $1: the link, $2: what it points at. A new link is made in a fresh directory of its own beside
+// it (mktemp: no name another user could have planted) and renamed over the old one (rename(2)
+// replaces a link atomically): a reader follows the old target or the new one, never none.
 const POINT_LINK = `set -eu
 link=$1
 mkdir -p "$(dirname "$link")"
-tmp=$link.hpc-tmp.$$
-trap 'rm -f "$tmp"' EXIT
-ln -sfn "$2" "$tmp"
-mv -T "$tmp" "$link"
-trap - EXIT`;
+tmp=$(mktemp -d "$link.hpc-tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+ln -s "$2" "$tmp/link"
+mv -T "$tmp/link" "$link"
+trap - EXIT
+rmdir "$tmp"`;
+
+// $1: a directory that must be the login user's alone. Made (mode 700) when missing; refused (exit
+// 18, the reason on stderr) when it is a link, not a directory, someone else's, or writable by
+// the group or others: what is in it would run as this user.
+const PRIVATE_DIR = `set -eu
+d=$1
+mkdir -p "$(dirname "$d")"
+if [ ! -e "$d" ] && [ ! -L "$d" ]; then mkdir -m 700 "$d" 2>/dev/null || true; fi
+if [ -L "$d" ] || [ ! -d "$d" ]; then echo "$d is not a directory (a link or a file is there)" >&2; exit 18; fi
+uid=$(stat -c %u "$d")
+if [ "$uid" != "$(id -u)" ]; then echo "$d belongs to $(stat -c %U "$d") (uid $uid), not to $(id -un)" >&2; exit 18; fi
+if [ -n "$(find "$d" -maxdepth 0 -perm /022)" ]; then echo "$d is writable by others (mode $(stat -c %a "$d"))" >&2; exit 18; fi`;
+
+/** A directory on the site that is not the login user's own (see `ensurePrivateDir`). */
+export class NotPrivateError extends Error {
+  readonly dir: string;
+  readonly reason: string;
+  constructor(dir: string, reason: string) {
+    super(
+      `${reason}: what the runner puts in ${dir} runs as you, so it must be yours alone (mode 700); nothing was queued. ` +
+        `Remove it (or ask its owner to), then run the command again`,
+    );
+    this.name = 'NotPrivateError';
+    this.dir = dir;
+    this.reason = reason;
+  }
+}
 
 /** The site's files as a session reaches them. */
 export class SiteFiles {
@@ -80,6 +108,17 @@ export class SiteFiles {
       timeoutSeconds: TIMEOUT_S,
       what: `writing ${dest}`,
     });
+  }
+
+  /**
+   * Makes `dir` (mode 700) or checks it: a directory owned by the login user, writable by nobody
+   * else, not a link. Throws NotPrivateError saying why otherwise (a neighbour planted it).
+   */
+  async ensurePrivateDir(dir: string): Promise<void> {
+    const r = await this.session.run(['sh', '-c', PRIVATE_DIR, 'sh', dir], { timeoutSeconds: 60 });
+    if (r.code === 18) throw new NotPrivateError(dir, r.stderr.trim());
+    if (r.code !== 0 || r.timedOut)
+      throw new CommandFailedError(this.session.target, `making ${dir} private`, r);
   }
 
   /** Points the symbolic link `link` at `target` (a relative target is read from the link's directory), atomically. */

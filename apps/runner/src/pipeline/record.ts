@@ -21,7 +21,7 @@ import {
   uploadSnapshot,
   type Manifest,
 } from '@kdgat/run-record';
-import { codeRootFor, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
+import { codeRootFor, siteUserOf, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
 import { siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
 import type { Planned } from './cost.ts';
@@ -73,13 +73,11 @@ export async function shipCode(
   if (!site.files) return undefined;
   const source = await codeSourceOf(opts.repoRoot, pipeline?.codeDir);
   const snapshot = await codeSnapshot(source, { allowDirty: opts.allowDirty === true });
-  const dir = snapshotDir(codeRootFor(site.outputs.scratch.root), snapshot);
-  const uploaded = await uploadSnapshot(
-    source.repo,
-    snapshot,
-    site.files,
-    codeRootFor(site.outputs.scratch.root),
-  );
+  // The site user's own code root (mode 700, checked): nobody else can plant a tree in it.
+  const codeRoot = codeRootFor(site.outputs.scratch.root, siteUserOf(site.connection));
+  const dir = snapshotDir(codeRoot, snapshot);
+  await site.files.ensurePrivateDir(codeRoot);
+  const uploaded = await uploadSnapshot(source.repo, snapshot, site.files, codeRoot);
   log(
     `code: ${source.path === '.' ? source.repo : `${source.path}/`} at ${snapshot.commit.slice(0, 12)}${snapshot.dirty ? ' with uncommitted changes (--allow-dirty)' : ''}, ` +
       `tree ${snapshot.tree.slice(0, 12)} ${uploaded ? 'uploaded to' : 'already on the site at'} ${dir}`,

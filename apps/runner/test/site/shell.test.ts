@@ -189,7 +189,7 @@ describe('runner shell', () => {
     const kdgat = (
       await seen('python importing kdgat and torch_geometric', /^KDGAT-python=(.*)$/m)
     )[1]!.trim();
-    expect(kdgat).toMatch(new RegExp(`^${SCRATCH}/code/[0-9a-f]{40}/src/kdgat/__init__\\.py$`));
+    expect(kdgat).toMatch(new RegExp(`^${SCRATCH}/code/${site.user}/[0-9a-f]{40}/src/kdgat/__init__\\.py$`));
     // The site sees the allocation, under the shell's name, while the shell is open.
     const queued = expectOk(await site.ssh(`squeue -h -j ${jobId} -o '%j %P %T %N'`)).out.trim();
     expect(queued).toBe(`kdgat-site-shell-train-shell gpu RUNNING ${host}`);

@@ -3,7 +3,7 @@
 // and a --wait whose SSH master is killed halfway — with the pipeline's code arriving only as the
 // run's snapshot. Needs root (namespaces) and the bootstrap; run by scripts/test.sh.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -138,7 +138,9 @@ describe('the laptop reaches the site only over ssh', () => {
     };
     expect(manifest.submission.status).toBe('submitted');
     expect(manifest.code.dirty).toBe(false);
-    expect(manifest.code.dir).toBe(`${SCRATCH}/code/${manifest.code.tree}`);
+    // The site user's own code root: mode 700, theirs alone (nobody else in the group can plant a tree).
+    expect(manifest.code.dir).toBe(`${SCRATCH}/code/${site.user}/${manifest.code.tree}`);
+    expect(statSync(site.onSite(`${SCRATCH}/code/${site.user}`)).mode & 0o777).toBe(0o700);
     expect(existsSync(join(site.onSite(manifest.code.dir), 'src', 'kdgat', '__init__.py'))).toBe(true);
     // Every job imported kdgat from the snapshot (the site has no other copy of it).
     const logs = readdirSync(join(site.onSite(dirs.site), 'logs'));
@@ -240,8 +242,8 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(result.error, result.stderr).toBeUndefined();
     const [printedHash, kdgatFile, host] = result.stdout.trim().split('\n');
     expect(printedHash).toBe(lockHash);
-    // the code of the latest run shipped (<scratch>/code/current), not a copy of its own
-    expect(kdgatFile).toBe(`${SCRATCH}/code/current/src/kdgat/__init__.py`);
+    // the code of the latest run the user shipped (<scratch>/code/<user>/current), not a copy of its own
+    expect(kdgatFile).toBe(`${SCRATCH}/code/${site.user}/current/src/kdgat/__init__.py`);
     expect(host).toBe('c03');
   });
 

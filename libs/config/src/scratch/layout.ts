@@ -1,3 +1,4 @@
+import { userInfo } from 'node:os';
 import type { ClusterProfile } from '../cluster/schema.ts';
 import { SCRIPT_VALUES, matchesRule } from '../script-values.ts';
 
@@ -8,8 +9,14 @@ export interface ScratchLayout {
   cacheDirs: Record<string, string>;
   runsDir: string;
   logsDir: string;
-  /** Group-shared, setgid: everyone in the project group reads and writes, new files keep the group. */
-  mode: '2770';
+  /** `<root>/code`: each site user's own code root below it (`codeRootFor`). */
+  codeDir: string;
+  /**
+   * Group-shared, setgid and sticky: everyone in the project group reads and makes entries, new
+   * files keep the group, and nobody renames or removes an entry of another member's (the sticky
+   * bit): a neighbour can no longer swap a run dir, a log or a cache file for one of their own.
+   */
+  mode: '3770';
   purgeDays: number;
 }
 
@@ -17,7 +24,8 @@ export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly str
   const root = profile.paths.scratchRoot.replace(/\/+$/, '');
   const cacheDirs: Record<string, string> = {};
   for (const d of [...new Set(datasets)].sort()) {
-    if (!matchesRule(SCRIPT_VALUES.name, d)) throw new Error(`dataset "${d}": expected ${SCRIPT_VALUES.name.expected}`);
+    if (!matchesRule(SCRIPT_VALUES.name, d))
+      throw new Error(`dataset "${d}": expected ${SCRIPT_VALUES.name.expected}`);
     cacheDirs[d] = `${root}/cache/${d}`;
   }
   return {
@@ -25,23 +33,34 @@ export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly str
     cacheDirs,
     runsDir: `${root}/runs`,
     logsDir: profile.paths.logsDir.replace(/\/+$/, ''),
-    mode: '2770',
+    codeDir: `${root}/code`,
+    mode: '3770',
     purgeDays: profile.scratchPurgeDays,
   };
 }
 
 /**
- * Where the runner ships the pipeline's code to a site over SSH: `<scratch root>/code/<tree>`, one
- * directory per git tree of python/ (a job's `hpc_code`; its `src/` goes first on PYTHONPATH).
+ * Where the runner ships the pipeline's code to a site: `<scratch root>/code/<site user>`, the site
+ * user's own directory (mode 700, owned by them: checked before each use), one directory per git
+ * tree of the code below it (a job's `hpc_code`; its `src/` goes first on PYTHONPATH). Per user, so
+ * that nobody else in the project group can plant or swap a tree the user's jobs, `runner sync`
+ * and notebook kernels would import.
  */
-export function codeRootFor(scratchRoot: string): string {
-  return `${scratchRoot.replace(/\/+$/, '')}/code`;
+export function codeRootFor(scratchRoot: string, user: string): string {
+  if (!matchesRule(SCRIPT_VALUES.name, user))
+    throw new Error(`site user "${user}": expected ${SCRIPT_VALUES.name.expected}`);
+  return `${scratchRoot.replace(/\/+$/, '')}/code/${user}`;
 }
 
 /** The link in the code root that each ship re-points to its snapshot: the code of the latest run shipped. */
 export const CURRENT_CODE_LINK = 'current';
 
-/** `<scratch root>/code/current`: what a notebook kernel imports the default pipeline from unless it names its code. */
-export function currentCodeFor(scratchRoot: string): string {
-  return `${codeRootFor(scratchRoot)}/${CURRENT_CODE_LINK}`;
+/** `<scratch root>/code/<user>/current`: what a notebook kernel imports the default pipeline from unless it names its code. */
+export function currentCodeFor(scratchRoot: string, user: string): string {
+  return `${codeRootFor(scratchRoot, user)}/${CURRENT_CODE_LINK}`;
+}
+
+/** The user a site's files belong to: the SSH login's, or this machine's for a local site. */
+export function siteUserOf(connection: { kind: string; user?: string }): string {
+  return connection.kind === 'ssh' && connection.user ? connection.user : userInfo().username;
 }

@@ -100,11 +100,11 @@ describe('kernelsDirFor', () => {
 });
 
 describe('kernelDefaultCodeFor', () => {
-  it("is the code of the latest run shipped on a site over SSH, and the environment's own on this machine", () => {
-    const ssh = { kind: 'ssh' as const };
+  it("is the code of the latest run the site user shipped on a site over SSH (in their own code root), and the environment's own on this machine", () => {
+    const ssh = { kind: 'ssh' as const, user: 'jdoe' };
     expect(
       kernelDefaultCodeFor({ connection: ssh, paths: { scratchRoot: '/fs/scratch/PAS1266/kd-gat/' } }),
-    ).toBe('/fs/scratch/PAS1266/kd-gat/code/current');
+    ).toBe('/fs/scratch/PAS1266/kd-gat/code/jdoe/current');
     expect(
       kernelDefaultCodeFor({ connection: { kind: 'local' }, paths: { scratchRoot: '/r/.hpc/scratch' } }),
     ).toBeUndefined();

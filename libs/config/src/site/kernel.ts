@@ -5,7 +5,7 @@ import { homedir } from 'node:os';
 import { z } from 'zod';
 import { SCRIPT_VALUES, type ValueRule } from '../script-values.ts';
 import type { ClusterProfile } from '../cluster/schema.ts';
-import { currentCodeFor } from '../scratch/layout.ts';
+import { currentCodeFor, siteUserOf } from '../scratch/layout.ts';
 
 /** Jupyter's per-user kernels directory on Linux, relative to the home directory. */
 export const JUPYTER_KERNELS_SUBDIR = '.local/share/jupyter/kernels';
@@ -88,12 +88,15 @@ export function kernelsDirFor(
 
 /**
  * What a kernel imports the default pipeline from when it declares no `code`: on a site over SSH the code of the
- * latest run shipped (`<scratch>/code/current`, re-pointed by each run's upload); on this machine
- * nothing (undefined): a local site ships no code, its jobs and kernels use the environment's own.
+ * latest run the site user shipped (`<scratch>/code/<user>/current`, re-pointed by each run's
+ * upload, in a directory only that user can write); on this machine nothing (undefined): a local
+ * site ships no code, its jobs and kernels use the environment's own.
  */
 export function kernelDefaultCodeFor(profile: {
-  connection: Pick<ClusterProfile['connection'], 'kind'>;
+  connection: { kind: string; user?: string };
   paths: { scratchRoot: string };
 }): string | undefined {
-  return profile.connection.kind === 'ssh' ? currentCodeFor(profile.paths.scratchRoot) : undefined;
+  return profile.connection.kind === 'ssh'
+    ? currentCodeFor(profile.paths.scratchRoot, siteUserOf(profile.connection))
+    : undefined;
 }

@@ -40,7 +40,7 @@ export interface TaskFacts {
   /** When each epoch so far ended (history.csv `time`, epoch seconds), in order. */
   epochEnds: number[];
   /**
-   * The pipeline's declared checkpoint (kdgat's checkpoints/last.ckpt) exists; undefined where it
+   * The pipeline's declared checkpoint (the default pipeline's checkpoints/last.ckpt) exists; undefined where it
    * cannot be seen (a site's copy leaves checkpoints there).
    */
   checkpoint?: boolean;

@@ -1,6 +1,6 @@
 // What a failed task left in its pipeline run dir and logs, for decideRecovery: its job record
 // (this submission's line of job_record.jsonl), the log tail, history.csv's epoch times, the
-// requeue acknowledgement, and whether the checkpoint the pipeline declares (kdgat's
+// requeue acknowledgement, and whether the checkpoint the pipeline declares (the default one's
 // checkpoints/last.ckpt; a pattern such as Lightning's hpc_ckpt_*.ckpt) is there.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
