@@ -54,8 +54,10 @@ export class ScratchCacheLayout extends pulumi.ComponentResource {
     const root = dir('root', layout.root, scratchReadme(layout, args.clusterName));
     dir('runs', layout.runsDir, undefined, root);
     dir('logs', layout.logsDir, undefined, root);
-    // Each user makes their own code root (mode 700) in it; the sticky bit keeps others' out of reach.
+    // Each user makes their own code root and shells dir (mode 700) in these; the sticky bit keeps
+    // others' out of reach.
     dir('code', layout.codeDir, undefined, root);
+    dir('shells', layout.shellsDir, undefined, root);
     for (const [dataset, path] of Object.entries(layout.cacheDirs))
       dir(`cache-${dataset}`, path, undefined, root);
 

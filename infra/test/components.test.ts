@@ -80,6 +80,7 @@ describe('ScratchCacheLayout', () => {
       runsDir: '/fs/scratch/PAS1266/kd-gat/runs',
       logsDir: '/fs/scratch/PAS1266/kd-gat/logs',
       codeDir: '/fs/scratch/PAS1266/kd-gat/code',
+      shellsDir: '/fs/scratch/PAS1266/kd-gat/shells',
       mode: '3770' as const,
       purgeDays: 60,
     };
@@ -93,6 +94,7 @@ describe('ScratchCacheLayout', () => {
       layout.codeDir,
       layout.logsDir,
       layout.runsDir,
+      layout.shellsDir,
     ]);
     // setgid and sticky: members make entries, none renames or removes another's
     expect(dirs.every((d) => d.inputs.mode === '3770' && d.inputs.group === 'PAS1266')).toBe(true);

@@ -9,9 +9,10 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import {
@@ -300,7 +301,10 @@ describe('openShell on a local stack (a stub salloc)', () => {
       init,
       '-i',
     ]);
-    expect(init.startsWith(join(dir, 'scratch', 'shells', 'kdgat-shell-test-train-shell-'))).toBe(true);
+    // In the user's own directory (mode 700), where nobody else can swap it before salloc reads it.
+    const own = join(dir, 'scratch', 'shells', userInfo().username);
+    expect(init.startsWith(join(own, 'kdgat-shell-test-train-shell-'))).toBe(true);
+    expect(statSync(own).mode & 0o777).toBe(0o700);
     expect(existsSync(init), 'the init is removed when the shell ends').toBe(false);
     const text = readFileSync(join(bin, 'salloc.init'), 'utf8');
     expect(text).toContain(`hpc_stage_datasets=(\n  synth ${join(dir, 'scratch', 'cache', 'synth')}\n)`);

@@ -15,6 +15,8 @@ import {
   parseSlurmTime,
   parseYaml,
   rawSiteConfigFromStackFile,
+  shellsDirFor,
+  siteUserOf,
   siteFromStackConfig,
   type ClusterProfile,
   type Partition,
@@ -258,8 +260,10 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   const code = await shipCode(site, { ...opts, allowDirty: opts.allowDirty === true }, log, pipeline);
   const data = dataOf(site.outputs, spec, stage);
   const jobName = jobNameFor(spec?.resolved.spec.name ?? 'shell', `${label}-shell`, pipeline?.name);
-  // On the site's scratch, which its compute nodes see (as they see the code snapshots beside it).
-  const initPath = `${site.outputs.scratch.root.replace(/\/+$/, '')}/shells/${jobName}-${Date.now()}.sh`;
+  // On the site's scratch, which its compute nodes see (as they see the code snapshots beside it),
+  // in the user's own directory: read only when salloc starts, it must not be swappable till then.
+  const shellsDir = shellsDirFor(site.outputs.scratch.root, siteUserOf(site.connection));
+  const initPath = `${shellsDir}/${jobName}-${Date.now()}.sh`;
   const input: InteractiveShellInput = {
     jobName,
     label,
@@ -289,6 +293,7 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   log(`data: ${dataLine(data)}`);
 
   const files = site.files ?? new SiteFiles(sessionFor(site.connection));
+  await files.ensurePrivateDir(shellsDir);
   await files.putFile(initPath, init);
   log(`init: ${initPath} (bash --rcfile; removed when the shell ends)`);
   log(`allocating: ${argv.map((a) => shq(a)).join(' ')}`);

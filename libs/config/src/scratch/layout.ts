@@ -11,6 +11,8 @@ export interface ScratchLayout {
   logsDir: string;
   /** `<root>/code`: each site user's own code root below it (`codeRootFor`). */
   codeDir: string;
+  /** `<root>/shells`: each site user's own directory of `runner shell` inits below it (`shellsDirFor`). */
+  shellsDir: string;
   /**
    * Group-shared, setgid and sticky: everyone in the project group reads and makes entries, new
    * files keep the group, and nobody renames or removes an entry of another member's (the sticky
@@ -34,6 +36,7 @@ export function scratchLayoutFor(profile: ClusterProfile, datasets: readonly str
     runsDir: `${root}/runs`,
     logsDir: profile.paths.logsDir.replace(/\/+$/, ''),
     codeDir: `${root}/code`,
+    shellsDir: `${root}/shells`,
     mode: '3770',
     purgeDays: profile.scratchPurgeDays,
   };
@@ -58,6 +61,16 @@ export const CURRENT_CODE_LINK = 'current';
 /** `<scratch root>/code/<user>/current`: what a notebook kernel imports the default pipeline from unless it names its code. */
 export function currentCodeFor(scratchRoot: string, user: string): string {
   return `${codeRootFor(scratchRoot, user)}/${CURRENT_CODE_LINK}`;
+}
+
+/**
+ * Where `runner shell` writes the init its allocation's bash reads: `<scratch root>/shells/<user>`,
+ * the user's own (mode 700, checked), so nobody can swap it while the allocation is pending.
+ */
+export function shellsDirFor(scratchRoot: string, user: string): string {
+  if (!matchesRule(SCRIPT_VALUES.name, user))
+    throw new Error(`site user "${user}": expected ${SCRIPT_VALUES.name.expected}`);
+  return `${scratchRoot.replace(/\/+$/, '')}/shells/${user}`;
 }
 
 /** The user a site's files belong to: the SSH login's, or this machine's for a local site. */

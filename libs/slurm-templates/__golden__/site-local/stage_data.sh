@@ -26,7 +26,10 @@ hpc_stage_default_reserve_mb=256
 # Files already present and verified are not copied again: re-staging after a requeue costs one listing.
 # Jobs that share a local disk (TMPDIR=/tmp) share the staged copy; flock serialises the staging.
 #
-# Root: $TMPDIR/hpc-cache (node-local and per job on SLURM clusters), else /tmp/hpc-job-<id>/hpc-cache.
+# Root: $TMPDIR/hpc-cache (node-local and per job on SLURM clusters), else /tmp/hpc-job-<id>-<uid>/hpc-cache.
+# The root must be this user's alone (a directory they own, no link, writable by nobody else):
+# where another user's is there first (a local disk shared by users), this user's own is
+# $TMPDIR/hpc-cache-<uid>; a staging root that is not theirs is refused, never read.
 # Exports HPC_CACHE_ROOT=<root>; the pipeline reads <root>/<dataset>.
 # Tunables: HPC_STAGE_JOBS (parallel copies), HPC_STAGE_RESERVE_MB (free space kept on the local
 # disk); their defaults are the inputs below.
@@ -35,10 +38,24 @@ hpc_stage_default_reserve_mb=256
 # hpc_stage_default_reserve_mb (MB kept free on the local disk).
 declare -g hpc_stage_default_jobs hpc_stage_default_reserve_mb
 
-hpc_stage_root() {
+# hpc_stage_base: the directory the staging root is in ($TMPDIR, else a per-job one of this user's).
+hpc_stage_base() {
   local base=${TMPDIR:-}
-  if [[ -z $base ]]; then base=/tmp/hpc-job-${SLURM_JOB_ID:-$$}; fi
-  printf '%s/hpc-cache\n' "${base%/}"
+  if [[ -z $base ]]; then base=/tmp/hpc-job-${SLURM_JOB_ID:-$$}-$(id -u); fi
+  printf '%s\n' "${base%/}"
+}
+
+# hpc_stage_mine DIR: DIR is a directory of this user's, not a link, writable by nobody else.
+hpc_stage_mine() {
+  [[ -d $1 && ! -L $1 && -O $1 && -z $(find "$1" -maxdepth 0 -perm /022) ]]
+}
+
+hpc_stage_root() {
+  local base root
+  base=$(hpc_stage_base)
+  root=$base/hpc-cache
+  if [[ -e $root || -L $root ]] && ! hpc_stage_mine "$root"; then root=$base/hpc-cache-$(id -u); fi
+  printf '%s\n' "$root"
 }
 
 hpc_stage_now() {
@@ -211,8 +228,8 @@ hpc_stage_dataset() {
 hpc_stage_cleanup() {
   local root
   if [[ -z ${TMPDIR:-} ]]; then
-    root=$(hpc_stage_root)
-    rm -rf -- "${root%/hpc-cache}"
+    root=$(hpc_stage_base)
+    if hpc_stage_mine "$root"; then rm -rf -- "$root"; fi
   fi
 }
 
@@ -229,8 +246,18 @@ hpc_stage_data() {
       hpc_stage_fail "$1" 'dataset names are letters, digits, . _ - (they name a directory)'
       return 1
     fi
-    if ! mkdir -p -- "$root"; then
+    # Made by this user (mode 700), or already there (a requeue, another job of theirs on the node):
+    # either way checked to be theirs alone before anything in it is read.
+    if ! mkdir -p -- "$(dirname -- "$root")" || { ! mkdir -m 700 -- "$root" 2>/dev/null && [[ ! -d $root ]]; }; then
       hpc_stage_fail "$1" "cannot create the staging root '$root'"
+      return 1
+    fi
+    if [[ -z ${TMPDIR:-} ]] && ! hpc_stage_mine "$(hpc_stage_base)"; then
+      hpc_stage_fail "$1" "the staging directory '$(hpc_stage_base)' is not yours alone (another user made it): not used"
+      return 1
+    fi
+    if ! hpc_stage_mine "$root"; then
+      hpc_stage_fail "$1" "the staging root '$root' is not yours alone (a link, or another user's): not used"
       return 1
     fi
     if command -v flock >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
+  chownSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -7,6 +8,7 @@ import {
   readFileSync,
   readlinkSync,
   rmSync,
+  symlinkSync,
   truncateSync,
   utimesSync,
   writeFileSync,
@@ -198,13 +200,41 @@ describe('stage_data.sh', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SLURM_JOB_ID: `test${process.pid}` },
     });
-    const root = `/tmp/hpc-job-test${process.pid}/hpc-cache`;
+    const base = `/tmp/hpc-job-test${process.pid}-${process.getuid!()}`;
+    const root = `${base}/hpc-cache`;
     try {
       expect(r.status).toBe(0);
       expect(r.stdout.trim().split('\n').at(-1)).toBe(root);
       expect(existsSync(join(root, 'hcrl_sa', 'a.pt'))).toBe(true);
     } finally {
-      rmSync(`/tmp/hpc-job-test${process.pid}`, { recursive: true, force: true });
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  it("never reads a staging root that is not the user's alone: another user's gives way to their own, a link is refused", () => {
+    const src = makeDataset('hcrl_sa', { 'a.pt': 100 });
+    const tmp = mkdtempSync(join(tmpdir(), 'kdgat-shared-tmp-'));
+    try {
+      // A node-local disk shared by users: a neighbour's hpc-cache is there first, with a planted file.
+      mkdirSync(join(tmp, 'hpc-cache', 'hcrl_sa'), { recursive: true });
+      writeFileSync(join(tmp, 'hpc-cache', 'hcrl_sa', 'a.pt'), 'x'.repeat(100));
+      chownSync(join(tmp, 'hpc-cache'), 65534, 65534);
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: tmp, SLURM_JOB_ID: `n${process.pid}` };
+      const r = spawnSync('bash', [script, 'hcrl_sa', src], { encoding: 'utf8', env });
+      expect(r.status, r.stderr).toBe(0);
+      const own = join(tmp, `hpc-cache-${process.getuid!()}`);
+      expect(r.stdout.trim().split('\n').at(-1)).toBe(own);
+      expect(readFileSync(join(own, 'hcrl_sa', 'a.pt'), 'utf8')).toBe(
+        readFileSync(join(src, 'a.pt'), 'utf8'),
+      );
+      // A link in the place of the user's own root: refused, nothing read through it.
+      rmSync(own, { recursive: true });
+      symlinkSync(join(tmp, 'hpc-cache'), own);
+      const linked = spawnSync('bash', [script, 'hcrl_sa', src], { encoding: 'utf8', env });
+      expect(linked.status).not.toBe(0);
+      expect(linked.stderr).toContain('is not yours alone');
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 

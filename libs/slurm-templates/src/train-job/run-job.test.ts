@@ -61,9 +61,9 @@ describe('train job script in a sandbox', () => {
     expect(sb.calls('scontrol')).toEqual([]);
   });
 
-  it('without TMPDIR stages under /tmp/hpc-job-<id> and removes it when the job ends', () => {
+  it('without TMPDIR stages under /tmp/hpc-job-<id>-<uid> and removes it when the job ends', () => {
     const jobId = `t${process.pid}`;
-    const perJob = `/tmp/hpc-job-${jobId}`;
+    const perJob = `/tmp/hpc-job-${jobId}-${process.getuid!()}`;
     try {
       const r = runBash(writeJob(sb, jobInput(site)), [], {
         cwd: sb.dir,
