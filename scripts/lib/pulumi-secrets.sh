@@ -66,11 +66,12 @@ kdgat_pulumi_argv_secrets() {
     a=$1
     shift
     case $a in
-      --stack | -s) stack=${1:-}; shift || true ;;
+      # An option's value is the next word; one given as the last word has none to shift.
+      --stack | -s) stack=${1:-}; (($# == 0)) || shift ;;
       --stack=*) stack=${a#--stack=} ;;
-      -C | --cwd) cwd=${1:-}; shift || true ;;
+      -C | --cwd) cwd=${1:-}; (($# == 0)) || shift ;;
       --cwd=*) cwd=${a#--cwd=} ;;
-      --color | --tracing | --profiling | --memprofilerate) shift || true ;;
+      --color | --tracing | --profiling | --memprofilerate) (($# == 0)) || shift ;;
       --show-secrets | --show-secrets=true) show=1 ;;
       --secret | --secret=true) secret=1 ;;
       -c | --create) create=1 ;;

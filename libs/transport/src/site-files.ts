@@ -50,7 +50,10 @@ rmdir "$tmp"`;
 const PRIVATE_DIR = `set -eu
 d=$1
 mkdir -p "$(dirname "$d")"
-if [ ! -e "$d" ] && [ ! -L "$d" ]; then mkdir -m 700 "$d" 2>/dev/null || true; fi
+# Made here, or by a run of this user's at the same moment (then checked like any other).
+if [ ! -e "$d" ] && [ ! -L "$d" ] && ! mkdir -m 700 "$d" 2>/dev/null && [ ! -d "$d" ]; then
+  echo "cannot make $d" >&2; exit 1
+fi
 if [ -L "$d" ] || [ ! -d "$d" ]; then echo "$d is not a directory (a link or a file is there)" >&2; exit 18; fi
 uid=$(stat -c %u "$d")
 if [ "$uid" != "$(id -u)" ]; then echo "$d belongs to $(stat -c %U "$d") (uid $uid), not to $(id -un)" >&2; exit 18; fi
