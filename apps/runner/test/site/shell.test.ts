@@ -3,7 +3,7 @@
 // SLURM's interactive step put a shell on a compute node; the test types into it (send-keys) and
 // reads the screen (capture-pane), with a deadline on every wait. Needs root (namespaces) and the
 // bootstrap (tmux); run by scripts/test.sh with the other site tests.
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO, SCRATCH, expectOk, startSite, waitFor, type SshSite } from './site.ts';
@@ -120,9 +120,10 @@ async function leave(jobId: string, cluster?: string): Promise<void> {
     return r.code === 0 && r.out.trim() !== '' ? r.out.trim() : undefined;
   });
   expect(state).toBe('COMPLETED');
-  expect(readdirSync(site.onSite(`${SCRATCH}/shells`)), 'the init is removed when the shell ends').toEqual(
-    [],
-  );
+  // The init lies in the site user's own directory (mode 700), and is removed when the shell ends.
+  const own = site.onSite(`${SCRATCH}/shells/${site.user}`);
+  expect(statSync(own).mode & 0o777).toBe(0o700);
+  expect(readdirSync(own), 'the init is removed when the shell ends').toEqual([]);
 }
 
 describe('runner shell', () => {
