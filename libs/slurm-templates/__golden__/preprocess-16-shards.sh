@@ -111,6 +111,7 @@ hpc_sampler_pid=''
 hpc_pipeline_pid=''
 hpc_signal_count=0
 hpc_signal_time=''
+hpc_signal_passed=''
 hpc_run_dir=''
 hpc_point_overrides=()
 
@@ -289,7 +290,15 @@ hpc_finish() {
   local status=$?
   trap - EXIT
   if [[ -n $hpc_sampler_pid ]]; then hpc_stop_sampler; fi
-  if [[ $status -eq 0 ]]; then hpc_state=COMPLETED; fi
+  if [[ $status -eq 0 ]]; then
+    hpc_state=COMPLETED
+  elif [[ $hpc_state != REQUEUED && ${hpc_requeue_contract:-} == lightning && -n ${hpc_signal_passed:-} ]] &&
+    hpc_requeued_by_pipeline; then
+    # The pipeline requeued the job itself and SLURM's TERM reached it (it exited) before this
+    # script's own TERM trap ran: decided from SLURM's restart count, whichever came first.
+    hpc_state=REQUEUED
+    echo "kdgat-hpc: the pipeline requeued job ${SLURM_JOB_ID:-} itself (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
+  fi
   # A requeued job keeps its staged data for the next attempt; otherwise a per-job /tmp dir goes.
   if [[ $hpc_state != REQUEUED ]] && declare -F hpc_stage_cleanup >/dev/null; then hpc_stage_cleanup; fi
   # For the job record: CPU time of the finished children (the pipeline and its loader workers:
@@ -349,6 +358,7 @@ hpc_forward_signal() {
   fi
   if [[ -n $hpc_pipeline_pid ]]; then
     echo "kdgat-hpc: SIG$hpc_requeue_signal: time limit near, asking the pipeline (pid $hpc_pipeline_pid) to checkpoint"
+    hpc_signal_passed=1
     kill -s "$hpc_requeue_signal" "$hpc_pipeline_pid" 2>/dev/null || echo "kdgat-hpc: the pipeline had already exited"
   else
     echo "kdgat-hpc: SIG$hpc_requeue_signal before the pipeline started: nothing to checkpoint"
