@@ -1,7 +1,7 @@
 /** Example inputs shaped like @kdgat/config values (osc-pitzer and local), shared by the tests. */
 import { loadPipeline } from '@kdgat/config';
 import type { EnvironmentView, LayoutView, PipelineView, RequeuePolicy, StageView } from './inputs.ts';
-import type { SiteProfileView } from './site/render-site-scripts.ts';
+import { siteJobLibrary, type SiteProfileView } from './site/render-site-scripts.ts';
 import type { TrainJobInput } from './train-job/render-train-job.ts';
 
 export const pitzer: SiteProfileView = {
@@ -108,6 +108,7 @@ export function pitzerJob(partial: Partial<TrainJobInput> = {}): TrainJobInput {
     layout: pitzerLayout,
     runRoot: `${scratch}/runs/hcrl_sa-teacher`,
     scripts: { stageData: `${scriptsDir}/stage_data.sh`, epilog: `${scriptsDir}/job_epilog.sh` },
+    jobLibrary: siteJobLibrary(scriptsDir, 'osc-pitzer'),
     requeue,
     staging: { enabled: true, datasets: ['hcrl_sa'] },
     ...partial,

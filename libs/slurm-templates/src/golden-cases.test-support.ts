@@ -11,6 +11,7 @@ import {
   tinyLightning,
   venvEnv,
 } from './fixtures.test-support.ts';
+import { JOB_LIBRARY } from './job-library/job-library.ts';
 import { renderSiteScripts } from './site/render-site-scripts.ts';
 import { renderTrainJob } from './train-job/render-train-job.ts';
 
@@ -152,6 +153,11 @@ export function goldenFiles(): Record<string, string> {
       stageData: `${localLayout.root}/scripts/stage_data.sh`,
       epilog: `${localLayout.root}/scripts/job_epilog.sh`,
     },
+    // A site without this version of the library: the runner writes it into the run's scripts/lib/.
+    jobLibrary: {
+      path: `${localLayout.runsDir}/quickstart/scripts/lib/${JOB_LIBRARY.file}`,
+      fix: `it is written with the scripts of the run: render the run again (npx nx run runner:train -- --from-manifest ${localLayout.runsDir}/quickstart)`,
+    },
     requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
     staging: { enabled: true, datasets: ['hcrl_sa'] },
   }).script;
@@ -173,9 +179,13 @@ export function goldenFiles(): Record<string, string> {
   files['declared-pipeline-array.sh'] = tiny.script;
   files['declared-pipeline-array.tsv'] = tiny.arrayTable ?? '';
 
-  for (const [name, text] of Object.entries(renderSiteScripts(pitzer, condaEnv, pitzerLayout)))
+  // The shell every job script above loads (one file for all of them, named by its sha256).
+  files['job-library.sh'] = JOB_LIBRARY.text;
+  const site = (profile: typeof pitzer, env: typeof condaEnv, layout: typeof pitzerLayout) =>
+    renderSiteScripts(profile, env, layout, { stack: profile.name });
+  for (const [name, text] of Object.entries(site(pitzer, condaEnv, pitzerLayout)))
     files[`site-osc-pitzer/${name}`] = text;
-  for (const [name, text] of Object.entries(renderSiteScripts(localProfile, venvEnv, localLayout)))
+  for (const [name, text] of Object.entries(site(localProfile, venvEnv, localLayout)))
     files[`site-local/${name}`] = text;
   return files;
 }

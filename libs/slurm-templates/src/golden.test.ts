@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { goldenFiles } from './golden-cases.test-support.ts';
-import { shellFileLines, type ShellFile } from './shell/shell-files.ts';
+import { JOB_LIBRARY } from './job-library/job-library.ts';
+import { shellFileLines } from './shell/shell-files.ts';
 import { bashSyntax, shellcheck } from './test-support/sandbox.ts';
 
 // Golden records in the manner of submitit's _sbatch_test_record.txt: a rendering change shows up as a
@@ -33,20 +34,29 @@ describe('golden job scripts', () => {
     expect(shellcheck(scripts)).toBe('');
   });
 
-  it('every script holds the whole text of its shell files and sources nothing from the repository', () => {
-    const madeOf = (name: string): ShellFile[] =>
-      name.endsWith('stage_data.sh')
-        ? ['stageData']
-        : name.endsWith('job_epilog.sh')
-          ? ['epilog']
-          : ['jobStart', 'environment', 'jobRun'];
+  it('a job script holds its own values and loads the job library by its sha256; the library holds the shell files', () => {
+    const library = files['job-library.sh']!;
+    for (const file of ['jobStart', 'environment', 'jobRun'] as const)
+      expect(library).toContain(shellFileLines(file).join('\n'));
+    expect(library).toBe(JOB_LIBRARY.text);
     for (const [name, text] of Object.entries(files).filter(([n]) => n.endsWith('.sh'))) {
-      for (const file of madeOf(name)) expect(text, name).toContain(shellFileLines(file).join('\n'));
       const sourced = text.split('\n').filter((l) => /^\s*(source|\.)\s/.test(l));
-      expect(
-        sourced.filter((l) => /slurm-templates|src\/shell/.test(l)),
-        name,
-      ).toEqual([]);
+      if (name.endsWith('stage_data.sh') || name.endsWith('job_epilog.sh')) {
+        expect(text, name).toContain(
+          shellFileLines(name.endsWith('stage_data.sh') ? 'stageData' : 'epilog').join('\n'),
+        );
+        continue;
+      }
+      if (name === 'job-library.sh') continue;
+      // None of the shared shell in the job script itself: one check of the library's hash, one source.
+      expect(text, name).not.toContain(shellFileLines('jobStart').join('\n'));
+      expect(text, name).toContain(`hpc_job_library_sha256=${JOB_LIBRARY.sha256}`);
+      expect(text, name).toMatch(new RegExp(`^hpc_job_library=\\S+/lib/${JOB_LIBRARY.file}$`, 'm'));
+      expect(sourced, name).toEqual(['source "$hpc_job_library"']);
     }
+  });
+
+  it('a single-run job script is its #SBATCH lines, its values and the library line: under 80 lines', () => {
+    expect(files['single-run.sh']!.split('\n').length).toBeLessThan(80);
   });
 });

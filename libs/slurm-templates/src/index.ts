@@ -14,6 +14,12 @@ export {
   renderModuleShell,
   REQUEUE_EXIT_STATUS,
 } from './script-sections/script-sections.ts';
+export {
+  JOB_LIBRARY,
+  JOB_LIBRARY_DIR,
+  jobLibraryPath,
+  type JobLibraryRef,
+} from './job-library/job-library.ts';
 export { renderStageData, type StageDataOptions } from './stage-data/render-stage-data.ts';
 export {
   renderInteractiveShell,
@@ -23,6 +29,7 @@ export {
 export { renderEpilog } from './epilog/render-epilog.ts';
 export {
   renderSiteScripts,
+  siteJobLibrary,
   renderTrainGpu,
   renderPreprocessGpu,
   cacheRootFor,
@@ -35,6 +42,7 @@ export {
   declaredSiteOutputs,
   siteClustersOutput,
   siteJobEnvironment,
+  siteJobLibraryOutput,
   type DeclaredSiteOutputs,
 } from './site/site-outputs.ts';
 export {

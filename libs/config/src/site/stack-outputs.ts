@@ -40,6 +40,16 @@ export const StackScriptOutputsSchema = z
     epilog: z.string(),
     trainGpu: z.string(),
     preprocessGpu: z.string(),
+    /**
+     * The job library every job script loads (`JOB_LIBRARY` of @kdgat/slurm-templates): the file
+     * of the version the site installed last, `<dir>/lib/job-<sha256 prefix>.sh` (older versions
+     * stay beside it), and its sha256. Absent in stacks provisioned before it existed: the runner
+     * then writes the library into each run's `scripts/lib/`.
+     */
+    jobLibrary: z
+      .object({ path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/) })
+      .strict()
+      .optional(),
   })
   .strict();
 

@@ -26,34 +26,32 @@ function around(text: string, from: number, until: (line: string) => boolean) {
 }
 
 describe('the environment section (values, environment.sh, one call)', () => {
-  it('in every job script renders only assignments before environment.sh and the call after it', () => {
-    const scripts = Object.entries(goldenFiles()).filter(
-      ([name]) => name.endsWith('.sh') && !/(stage_data|job_epilog)\.sh$/.test(name),
+  it('in every job script renders only assignments; the job library holds environment.sh once and the call after it', () => {
+    const files = goldenFiles();
+    const scripts = Object.entries(files).filter(
+      ([name]) => name.endsWith('.sh') && !/(stage_data|job_epilog|job-library)\.sh$/.test(name),
     );
     expect(scripts.length).toBeGreaterThanOrEqual(10);
     for (const [name, script] of scripts) {
+      expect(script, name).not.toContain(ENVIRONMENT);
       const lines = script.split('\n');
-      const header = lines.findIndex((l) => l.startsWith('# ---- the environment:'));
+      const header = lines.findIndex((l) => l.startsWith('# The environment:'));
       expect(header, name).toBeGreaterThan(0);
-      const section = around(script, header + 1, (l) => l.startsWith('# ---- '));
-      const { after } = section;
+      const end = lines.indexOf('', header);
+      const section = lines.slice(header + 1, end);
       // A job with its pipeline's code (a declared pipeline) adds the code dir and its PYTHONPATH
       // entries, an array of words: `hpc_code_paths=(`, one word a line, `)`.
-      const array = section.before.indexOf('hpc_code_paths=(');
+      const array = section.indexOf('hpc_code_paths=(');
       const before =
-        array < 0
-          ? section.before
-          : [
-              ...section.before.slice(0, array),
-              ...section.before.slice(section.before.indexOf(')', array) + 1),
-            ];
+        array < 0 ? section : [...section.slice(0, array), ...section.slice(section.indexOf(')', array) + 1)];
       if (array >= 0)
-        for (const word of section.before.slice(array + 1, section.before.indexOf(')', array)))
+        for (const word of section.slice(array + 1, section.indexOf(')', array)))
           expect(word, name).toMatch(/^ {2}[A-Za-z0-9_./-]+$/);
       expect(before.length, name).toBe(array < 0 ? 5 : 6);
       for (const line of before) expect(line, name).toMatch(ASSIGNMENT);
-      expect(after, name).toEqual(['hpc_environment', '']);
     }
+    const library = around(files['job-library.sh']!, 0, (l) => l === '');
+    expect(library.after).toEqual(['hpc_environment']);
   });
 
   it('in the login-node script and the activation snippet, likewise', () => {

@@ -11,6 +11,7 @@ import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
 import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
 import { assign, assignArray, shellFileLines } from '../shell/shell-files.ts';
+import { loadLines, type JobLibraryRef } from '../job-library/job-library.ts';
 
 /** Exit status of the pipeline after it checkpointed on the requeue signal (EX_TEMPFAIL). */
 export const REQUEUE_EXIT_STATUS = RUN_CONTRACT.requeue.exitStatus;
@@ -30,8 +31,9 @@ export function headerLines(title: string, renderedFrom: string): string[] {
   return [
     `# ${title}`,
     `# Rendered by @kdgat/slurm-templates from ${renderedFrom}: re-render, do not edit.`,
-    '# The values of this job come first; the shell after them is the same in every job script',
-    '# (libs/slurm-templates/src/shell/), with the activation of the environment in the middle.',
+    "# This job's values; the shell every job shares is the job library loaded at the end, by its sha256",
+    '# (libs/slurm-templates/src/shell/: job-start.sh, environment.sh, job-run.sh).',
+    '# shellcheck disable=SC2034 # the values are read by the job library, sourced at the end',
   ];
 }
 
@@ -101,31 +103,32 @@ function requeueValueLines(policy: RequeuePolicy): string[] {
 }
 
 /**
- * Everything after a job script's values: the static start (strict mode, task, traps), the
- * environment (its values, src/shell/environment.sh, `hpc_environment`), the static run
- * (staging, sampler, pipeline, requeue decision).
+ * Everything after a job script's own values: the values of its environment, then the lines that
+ * load the job library by its sha256 (src/job-library/job-library.ts), which runs the job: the
+ * static start (strict mode, task, traps), the environment (src/shell/environment.sh,
+ * `hpc_environment`), the static run (staging, sampler, pipeline, requeue decision).
  */
-export function jobBodyLines(env: EnvironmentView, profile: ProfileView): string[] {
-  return [
-    ...shellFileLines('jobStart'),
-    '',
-    ...environmentLines(env, profile),
-    '',
-    ...shellFileLines('jobRun'),
-  ];
+export function jobBodyLines(env: EnvironmentView, profile: ProfileView, library: JobLibraryRef): string[] {
+  return [...environmentValueLines(env, profile), '', ...loadLines(library)];
 }
 
 /**
  * A job's environment: its values, src/shell/environment.sh and `hpc_environment` (the profile's
- * CUDA module, the activation, the code snapshot first on PYTHONPATH). Every job script has these
- * lines, and so has the init of `runner shell`, which gives a researcher what the job sees.
+ * CUDA module, the activation, the code snapshot first on PYTHONPATH). The init of `runner shell`
+ * has these lines, which give a researcher what the job sees (a job script has the values, and
+ * the rest in the job library).
  */
 export function environmentLines(env: EnvironmentView, profile: ProfileView): string[] {
+  return [...environmentValueLines(env, profile), ...shellFileLines('environment'), 'hpc_environment'];
+}
+
+/** The values src/shell/environment.sh reads for `hpc_environment`. */
+export function environmentValueLines(env: EnvironmentView, profile: ProfileView): string[] {
   const cuda = cudaModuleValue(profile);
   const lmodInit = cuda !== '' ? lmodInitValue(profile) : '';
   const activation = activationValues(env, profile);
   return [
-    "# ---- the environment: the profile's CUDA module, then the environment's activation ----",
+    "# The environment: the profile's CUDA module, then the environment's activation.",
     // The init is validated where it is needed: for the CUDA module, else for the conda module.
     assign('hpc_lmod_init', lmodInit || activation.lmodInit),
     assign('hpc_cuda_module', cuda),
@@ -141,8 +144,6 @@ export function environmentLines(env: EnvironmentView, profile: ProfileView): st
           ),
         ]
       : []),
-    ...shellFileLines('environment'),
-    'hpc_environment',
   ];
 }
 

@@ -2,7 +2,7 @@
 # The environment: `module` from the profile's Lmod init, the profile's modules, and the
 # activation of the conda or venv environment. Three texts carry this file after their values and
 # then call one of its functions:
-#   every job script (jobBodyLines)               hpc_environment: the CUDA module, then the activation
+#   the job library (JOB_LIBRARY)                 hpc_environment: the CUDA module, then the activation
 #   the stack output environment.activate         hpc_activate: a snippet a user can source
 #     (activationSnippet)
 #   commands on a login node (renderModuleShell)  hpc_load_login_modules, then `exec "$@"`

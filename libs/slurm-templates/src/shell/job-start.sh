@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# The start of every job script: strict mode, the job's state, which task this is, and the traps.
-# The rendered script (renderTrainJob: one run, an array task of a sweep, a tune worker; or the
-# hand-use train_gpu.sh / preprocess_gpu.sh of renderSiteScripts) assigns the inputs below before
-# this text; the activation of the environment and then job-run.sh follow it.
+# The start of every job: strict mode, the job's state, which task this is, and the traps. The
+# first part of the job library (src/job-library/job-library.ts); the rendered script
+# (renderTrainJob: one run, an array task of a sweep, a tune worker; or the hand-use train_gpu.sh /
+# preprocess_gpu.sh of renderSiteScripts) assigns the inputs below, then sources the library; the
+# activation of the environment and then job-run.sh follow this text in it.
 #
 # Inputs of every job script:
 #   hpc_profile             the cluster profile's name (for messages)

@@ -10,6 +10,7 @@ import { RULES, joinPath, requireAbsolutePath, requireMatch, requireName } from 
 import { renderStageData, type StageDataOptions } from '../stage-data/render-stage-data.ts';
 import { headerLines, jobBodyLines, jobValueLines, sbatchLines } from '../script-sections/script-sections.ts';
 import { assign, assignArray } from '../shell/shell-files.ts';
+import { jobLibraryPath, type JobLibraryRef } from '../job-library/job-library.ts';
 
 export const SITE_SCRIPT_NAMES = {
   stageData: 'stage_data.sh',
@@ -28,6 +29,8 @@ export interface SiteScriptOptions {
   requeue?: RequeuePolicy;
   gpuSampleSeconds?: number;
   stageData?: StageDataOptions;
+  /** The stack that installs the scripts: the job library's error names `infra:up --stack <stack>`. */
+  stack?: string;
 }
 
 const DEFAULT_REQUEUE: RequeuePolicy = { enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3 };
@@ -44,6 +47,17 @@ export function renderSiteScripts(
     [SITE_SCRIPT_NAMES.epilog]: renderEpilog(profile),
     [SITE_SCRIPT_NAMES.trainGpu]: renderTrainGpu(profile, env, layout, options),
     [SITE_SCRIPT_NAMES.preprocessGpu]: renderPreprocessGpu(profile, env, layout, options),
+  };
+}
+
+/**
+ * The site's installed copy of this version of the job library (`<scriptsDir>/lib/job-<sha>.sh`),
+ * installed by the same `pulumi up` as the other site scripts.
+ */
+export function siteJobLibrary(scriptsDir: string, stack?: string): JobLibraryRef {
+  return {
+    path: jobLibraryPath(scriptsDir),
+    fix: `install it with the other site scripts: npx nx run infra:up --stack ${stack ?? "<this site's stack>"}`,
   };
 }
 
@@ -132,7 +146,7 @@ function renderHandScript(
     assign('hpc_cache_root', cacheRoot),
     ...assignArray('hpc_stage_datasets', []),
     '',
-    ...jobBodyLines(env, profile),
+    ...jobBodyLines(env, profile, siteJobLibrary(dir, options.stack)),
     '',
   );
   return lines.join('\n');
@@ -154,9 +168,7 @@ function handDirectives(
     );
   }
   const gpusPerNode = Math.max(1, partition.gpusPerNode);
-  const d: [string, string | number][] = [
-    ['job-name', `${DEFAULT_PIPELINE_DECLARATION.name}-${kind}`],
-  ];
+  const d: [string, string | number][] = [['job-name', `${DEFAULT_PIPELINE_DECLARATION.name}-${kind}`]];
   if (profile.account !== undefined && profile.account !== '')
     d.push(['account', requireMatch('profile.account', profile.account, RULES.account)]);
   else if (profile.accountRequired) {

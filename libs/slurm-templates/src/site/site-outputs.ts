@@ -13,6 +13,7 @@ import {
 } from '@kdgat/config';
 import { activationSnippet } from '../script-sections/script-sections.ts';
 import { SITE_SCRIPT_NAMES } from './render-site-scripts.ts';
+import { JOB_LIBRARY, jobLibraryPath } from '../job-library/job-library.ts';
 
 /** The stack outputs (`StackOutputs` of @kdgat/config) but what only the build produces: the locks. */
 export type DeclaredSiteOutputs = Omit<StackOutputs, 'environments'> & {
@@ -49,10 +50,15 @@ export function declaredSiteOutputs(
       runsDir: layout.runsDir,
       logsDir: layout.logsDir,
     },
-    scripts: { dir: scriptsDir, ...scripts },
+    scripts: { dir: scriptsDir, ...scripts, jobLibrary: siteJobLibraryOutput(scriptsDir) },
     ...siteClustersOutput(site.clusters),
     jobEnvironment: siteJobEnvironment(site),
   };
+}
+
+/** The `scripts.jobLibrary` output: where the site keeps this version of the job library, and its sha256. */
+export function siteJobLibraryOutput(scriptsDir: string): NonNullable<StackOutputs['scripts']['jobLibrary']> {
+  return { path: jobLibraryPath(scriptsDir), sha256: JOB_LIBRARY.sha256 };
 }
 
 /** The `jobEnvironment` output: the stack's `env` and its data sets' raw directories. */

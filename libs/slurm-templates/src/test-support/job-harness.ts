@@ -2,7 +2,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EnvironmentView, LayoutView } from '../inputs.ts';
-import { renderSiteScripts, type SiteProfileView } from '../site/render-site-scripts.ts';
+import { JOB_LIBRARY, type JobLibraryRef } from '../job-library/job-library.ts';
+import { renderSiteScripts, siteJobLibrary, type SiteProfileView } from '../site/render-site-scripts.ts';
 import { renderTrainJob, type TrainJobInput } from '../train-job/render-train-job.ts';
 import { pitzer } from '../fixtures.test-support.ts';
 import type { Sandbox } from './sandbox.ts';
@@ -13,6 +14,8 @@ export interface SandboxSite {
   profile: SiteProfileView;
   scripts: { stageData: string; epilog: string };
   scriptsDir: string;
+  /** The job library, installed in the sandbox's scripts dir as infra installs it on a site. */
+  jobLibrary: JobLibraryRef;
 }
 
 export function makeSite(
@@ -48,12 +51,15 @@ export function makeSite(
   const site = renderSiteScripts(profile, env, layout, { scriptsDir, gpuSampleSeconds: 1 });
   for (const [name, text] of Object.entries(site))
     sb.write(join(scriptsDir.slice(sb.dir.length + 1), name), text, 0o755);
+  const jobLibrary = siteJobLibrary(scriptsDir, 'sandbox');
+  sb.write(jobLibrary.path.slice(sb.dir.length + 1), JOB_LIBRARY.text);
   return {
     layout,
     env,
     profile,
     scripts: { stageData: join(scriptsDir, 'stage_data.sh'), epilog: join(scriptsDir, 'job_epilog.sh') },
     scriptsDir,
+    jobLibrary,
   };
 }
 
@@ -83,6 +89,7 @@ export function jobInput(site: SandboxSite, partial: Partial<TrainJobInput> = {}
     layout: site.layout,
     runRoot: join(site.layout.runsDir, 'exp'),
     scripts: site.scripts,
+    jobLibrary: site.jobLibrary,
     requeue: { enabled: true, signal: 'USR1', leadSeconds: 60, maxRestarts: 3 },
     staging: { enabled: true, datasets: ['hcrl_sa'] },
     gpuSampleSeconds: 1,

@@ -43,6 +43,7 @@ import {
 } from '../script-sections/script-sections.ts';
 import { encodeArrayTable, scalarText } from './array-table.ts';
 import { assign, assignArray } from '../shell/shell-files.ts';
+import type { JobLibraryRef } from '../job-library/job-library.ts';
 
 export interface TrainJobInput {
   /** Experiment name as the user wrote it (any text; the job name uses a slug of it). */
@@ -58,6 +59,11 @@ export interface TrainJobInput {
   /** `--run-root` of this run; array task i runs under `<runRoot>/point_<i>`. */
   runRoot: string;
   scripts: SiteScriptPaths;
+  /**
+   * This version of the job library (`JOB_LIBRARY`), where the job finds it: the site's installed
+   * copy, or the run's own; and what its error says to do when the file is missing or differs.
+   */
+  jobLibrary: JobLibraryRef;
   requeue: RequeuePolicy;
   staging: StagingPolicy;
   /** Sweep points: a job array with one task per point when non-empty. */
@@ -204,7 +210,7 @@ export function renderTrainJob(input: TrainJobInput): RenderedTrainJob {
     ...stagingLines(input),
     ...(tune ? tuneCommandLines(studyDir) : commandLines(stage, pipeline, multiTask)),
     '',
-    ...jobBodyLines(input.environment, profile),
+    ...jobBodyLines(input.environment, profile, input.jobLibrary),
     '',
   );
   return { script: lines.join('\n'), ...(arrayTable === undefined ? {} : { arrayTable }) };
