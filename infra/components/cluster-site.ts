@@ -14,6 +14,7 @@ import {
   type StackOutputs,
 } from '@kdgat/config';
 import {
+  JOB_LIBRARY,
   SITE_SCRIPT_NAMES,
   activationSnippet,
   renderSiteScripts,
@@ -143,8 +144,13 @@ export class ClusterSite extends pulumi.ComponentResource {
       `${name}-scripts`,
       {
         // The hand-use scripts run the stack's default environment.
-        scripts: renderSiteScripts(profile, environments[0]!.view, layout, { scriptsDir }),
+        // The hand-use scripts' job library error names this stack's `infra:up`.
+        scripts: renderSiteScripts(profile, environments[0]!.view, layout, {
+          scriptsDir,
+          stack: args.owner.slice(args.owner.indexOf('/') + 1),
+        }),
         names: SITE_SCRIPT_NAMES,
+        library: JOB_LIBRARY,
         dir: scriptsDir,
         connection,
       },
@@ -162,7 +168,11 @@ export class ClusterSite extends pulumi.ComponentResource {
         logsDir: scratch.logsDir,
       },
       // SITE_SCRIPT_NAMES' keys; infra/test/stacks.test.ts parses the outputs against the schema
-      scripts: { dir: scripts.dir, ...(scripts.paths as Omit<StackOutputs['scripts'], 'dir'>) },
+      scripts: {
+        dir: scripts.dir,
+        ...(scripts.paths as Omit<StackOutputs['scripts'], 'dir' | 'jobLibrary'>),
+        ...(scripts.jobLibrary ? { jobLibrary: scripts.jobLibrary } : {}),
+      },
       ...siteClustersOutput(args.clusters),
       jobEnvironment: siteJobEnvironment(args),
     };

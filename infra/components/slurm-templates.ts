@@ -9,6 +9,12 @@ export interface SlurmTemplatesArgs {
   names?: Record<string, string>;
   /** `<projectRoot>/scripts` on the target. */
   dir: string;
+  /**
+   * The job library (`JOB_LIBRARY` of @kdgat/slurm-templates), installed as `<dir>/lib/<file>`: its
+   * file is named by its sha256, and a new version adds a file and keeps the older ones (the jobs
+   * rendered for them still run them).
+   */
+  library?: { file: string; text: string; sha256: string };
   connection: pulumi.Input<Connection>;
 }
 
@@ -22,6 +28,8 @@ export class SlurmTemplates extends pulumi.ComponentResource {
   readonly dir: string;
   /** Output key (`stageData`, …) -> installed path. */
   readonly paths: Record<string, string>;
+  /** The job library's installed path and sha256 (with `library`). */
+  readonly jobLibrary?: { path: string; sha256: string };
 
   constructor(name: string, args: SlurmTemplatesArgs, opts?: pulumi.ComponentResourceOptions) {
     super('kdgat:hpc:SlurmTemplates', name, {}, opts);
@@ -37,6 +45,17 @@ export class SlurmTemplates extends pulumi.ComponentResource {
       );
       this.paths[keyOf[fileName] ?? scriptKey(fileName)] = path;
     }
-    this.registerOutputs({ dir: this.dir, paths: this.paths });
+    if (args.library) {
+      const path = `${args.dir}/lib/${args.library.file}`;
+      // One resource whatever the version: a new version previews as a replacement with its line
+      // diff. Retained on delete, so the replacement keeps the file it replaces (and so does destroy).
+      new TargetFile(
+        `${name}-job-library`,
+        { connection: args.connection, path, content: args.library.text, mode: '0444' },
+        { parent: this, retainOnDelete: true },
+      );
+      this.jobLibrary = { path, sha256: args.library.sha256 };
+    }
+    this.registerOutputs({ dir: this.dir, paths: this.paths, jobLibrary: this.jobLibrary });
   }
 }

@@ -66,6 +66,30 @@ describe('SlurmTemplates', () => {
       ['/proj/scripts/train-gpu.sh', '0755'],
     ]);
   });
+
+  it('installs the job library under lib/, named by its sha256, read-only, as one resource for every version', async () => {
+    const { SlurmTemplates } = await import('../components/slurm-templates.ts');
+    const library = {
+      file: 'job-0123456789abcdef.sh',
+      text: '# shellcheck shell=bash\n',
+      sha256: 'ab'.repeat(32),
+    };
+    const t = new SlurmTemplates('sitelib', {
+      scripts: {},
+      dir: '/proj/scripts',
+      connection: local,
+      library,
+    });
+    expect(t.jobLibrary).toEqual({
+      path: '/proj/scripts/lib/job-0123456789abcdef.sh',
+      sha256: library.sha256,
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    // One resource name for every version: a new one previews as the old file's replacement, line by line.
+    const file = created.find((c) => c.name === 'sitelib-job-library')!;
+    expect(file.inputs).toMatchObject({ path: '/proj/scripts/lib/job-0123456789abcdef.sh', mode: '0444' });
+    expect(file.inputs.content).toBe(library.text);
+  });
 });
 
 describe('ScratchCacheLayout', () => {

@@ -10,7 +10,7 @@ import {
   rawSiteConfigFromStackFile,
   siteFromStackConfig,
 } from '@kdgat/config';
-import { declaredSiteOutputs } from '@kdgat/slurm-templates';
+import { JOB_LIBRARY, declaredSiteOutputs } from '@kdgat/slurm-templates';
 import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -60,13 +60,20 @@ describe('osc-pitzer stack (mocks)', () => {
     expect(environments.map((e) => e['name'])).toEqual(['gnn-rapids', 'gnn-rapids-cugraphops', 'gnn-cpu']);
     const environment = environments[0]!;
     const scratch = (await value(program.scratch)) as { root: string; cacheDirs: Record<string, string> };
-    const scripts = (await value(program.scripts)) as Record<string, string>;
+    const scripts = (await value(program.scripts)) as unknown as Record<string, unknown>;
     expect(await value(program.profile)).toBe('osc-pitzer');
     expect(environment).toMatchObject({ name: 'gnn-rapids', backend: 'conda' });
     expect(environment.specHash).toMatch(/^[0-9a-f]{64}$/);
     expect(scratch.root).toBe('/fs/scratch/PAS1266/kd-gat');
     expect(Object.keys(scratch.cacheDirs).sort()).toEqual(['hcrl_ch', 'hcrl_sa', 'set_01']);
-    expect(Object.keys(scripts).sort()).toEqual(['dir', 'epilog', 'preprocessGpu', 'stageData', 'trainGpu']);
+    expect(Object.keys(scripts).sort()).toEqual([
+      'dir',
+      'epilog',
+      'jobLibrary',
+      'preprocessGpu',
+      'stageData',
+      'trainGpu',
+    ]);
 
     await new Promise((r) => setTimeout(r, 100));
     const envs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:Environment');
@@ -109,6 +116,13 @@ describe('osc-pitzer stack (mocks)', () => {
     });
     const trainGpu = created.find((c) => c.name === 'site-scripts-train_gpu.sh')!;
     expect(trainGpu.inputs.content).toContain('PAS1266');
+    // the hand-use script loads the site's job library, whose error names this stack's `up`
+    expect(trainGpu.inputs.content).toContain('npx nx run infra:up --stack osc-pitzer');
+    const library = created.find((c) => c.name === 'site-scripts-job-library')!;
+    expect(library.inputs).toMatchObject({
+      path: `/fs/ess/PAS1266/kd-gat/scripts/lib/${JOB_LIBRARY.file}`,
+      content: JOB_LIBRARY.text,
+    });
     const dirs = created.filter((c) => c.type === 'pulumi-nodejs:dynamic/kdgat:TargetDirectory');
     const kernels = '/users/PAS1266/REPLACE_WITH_OSC_USER/.local/share/jupyter/kernels';
     const scratchDirs = dirs.filter((d) => !String(d.inputs.path).startsWith(kernels));
