@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kdgat.data import build_window_graphs
-from kdgat.scoring.events import event_figures, window_times
+from kdgat.scoring.events import event_figures, false_alarms_by_recording, window_times
 
 
 def _windows(y: list[int], pred: list[int], rec: list[int] | None = None, seconds: float = 1.0):  # type: ignore[no-untyped-def]
@@ -25,6 +25,7 @@ def _windows(y: list[int], pred: list[int], rec: list[int] | None = None, second
         "t_first": tf,
         "t_last": tf + seconds,
         "t_attack": np.where(np.array(y) == 1, tf + 0.25, np.nan),
+        "t_verdict": tf + seconds,  # features that read nothing past the window
     }
 
 
@@ -42,6 +43,34 @@ def test_two_episodes_one_detected_late_one_missed_and_a_false_alarm_run() -> No
     assert ev.false_alarm_events == 2  # {0} and {8, 9}
     assert ev.benign_hours == pytest.approx(5 / 3600)
     assert ev.false_alarms_per_hour == pytest.approx(3 / (5 / 3600))
+
+
+def test_the_delay_runs_to_the_verdict_time_of_the_first_flagged_window() -> None:
+    # windows 1-3 attack, window 2 flagged first; its features read messages 0.4 s past its end
+    w = _windows([0, 1, 1, 1], [0, 0, 1, 1])
+    w["t_verdict"] = w["t_last"] + np.array([0.0, 0.0, 0.4, 0.0])
+    ev = event_figures(**w)
+    assert ev.median_delay_s == pytest.approx(3.4 - 1.25)
+    w["t_verdict"] = w["t_last"] - 0.1
+    with pytest.raises(ValueError, match="verdict time is before its last message"):
+        event_figures(**w)
+
+
+def test_false_alarms_per_hour_of_each_recording() -> None:
+    y = [0, 0, 1, 0, 0, 0]
+    pred = [1, 0, 1, 0, 0, 0]
+    w = _windows(y, pred, [0, 0, 0, 1, 1, 1])
+    by = false_alarms_by_recording(**{k: w[k] for k in ("recording", "y", "pred", "t_first", "t_last")})
+    assert by[0] == {
+        "benign_windows": 2,
+        "false_alarm_windows": 1,
+        "benign_hours": pytest.approx(2 / 3600),
+        "false_alarms_per_hour": pytest.approx(1800.0),
+    }
+    assert by[1]["false_alarm_windows"] == 0 and by[1]["false_alarms_per_hour"] == 0.0
+    total = event_figures(**w)
+    assert sum(r["false_alarm_windows"] for r in by.values()) == total.false_alarm_windows
+    assert sum(r["benign_hours"] for r in by.values()) == pytest.approx(total.benign_hours)
 
 
 def test_episodes_do_not_span_recordings_and_input_order_does_not_matter() -> None:

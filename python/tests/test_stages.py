@@ -53,6 +53,13 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert ev["scores"]["f1"] > 0.5, ev["scores"]
     assert ev["scores"]["auroc"] > 0.8
     assert set(ev["scores_by_attack"]) == {"dos", "fuzzy", "gear", "rpm"}
+    # the event figures of the verdicts: delays to each window's verdict time, false alarms per hour
+    # of benign traffic, overall and per recording (by its path)
+    events, by_recording = ev["events"], ev["false_alarms_by_recording"]
+    assert events["episodes"] > 0 and 0 < events["detected"] <= events["episodes"]
+    assert events["median_delay_s"] is not None and events["median_delay_s"] >= 0
+    assert by_recording and all(path.startswith("test_") for path in by_recording)  # the test files
+    assert sum(r["false_alarm_windows"] for r in by_recording.values()) == events["false_alarm_windows"]
     dist = metrics(run_root, "gat_small_distillation")
     assert dist["student_to_teacher_size"] < 0.5
     for key in (

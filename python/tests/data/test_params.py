@@ -9,14 +9,16 @@ from kdgat.config import DataConfig, build_config
 from kdgat.data import GraphParams
 from kdgat.data.features_payload import PAYLOAD_FEATURES_VERSION
 from kdgat.data.features_vi import VI_FEATURES_VERSION
-from kdgat.data.params import CONFIG_FIELDS
+from kdgat.data.params import CACHE_FORMAT_VERSION, CONFIG_FIELDS
 from kdgat.stages.common import graph_params
 
 #: The digest of the paper's features without calibration: the one caches had before the other
-#: feature sets existed (GraphParams() until the defaults became the config's), pinned.
-PAPER_DIGEST = "19774dcb5bd8b01cc58bc38980ba8820189a50d12280e64bc5f0cfcf2b3be9bf"
-#: The digest of the config's defaults (payload features, calibration 20) at feature versions 3 / 4.
-DEFAULT_DIGEST = "3ae6348801d14b4d3fe7c239b82f84eac4352ddd94aa440019609a973683cd47"
+#: feature sets existed (GraphParams() until the defaults became the config's) at the cache
+#: format then, pinned; cache format 3 (window times) changed it, as every format change does.
+PAPER_DIGEST = "6c2818d1469295cc5346e7fac082a032fa0ca594aadea3cef8ffefc3dea42f17"
+#: The digest of the config's defaults (payload features, calibration 20) at feature versions 3 / 4
+#: and cache format 3.
+DEFAULT_DIGEST = "01815fe7bfb42c32224df2b808deee418fc6d642718755cfd686545429a369a7"
 
 
 def test_the_defaults_are_the_configs() -> None:
@@ -51,6 +53,7 @@ def test_from_config_carries_the_overrides() -> None:
 
 
 def test_digests_are_pinned_for_explicit_paper_params_and_for_the_defaults() -> None:
+    assert CACHE_FORMAT_VERSION == 3, "the cache format changed, and every digest: update the pins"
     paper = GraphParams(features="paper", calibration_windows=0)
     assert paper.digest() == PAPER_DIGEST
     # the paper's digest leaves out the fields it does not use, whatever their values

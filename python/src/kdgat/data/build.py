@@ -50,9 +50,14 @@ from kdgat.data.params import (
     split_of,
 )
 from kdgat.data.readers import is_can_file, read_can_file
+from kdgat.data.verdict import profile_head, verdict_messages, verdict_times
 from kdgat.data.vocab import CanIdVocab
 
 log = logging.getLogger("kdgat.data")
+
+
+#: The columns of the cache's ``window_times`` (float64[G, 4], seconds, per window).
+WINDOW_TIME_COLUMNS: tuple[str, ...] = ("first", "last", "attack", "verdict")
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,21 @@ class _FileResult:
     report: dict[str, Any]
     graphs: WindowGraphs
     messages: int
+    #: float64[G, 4] per window: its first and last message's timestamp, its first injected
+    #: message's (+inf without one) and its verdict time (:mod:`kdgat.data.verdict`)
+    times: np.ndarray
+
+
+def _window_times(messages: Any, graphs: WindowGraphs, window_size: int, verdict: np.ndarray) -> np.ndarray:
+    """The ``window_times`` rows of one file's windows (``WINDOW_TIME_COLUMNS``)."""
+    from kdgat.scoring.events import window_times  # numpy only; kdgat.scoring builds on kdgat.data
+
+    t_first, t_last, t_attack = window_times(
+        messages.timestamp, messages.label, graphs.window_start, window_size
+    )
+    # no injected message: +inf (never), so that equal caches compare equal (nan != nan)
+    t_attack = np.where(np.isnan(t_attack), np.inf, t_attack)
+    return np.stack([t_first, t_last, t_attack, verdict_times(messages.timestamp, verdict)], axis=1)
 
 
 def _build_file(
@@ -70,6 +90,7 @@ def _build_file(
     features: str = "paper",
     history: int = 1000,
     profile_windows: int = 20,
+    calibration_windows: int = 0,
 ) -> _FileResult:
     messages, report = read_can_file(path)
     if report.rows and report.malformed > max_malformed * report.rows:
@@ -81,7 +102,17 @@ def _build_file(
         )
     if features == "paper":
         graphs = build_window_graphs(messages.can_id, messages.payload, messages.label, window_size, stride)
-        return _FileResult(report.to_json(), graphs, len(messages))
+        verdict = verdict_messages(
+            can_id=messages.can_id,
+            timestamp=messages.timestamp,
+            window_start=graphs.window_start,
+            window_size=window_size,
+            features=features,
+            calibration_windows=calibration_windows,
+        )
+        return _FileResult(
+            report.to_json(), graphs, len(messages), _window_times(messages, graphs, window_size, verdict)
+        )
     # the other feature sets reuse where the graphs put each message and transition, and one
     # previous-occurrence pass over the stream
     graphs, index = build_window_graphs_indexed(
@@ -100,9 +131,10 @@ def _build_file(
         previous=previous,
         extra_columns=len(PAYLOAD_NODE_FEATURES) - len(VI_NODE_FEATURES) if features == "payload" else 0,
     )
+    profile, head = None, 0
     if features == "payload":
         # each ID's payload profile from the recording's own first windows: unlabelled traffic
-        head = (profile_windows - 1) * stride + window_size
+        head = profile_head(profile_windows, stride, window_size, len(messages))
         profile = payload_profile(messages.can_id[:head], messages.payload[:head], messages.timestamp[:head])
         graphs = payload_features(
             graphs,
@@ -114,7 +146,20 @@ def _build_file(
             index=index,
             previous=previous,
         )
-    return _FileResult(report.to_json(), graphs, len(messages))
+    verdict = verdict_messages(
+        can_id=messages.can_id,
+        timestamp=messages.timestamp,
+        window_start=graphs.window_start,
+        window_size=window_size,
+        features=features,
+        calibration_windows=calibration_windows,
+        profile=profile,
+        profile_messages=head,
+        previous=previous,
+    )
+    return _FileResult(
+        report.to_json(), graphs, len(messages), _window_times(messages, graphs, window_size, verdict)
+    )
 
 
 def list_sources(raw: Path) -> list[Path]:
@@ -210,7 +255,7 @@ def preprocess_dataset(
         return info
 
 
-def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, str, int, int]:
+def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, str, int, int, int]:
     """The arguments of :func:`_build_file` for ``path``."""
     return (
         str(path),
@@ -220,6 +265,7 @@ def _file_args(path: Path, params: GraphParams) -> tuple[str, int, int, float, s
         params.features,
         params.novelty_history,
         params.profile_windows,
+        params.calibration_windows,
     )
 
 
@@ -330,6 +376,9 @@ def _build(
         "split": torch.from_numpy(split),
         "file_index": torch.from_numpy(file_index),
         "window_start": torch.from_numpy(graphs.window_start),
+        "window_times": torch.from_numpy(
+            np.concatenate([r.times for r in results]) if results else np.zeros((0, 4), np.float64)
+        ),
         "raw_node_can_id": torch.from_numpy(graphs.node_can_id.astype(np.int64)),
         "node_mean": torch.from_numpy(node_mean.astype(np.float32)),
         "node_std": torch.from_numpy(node_std.astype(np.float32)),

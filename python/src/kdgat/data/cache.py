@@ -4,11 +4,13 @@ its ``meta.json``. Built by :mod:`kdgat.data.build`, loaded by :mod:`kdgat.data.
 Cache layout, in ``kdgat.paths.cache_dir(dataset)``:
 
 - ``graphs.pt``: one ``dict[str, Tensor]`` in collated form (loaded with
-  ``torch.load(weights_only=True, mmap=True)``; 16 tensors, hence 16 storages however many graphs):
+  ``torch.load(weights_only=True, mmap=True)``; 17 tensors, hence 17 storages however many graphs):
   ``x`` float32[N, F] (F = 11, or 17 for the payload features), ``edge_index`` int64[2, E] (local
   to each graph), ``edge_attr`` float32[E, 11], ``node_ptr`` / ``edge_ptr`` int64[G+1], ``y``
   int64[G], ``attack_type`` int64[G],
   ``split`` uint8[G] (0 train, 1 val, 2 test), ``file_index`` int64[G], ``window_start`` int64[G],
+  ``window_times`` float64[G, 4] (seconds: the window's first message, its last, its first injected
+  message or +inf, its verdict time — the last message its features read, :mod:`kdgat.data.verdict`),
   ``node_mean`` / ``node_std`` float32[F - 1] and ``edge_mean`` / ``edge_std`` float32[11] (the
   normalisation, from benign training windows), ``raw_node_can_id`` int64[N];
 - ``vocab.json``: the CAN-ID vocabulary (:class:`~kdgat.data.vocab.CanIdVocab`);

@@ -86,6 +86,17 @@ class GraphSet(Dataset[Data]):
     def attack_type(self) -> torch.Tensor:
         return self.store["attack_type"][self.index]
 
+    @property
+    def window_times(self) -> torch.Tensor:
+        """float64[len, 4] per graph: its first and last message's timestamp, its first injected
+        message's (+inf in a benign window) and its verdict time (:mod:`kdgat.data.verdict`)."""
+        return self.store["window_times"][self.index]
+
+    @property
+    def file_index(self) -> torch.Tensor:
+        """int64[len]: the source file (recording) of each graph, in the cache's file order."""
+        return self.store["file_index"][self.index]
+
     def subset(self, idx: Sequence[int] | torch.Tensor | npt.NDArray[np.int64]) -> GraphSet:
         return GraphSet(self.store, self.index[torch.as_tensor(idx, dtype=torch.long)], self._path)
 

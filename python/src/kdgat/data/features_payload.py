@@ -16,7 +16,8 @@ taking the injected message out leaves the ID's true messages one period apart, 
 out leaves a gap a period off by the offset of the injection. So ``period_ratio`` looks at each
 message's nearer neighbour of the same ID on *both* sides, and counts the message only when it is
 the pair's extra one by that test. A window's verdict then waits for the ID's messages up to about
-one and a half periods after the window (the bench's delays do not count that wait). Version 1 of
+one and a half periods after the window (the delays that the evaluation and the bench report count
+that wait: :mod:`kdgat.data.verdict`). Version 1 of
 the column looked back only and missed about a quarter of the speed-spoofing windows; version 2
 looked both ways but counted both messages of a pair, so the benign window next to an attack
 window was flagged whenever the pair straddled their border; version 3 counted the extra message

@@ -15,7 +15,9 @@ from kdgat.data.features_vi import VI_FEATURES_VERSION
 #: Bump when the cache layout or the meaning of a feature changes: old caches then rebuild.
 #: 2: the CAN-ID vocabulary holds the IDs of the benign training windows (after the split), not
 #: every benign message of the training files (which, in a random split, read test labels).
-CACHE_FORMAT_VERSION = 2
+#: 3: ``window_times`` per window (first and last message, first injected message, verdict time:
+#: :mod:`kdgat.data.verdict`), for the evaluation's delays and false alarms per hour.
+CACHE_FORMAT_VERSION = 3
 
 #: Node/edge feature sets a cache can hold (``GraphParams.features``).
 FEATURE_SETS: tuple[str, ...] = ("paper", "vehicle_independent", "payload")

@@ -8,8 +8,8 @@ writes the cache exactly as a one-job build would (``graphs.pt`` and ``vocab.jso
 
 The store, ``<cache>/shards/<params digest>/``, keys every file by the sha256 of its content:
 
-- ``<sha256>.npz``: the file's :class:`~kdgat.data.graphs.WindowGraphs` arrays (uncompressed
-  ``np.savez``);
+- ``<sha256>.npz``: the file's :class:`~kdgat.data.graphs.WindowGraphs` arrays and its windows'
+  times (``window_times``; uncompressed ``np.savez``);
 - ``ledger/<sha256>.json``: written after the ``.npz``: ``relpath``, ``sha256``, ``status`` (``ok``
   or ``failed``), ``error`` (failed), ``report`` (the parse report, ok), ``messages``, ``graphs``,
   ``seconds``, ``host``, ``job`` (the SLURM array task or job), ``time`` (UTC).
@@ -53,6 +53,8 @@ RERUN_HINT = (
 )
 
 _GRAPH_FIELDS = tuple(f.name for f in dataclasses.fields(WindowGraphs))
+#: the ``.npz`` key of the file's window times (``build.WINDOW_TIME_COLUMNS``)
+_TIMES = "window_times"
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ def load_shard(store: Path, digest: str) -> _FileResult:
     with np.load(store / f"{digest}.npz", allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
     graphs = WindowGraphs(**{k: arrays[k] for k in _GRAPH_FIELDS})
-    return _FileResult(entry["report"], graphs, int(entry["messages"]))
+    return _FileResult(entry["report"], graphs, int(entry["messages"]), arrays[_TIMES])
 
 
 def _check_shard(index: int, count: int) -> None:
@@ -253,6 +255,7 @@ def _save_result(store: Path, digest: str, result: _FileResult) -> None:
     path = store / f"{digest}.npz"
     tmp = unique_temp(path)
     arrays = {k: getattr(result.graphs, k) for k in _GRAPH_FIELDS}
+    arrays[_TIMES] = result.times
     try:
         with tmp.open("xb") as fh:
             np.savez(fh, **arrays)

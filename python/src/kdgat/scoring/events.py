@@ -14,12 +14,15 @@ recording, so windows that are not scored — another split's — break runs):
   are one episode even with benign windows between them (default 0: any benign window ends it).
 - **detected**: at least one window of the episode is flagged (``pred = 1``).
 - **delay** of a detected episode: from its start (the timestamp of the first injected message
-  of its first window) to the end of its first flagged window (the timestamp of that window's last
-  message: the detector decides once the window is complete), in seconds, at least 0.
+  of its first window) to the *verdict time* of its first flagged window, in seconds, at least 0:
+  the time by which every message the window's features read has arrived
+  (:mod:`kdgat.data.verdict`) — the window's last message, or later when a feature looks past the
+  window (the payload features' ``period_ratio`` waits for the ID's next messages; the payload
+  profile and per-recording calibration for the recording's first windows).
 - **false alarm**: a flagged benign window (``y = 0``, ``pred = 1``); a run of consecutive
   flagged benign windows is one *alarm* (``false_alarm_events``); both are given per hour of
   benign traffic = the summed durations (last message - first message, at least 0) of the benign
-  windows scored.
+  windows scored; :func:`false_alarms_by_recording` gives them per recording.
 
 Nothing here is fitted: the figures read the predictions, the labels and the timestamps only.
 """
@@ -86,6 +89,7 @@ def event_figures(
     t_first: npt.ArrayLike,
     t_last: npt.ArrayLike,
     t_attack: npt.ArrayLike,
+    t_verdict: npt.ArrayLike,
     merge_gap_s: float = 0.0,
 ) -> EventFigures:
     """Episodes detected, delays and false alarms of scored windows.
@@ -96,6 +100,7 @@ def event_figures(
         y, pred: label and prediction (0/1)
         t_first, t_last: timestamps (s) of its first and last message
         t_attack: timestamp of its first injected message (read only where ``y = 1``)
+        t_verdict: its verdict time (:func:`kdgat.data.verdict.verdict_times`), the delays' end
         merge_gap_s: attack windows of a recording at most this many seconds apart (last message
             of one to first of the next) are one episode even with benign windows between them
             (0: only adjacent windows); the benign windows between stay benign windows
@@ -106,12 +111,14 @@ def event_figures(
     win = np.asarray(window, np.int64)
     lab = np.asarray(y).astype(bool)
     flag = np.asarray(pred).astype(bool)
-    tf, tl, ta = (np.asarray(a, np.float64) for a in (t_first, t_last, t_attack))
-    if not len(rec) == len(win) == len(lab) == len(flag) == len(tf) == len(tl) == len(ta):
-        raise ValueError("recording, window, y, pred, t_first, t_last, t_attack differ in length")
+    tf, tl, ta, tv = (np.asarray(a, np.float64) for a in (t_first, t_last, t_attack, t_verdict))
+    if not len(rec) == len(win) == len(lab) == len(flag) == len(tf) == len(tl) == len(ta) == len(tv):
+        raise ValueError("recording, window, y, pred, t_first, t_last, t_attack, t_verdict differ in length")
+    if bool((tv < tl).any()):
+        raise ValueError("a window's verdict time is before its last message: expected t_verdict >= t_last")
     order = np.lexsort((win, rec))
     rec, win, lab, flag = rec[order], win[order], lab[order], flag[order]
-    tf, tl, ta = tf[order], tl[order], ta[order]
+    tf, tl, ta, tv = tf[order], tl[order], ta[order], tv[order]
 
     # episodes: attack windows in stream order; a new one at a new recording or after a gap
     a = np.flatnonzero(lab)
@@ -128,7 +135,7 @@ def event_figures(
     hit = flag[a]
     # rows are in stream order: an episode's first flagged row is its first in the flagged subset
     hit_episode, first = np.unique(episode[hit], return_index=True)
-    delays = np.maximum(0.0, tl[a[hit]][first] - start[hit_episode])
+    delays = np.maximum(0.0, tv[a[hit]][first] - start[hit_episode])
 
     # false alarms: flagged benign windows; adjacent ones of a recording are one alarm event
     f = np.flatnonzero(~lab & flag)
@@ -145,6 +152,35 @@ def event_figures(
         false_alarm_events=int(fa_new.sum()),
         benign_hours=benign_seconds / 3600.0,
     )
+
+
+def false_alarms_by_recording(
+    *,
+    recording: npt.ArrayLike,
+    y: npt.ArrayLike,
+    pred: npt.ArrayLike,
+    t_first: npt.ArrayLike,
+    t_last: npt.ArrayLike,
+) -> dict[int, dict[str, Any]]:
+    """Per recording with a scored benign window: its flagged benign windows, its hours of benign
+    traffic (summed as :func:`event_figures` sums them) and their ratio (``None`` without benign
+    time). Arguments as :func:`event_figures`'s, one entry per scored window."""
+    rec = np.asarray(recording, np.int64)
+    benign = ~np.asarray(y).astype(bool)
+    flag = np.asarray(pred).astype(bool)
+    seconds = np.maximum(0.0, np.asarray(t_last, np.float64) - np.asarray(t_first, np.float64))
+    out: dict[int, dict[str, Any]] = {}
+    for r in np.unique(rec[benign]).tolist():
+        mine = benign & (rec == r)
+        hours = float(seconds[mine].sum()) / 3600.0
+        alarms = int((mine & flag).sum())
+        out[int(r)] = {
+            "benign_windows": int(mine.sum()),
+            "false_alarm_windows": alarms,
+            "benign_hours": hours,
+            "false_alarms_per_hour": alarms / hours if hours > 0 else None,
+        }
+    return out
 
 
 def window_times(

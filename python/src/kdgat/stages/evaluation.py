@@ -1,5 +1,7 @@
 """evaluation: accuracy, precision, recall, F1, AUROC of the GAT classifier, overall and per attack
-type, against the majority baseline -> metrics.json."""
+type, against the majority baseline, and the event figures of its verdicts (episodes detected,
+delays to each window's verdict time, false alarms per hour of benign traffic, overall and per
+recording) -> metrics.json."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from kdgat.models import GATWithJK
 from kdgat.stages.common import graph_cache_record, load_model, load_splits, require_model, write_metrics
 from kdgat.stages.context import StageContext
 from kdgat.stages.fusion import evaluate_scored
-from kdgat.stages.scoring import evaluate
+from kdgat.stages.scoring import evaluate, event_metrics
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -37,5 +39,6 @@ def run(ctx: StageContext) -> dict[str, Any]:
         warmup=out.get("warmup", {"test_windows": 0, "test_attack_windows": 0}),
         evaluated_model=str(path),
         graph_cache=graph_cache_record(splits.meta),
+        **event_metrics(out["pred"], splits.test, [f["path"] for f in splits.meta.get("files", [])]),
     )
     return out["overall"]

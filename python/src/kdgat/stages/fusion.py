@@ -55,6 +55,7 @@ def evaluate_scored(ctx: StageContext, net: GATWithJK, splits: GraphSplits) -> d
     prob = scorer.decision_score(pt, st, tt, rank)
     y, attack = splits.test.y.view(-1), splits.test.attack_type.view(-1)
     return {
+        "pred": (prob >= 0.5).long(),
         "overall": binary_scores(prob, y),
         "by_attack": scores_by_attack(prob, y, attack, splits.attack_types),
         "baseline": majority_baseline(y),

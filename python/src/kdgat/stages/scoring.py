@@ -1,5 +1,6 @@
-"""Evaluation scores: overall and per attack type (torchmetrics), a classifier's evaluation on a split
-and the VGAE's anomaly score per window."""
+"""Evaluation scores: overall and per attack type (torchmetrics), a classifier's evaluation on a split,
+the event figures of its verdicts (episodes detected, delay to the verdict time, false alarms per
+hour of benign traffic, per recording too) and the VGAE's anomaly score per window."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from torchmetrics.functional.classification import (
 
 from kdgat.data import GraphSet
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
+from kdgat.scoring.events import event_figures, false_alarms_by_recording
+from kdgat.scoring.outputs import window_ranks
 
 
 def binary_scores(prob: Tensor, y: Tensor) -> dict[str, float]:
@@ -54,6 +57,36 @@ def scores_by_attack(
     return out
 
 
+def event_metrics(pred: Tensor, data: GraphSet, files: list[str]) -> dict[str, Any]:
+    """The event figures of the 0/1 verdicts ``pred`` on the windows of ``data``
+    (:mod:`kdgat.scoring.events`; a delay ends at the window's verdict time, the last message its
+    features read: :mod:`kdgat.data.verdict`) under ``events``, and under
+    ``false_alarms_by_recording`` each recording's flagged benign windows per hour of its benign
+    traffic, by its path (``files``: the cache's files in order). Nothing without window times
+    (a store that is not a graph cache)."""
+    if "window_times" not in data.store or len(data) == 0:
+        return {}
+    times = data.window_times.double().numpy()
+    rec, y, flag = data.file_index.numpy(), data.y.view(-1).numpy(), pred.view(-1).long().numpy()
+    by = false_alarms_by_recording(recording=rec, y=y, pred=flag, t_first=times[:, 0], t_last=times[:, 1])
+    ev = event_figures(
+        recording=rec,
+        window=window_ranks(data).numpy(),
+        y=y,
+        pred=flag,
+        t_first=times[:, 0],
+        t_last=times[:, 1],
+        t_attack=times[:, 2],
+        t_verdict=times[:, 3],
+    )
+    return {
+        "events": ev.to_json(),
+        "false_alarms_by_recording": {
+            (files[r] if r < len(files) else str(r)): figures for r, figures in by.items()
+        },
+    }
+
+
 @torch.no_grad()
 def majority_baseline(y: Tensor) -> dict[str, float]:
     """Scores of always answering the training majority class (the trivial baseline)."""
@@ -80,6 +113,7 @@ def evaluate(net: GATWithJK, data: GraphSet, names: tuple[str, ...]) -> dict[str
     prob = torch.cat(probs)
     y, attack = data.y.view(-1), data.attack_type.view(-1)
     return {
+        "pred": (prob >= 0.5).long(),
         "overall": binary_scores(prob, y),
         "by_attack": scores_by_attack(prob, y, attack, names),
         "baseline": majority_baseline(y),
