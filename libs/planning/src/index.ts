@@ -30,12 +30,15 @@ export {
 } from './build.ts';
 export { ThrottleError, throttleLines, throttlePlan, type Throttle, type ThrottleInput } from './throttle.ts';
 export {
+  jobLibraryFor,
+  jobLibraryNote,
   pipelineOf,
   policiesOf,
   renderPlan,
   runRootOf,
   stageJobEnv,
   writeRendered,
+  type JobLibraryUse,
   type RenderedJob,
 } from './render.ts';
 export {

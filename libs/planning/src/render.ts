@@ -4,7 +4,13 @@
 // before the first sbatch.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { renderTrainJob, type TrainJobInput } from '@kdgat/slurm-templates';
+import {
+  JOB_LIBRARY,
+  JOB_LIBRARY_DIR,
+  renderTrainJob,
+  type JobLibraryRef,
+  type TrainJobInput,
+} from '@kdgat/slurm-templates';
 import {
   REQUEUE_DEFAULTS,
   defaultPipeline,
@@ -27,6 +33,73 @@ export interface RenderedJob {
   logs: { output: string; error: string };
   /** What the local scheduler needs when the script carries no `#SBATCH` lines. */
   hints: { cpusPerTask: number; timeLimit: string; signal?: string };
+  /** The job library the script loads (the same for every job of a run). */
+  library: JobLibraryUse;
+}
+
+/**
+ * The job library a run's scripts load (`JOB_LIBRARY` of @kdgat/slurm-templates), as the manifest
+ * records it: the site's installed copy (`site`), or the run's own in `scripts/lib/` (`run`),
+ * written with its scripts where the site has not got this version.
+ */
+export interface JobLibraryUse {
+  path: string;
+  sha256: string;
+  source: 'site' | 'run';
+  /** `run`: the file, relative to the run dir. */
+  file?: string;
+}
+
+/**
+ * Where a run's jobs find this version of the job library: the site's copy when the stack installed
+ * this version (`scripts.jobLibrary`), or when the run reproduced loaded it from the site (the site
+ * keeps every version it installed); otherwise the run's own copy in `<runDir>/scripts/lib/`
+ * (a stack provisioned before the library existed or with another version of it, the local
+ * scheduler on such a stack), which `writeRendered` writes and a site over SSH receives with the run dir.
+ */
+export function jobLibraryFor(
+  stack: Pick<StackOutputs, 'scripts'>,
+  runDir: string,
+  opts: { stack?: string; recorded?: Pick<JobLibraryUse, 'path' | 'sha256' | 'source'> } = {},
+): JobLibraryUse & JobLibraryRef {
+  const sha256 = JOB_LIBRARY.sha256;
+  const installed = stack.scripts.jobLibrary;
+  const sitePath =
+    installed?.sha256 === sha256
+      ? installed.path
+      : opts.recorded?.source === 'site' && opts.recorded.sha256 === sha256
+        ? opts.recorded.path
+        : undefined;
+  if (sitePath !== undefined)
+    return {
+      path: sitePath,
+      sha256,
+      source: 'site',
+      fix: `install it with the other site scripts: npx nx run infra:up --stack ${opts.stack ?? "<this site's stack>"}`,
+    };
+  const file = `scripts/${JOB_LIBRARY_DIR}/${JOB_LIBRARY.file}`;
+  return {
+    path: join(runDir, file),
+    sha256,
+    source: 'run',
+    file,
+    fix: `it is written with the scripts of the run: render the run again (npx nx run runner:train --from-manifest ${runDir})`,
+  };
+}
+
+/** A note for a run that carries its own job library because the site has another version (or none). */
+export function jobLibraryNote(
+  stack: Pick<StackOutputs, 'scripts'>,
+  library: JobLibraryUse,
+  stackName: string,
+): string | undefined {
+  if (library.source !== 'run') return undefined;
+  const installed = stack.scripts.jobLibrary;
+  return (
+    `the site ${installed ? `has another version of the job library (sha256 ${installed.sha256.slice(0, 12)})` : 'has no job library installed (provisioned before it existed)'}: ` +
+    `this run carries its own, ${library.file} (sha256 ${library.sha256.slice(0, 12)}); ` +
+    `npx nx run infra:up --stack ${stackName} installs this version beside the site's scripts`
+  );
 }
 
 type Requeue = TrainJobInput['requeue'];
@@ -62,8 +135,11 @@ export function renderPlan(
   schedulerKind: 'slurm' | 'local',
   /** The run's code snapshot on the site (a site over SSH); absent: the environment's pipeline. */
   code?: string,
+  /** The stack's name (the job library's error names its `infra:up`) and a reproduced run's library. */
+  libraryOpts: Parameters<typeof jobLibraryFor>[2] = {},
 ): RenderedJob[] {
   const { requeue, staging } = policiesOf(resolved);
+  const { fix, ...library } = jobLibraryFor(stack, runDir, libraryOpts);
   const logsDir = join(runDir, 'logs');
   return plan.jobs.map((job) => {
     const stage = resolved.stages.find((s) => s.id === job.stageId);
@@ -85,6 +161,7 @@ export function renderPlan(
       layout: { cacheDirs: stack.scratch.cacheDirs, logsDir },
       runRoot,
       scripts: { stageData: stack.scripts.stageData, epilog: stack.scripts.epilog },
+      jobLibrary: { path: library.path, fix },
       requeue,
       staging,
       ...(job.points ? { sweepPoints: job.points, firstPoint: job.array?.firstPoint ?? 0 } : {}),
@@ -106,6 +183,7 @@ export function renderPlan(
         timeLimit: stage.resources.time,
         ...(requeue.enabled ? { signal: `B:${requeue.signal}@${requeue.leadSeconds}` } : {}),
       },
+      library,
     };
     if (tableFile && rendered.arrayTable !== undefined)
       result.table = { file: tableFile, text: rendered.arrayTable };
@@ -210,10 +288,17 @@ function environmentView(stack: StackOutputs, name: string): TrainJobInput['envi
   return { name: env.name, backend: env.backend, prefix: env.prefix };
 }
 
-/** Writes the rendered scripts (executable) and sweep tables into `outDir`, with its `logs/`. */
+/**
+ * Writes the rendered scripts (executable) and sweep tables into `outDir`, with its `logs/`, and the
+ * job library where the run carries its own (`scripts/lib/job-<sha256 prefix>.sh`).
+ */
 export function writeRendered(outDir: string, rendered: readonly RenderedJob[]): void {
   mkdirSync(join(outDir, 'scripts'), { recursive: true });
   mkdirSync(join(outDir, 'logs'), { recursive: true });
+  for (const file of new Set(rendered.flatMap((r) => (r.library.file ? [r.library.file] : [])))) {
+    mkdirSync(dirname(join(outDir, file)), { recursive: true });
+    writeFileSync(join(outDir, file), JOB_LIBRARY.text, { mode: 0o644 });
+  }
   for (const r of rendered) {
     const p = join(outDir, r.job.scriptFile);
     mkdirSync(dirname(p), { recursive: true });

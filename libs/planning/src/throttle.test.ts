@@ -110,6 +110,7 @@ describe('throttlePlan', () => {
       runRoot: '/r/outputs',
       logs: { output: '/r/o', error: '/r/e' },
       hints: { cpusPerTask: 1, timeLimit: '1:00:00' },
+      library: { path: '/s/scripts/lib/job-x.sh', sha256: 'c'.repeat(64), source: 'site' },
     } satisfies RenderedJob;
     const ids = new Map([
       ['a.chunk1', '11'],

@@ -83,6 +83,7 @@ describe('slurm scheduler', () => {
       runRoot: dir,
       logs: { output: `${dir}/%x-%j.out`, error: `${dir}/%x-%j.err` },
       hints: { cpusPerTask: 1, timeLimit: '2' },
+      library: { path: `${dir}/lib/job-x.sh`, sha256: 'c'.repeat(64), source: 'site' },
     });
     script(dir, 'first.sh', 'sleep 30', [
       '--job-name=kdgat-e2e-atomic-first',
