@@ -16,7 +16,14 @@ export {
   type ManifestEnvironment,
   type ManifestJob,
 } from './manifest.ts';
-export { RunRecord, newManifest, reproductionOf, scriptHashes, type NewRun } from './record.ts';
+export {
+  RunRecord,
+  newManifest,
+  reproductionOf,
+  scriptHashes,
+  type NewRun,
+  type Reproduction,
+} from './record.ts';
 export { newRunDir, RUNS_LOCK_FILE } from './run-dir.ts';
 export {
   ActiveRunCheckError,

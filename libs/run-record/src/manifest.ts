@@ -4,7 +4,15 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scalar } from '@kdgat/config';
-import type { CostRecord, FromStudy, Placement, RightSized, StackOutputs, Throttle } from '@kdgat/planning';
+import type {
+  CostRecord,
+  FromStudy,
+  JobLibraryUse,
+  Placement,
+  RightSized,
+  StackOutputs,
+  Throttle,
+} from '@kdgat/planning';
 import { runCommand, type JobState, type TaskAccounting } from '@kdgat/schedulers';
 import type { ResolvedInput } from './inputs/inputs.ts';
 
@@ -129,6 +137,12 @@ export interface Manifest {
    */
   placement?: Placement;
   scripts: Record<string, string>; // relative path → sha256
+  /**
+   * The job library every script loads (the shell all jobs share, by its sha256): the site's copy
+   * or the run's own in `scripts/lib/`. Absent in runs recorded before it existed, whose scripts
+   * carried that shell inline (the older layout).
+   */
+  jobLibrary?: JobLibraryUse;
   jobs: ManifestJob[];
   /** `<job key>` → array index → the sweep point (overrides) that task runs. */
   arrayIndex: Record<string, Record<string, Record<string, Scalar>>>;

@@ -153,15 +153,39 @@ export function scriptHashes(rendered: readonly RenderedJob[]): Record<string, s
   return h;
 }
 
+/** `--from-manifest`: the re-rendered scripts against the recorded ones, and why they differ when it is known. */
+export interface Reproduction {
+  identical: boolean;
+  differing: string[];
+  /** Why the bytes differ, when the layout or the job library changed since the recorded run. */
+  note?: string;
+}
+
 /** `--from-manifest`: the scripts re-rendered for the recorded run dir against the recorded hashes. */
-export function reproductionOf(
-  source: Manifest,
-  rendered: readonly RenderedJob[],
-): { identical: boolean; differing: string[] } {
+export function reproductionOf(source: Manifest, rendered: readonly RenderedJob[]): Reproduction {
   const again = scriptHashes(rendered);
   const files = new Set([...Object.keys(again), ...Object.keys(source.scripts)]);
   const differing = [...files].filter((f) => again[f] !== source.scripts[f]);
-  return { identical: differing.length === 0, differing };
+  const note = differing.length > 0 ? layoutNote(source, rendered[0]?.library) : undefined;
+  return { identical: differing.length === 0, differing, ...(note ? { note } : {}) };
+}
+
+/** Why a reproduction's scripts differ when the recorded run's shell is not the one its scripts load now. */
+function layoutNote(source: Manifest, now: RenderedJob['library'] | undefined): string | undefined {
+  if (now === undefined) return undefined;
+  const library = `the job library ${now.path} (sha256 ${now.sha256.slice(0, 12)})`;
+  if (source.jobLibrary === undefined)
+    return (
+      `the recorded run's scripts were rendered by the older layout, each carrying the whole job shell inline; ` +
+      `the scripts rendered now hold only their #SBATCH lines and values and load ${library}, so their bytes differ ` +
+      `(the new run uses the scripts rendered now)`
+    );
+  if (source.jobLibrary.sha256 !== now.sha256)
+    return (
+      `the recorded run's scripts load another version of the job library (sha256 ${source.jobLibrary.sha256.slice(0, 12)}, ${source.jobLibrary.path}); ` +
+      `the scripts rendered now load ${library}, so their bytes differ`
+    );
+  return undefined;
 }
 
 export interface NewRun {
@@ -253,6 +277,7 @@ export function newManifest(run: NewRun): Manifest {
     },
     scheduler: run.scheduler,
     scripts: scriptHashes(run.rendered),
+    ...(run.rendered[0] ? { jobLibrary: run.rendered[0].library } : {}),
     jobs: run.rendered.map(({ job: j, runRoot, logs }) => ({
       key: j.key,
       name: j.name,

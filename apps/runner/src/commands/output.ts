@@ -151,6 +151,7 @@ export function printRun(result: RunResult, opts: { dryRun: boolean }, say: (lin
         ? `reproduced from ${manifest.submission.reproducedFrom}: re-rendered scripts are byte-identical to the recorded ones`
         : `reproduced from ${manifest.submission.reproducedFrom}: re-rendered scripts DIFFER from the recorded ones: ${r.differing.join(', ')}`,
     );
+    if (r.note) say(`  ${r.note}`);
   }
   if (opts.dryRun) say('nothing submitted (plan).');
   else say(`submitted ${manifest.jobs.length} job(s): ${manifest.jobs.map((j) => j.jobId).join(', ')}`);

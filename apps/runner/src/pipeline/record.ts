@@ -4,7 +4,7 @@
 // Also the reproduction check of `--from-manifest` (the scripts re-rendered for the recorded dir).
 import { writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
-import { isDeclaredOnly, renderPlan, writeRendered, type RenderedJob } from '@kdgat/planning';
+import { isDeclaredOnly, jobLibraryNote, renderPlan, writeRendered, type RenderedJob } from '@kdgat/planning';
 import {
   CODE_DIFF_FILE,
   MANIFEST_FILE,
@@ -45,6 +45,8 @@ export async function newRun(
   const runDir = siteRunDirOf(site, newRunDir(site.runsRoot, experiment, spec.resolved.specHash));
   const code = await shipCode(site, opts, log, spec.resolved.pipeline);
   const rendered = render(spec, site, planned, scheduler, runDir, code?.recorded.dir);
+  const note = rendered[0] && jobLibraryNote(site.outputs, rendered[0].library, site.name);
+  if (note && !isDeclaredOnly(site.outputs)) log(`note: ${note}`);
   const written = writeRun(site, spec.resolved, runDir, rendered, opts.repoRoot, log, code);
   const study = studyHooks?.write(spec, written.outDir, runDir);
   const run = {
@@ -97,7 +99,12 @@ export function render(
   runDir: string,
   code?: string,
 ): RenderedJob[] {
-  return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind, code);
+  // A reproduction loads the site's copy of the job library its run loaded, where it is this version.
+  const recorded = spec.source?.jobLibrary;
+  return renderPlan(planned.plan, spec.resolved, site.outputs, runDir, scheduler.kind, code, {
+    stack: site.name,
+    ...(recorded ? { recorded } : {}),
+  });
 }
 
 /** `--from-manifest`: rendered for the recorded run dir, the scripts must be the recorded bytes. */

@@ -19,6 +19,7 @@ import {
   refuseActiveRuns,
   RUNS_LOCK_FILE,
   type Manifest,
+  type Reproduction,
   type RunRecord,
 } from '@kdgat/run-record';
 import type { Scheduler } from '@kdgat/schedulers';
@@ -108,7 +109,7 @@ export interface RunResult {
   preflight: PreflightReport[];
   scheduler: Scheduler;
   /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
-  reproduction?: { identical: boolean; differing: string[] };
+  reproduction?: Reproduction;
   /** A tune run's study: its name and directory. */
   study?: { name: string; dir: string };
   /** Cost, sizes from history and balance, as printed before anything was queued. */
