@@ -1,9 +1,10 @@
 // `kdgat-runner train` with the local scheduler (the quickstart's default): the same flow,
 // scripts run by bash on this machine.
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { readManifest, sha256 } from '@kdgat/run-record';
+import { JOB_LIBRARY } from '@kdgat/slurm-templates';
 import { makeSite, runDirOf, type Site } from './harness.ts';
 import { specYaml } from './specs.ts';
 
@@ -102,5 +103,55 @@ describe('train with the local scheduler', () => {
       differences: ['~ torch 2.8.0 -> 2.8.1', '+ optuna 4.1.0'],
     });
     expect(again.submission.reproducedFrom).toBe(runDir);
+  });
+
+  it('a run recorded before the job library (its shell inline) reruns with --from-manifest, saying why the bytes differ', async () => {
+    const spec = site.spec(
+      'local-layout',
+      specYaml({ name: 'e2e-layout', stages: [{ id: 'train', stage: 'curriculum', overrides: { 'training.max_epochs': 1 } }] }),
+    );
+    const first = await site.cli(['train', ...args(spec), '--wait']);
+    expect(first.code, first.err + first.out).toBe(0);
+    const runDir = runDirOf(first.out);
+    // The site's outputs name no job library (a stack provisioned before it): the run carries its own.
+    const m = readManifest(runDir);
+    const lib = `scripts/lib/${JOB_LIBRARY.file}`;
+    expect(m.jobLibrary).toEqual({ path: join(runDir, lib), sha256: JOB_LIBRARY.sha256, source: 'run', file: lib });
+    expect(readFileSync(join(runDir, lib), 'utf8')).toBe(JOB_LIBRARY.text);
+    expect(first.out).toContain(`the site has no job library installed (provisioned before it existed): this run carries its own, ${lib}`);
+    const script = readFileSync(join(runDir, m.jobs[0]!.script), 'utf8');
+    expect(script.split('\n').length).toBeLessThan(80);
+
+    // A run made with this layout renders the very same bytes again.
+    const same = await site.cli(['plan', '--from-manifest', runDir, '--stack-outputs', site.stackFile, '--scheduler', 'local']);
+    expect(same.code, same.err + same.out).toBe(0);
+    expect(same.out).toContain(`reproduced from ${runDir}: re-rendered scripts are byte-identical to the recorded ones`);
+
+    // The same run as the older layout recorded it: each script its values, then the whole shell inline;
+    // no job library in the manifest or the run dir.
+    const inline = JOB_LIBRARY.text.split('\n').slice(1).join('\n');
+    const scripts: Record<string, string> = {};
+    for (const f of Object.keys(m.scripts)) {
+      const text = readFileSync(join(runDir, f), 'utf8');
+      const old = !f.endsWith('.tsv') ? text.slice(0, text.indexOf('# The shell every job shares')) + inline : text;
+      writeFileSync(join(runDir, f), old);
+      scripts[f] = sha256(old);
+    }
+    const { jobLibrary: _dropped, ...older } = { ...m, scripts };
+    writeFileSync(join(runDir, 'manifest.json'), JSON.stringify(older, null, 2));
+    rmSync(join(runDir, 'scripts', 'lib'), { recursive: true });
+
+    const again = await site.cli(['train', '--from-manifest', runDir, '--stack-outputs', site.stackFile, '--scheduler', 'local', '--wait']);
+    expect(again.code, again.err + again.out).toBe(0);
+    expect(again.out).toContain(`reproduced from ${runDir}: re-rendered scripts DIFFER from the recorded ones: ${Object.keys(scripts).join(', ')}`);
+    expect(again.out).toContain(
+      "the recorded run's scripts were rendered by the older layout, each carrying the whole job shell inline; " +
+        'the scripts rendered now hold only their #SBATCH lines and values and load the job library',
+    );
+    const rerun = readManifest(runDirOf(again.out));
+    expect(rerun.submission.reproducedFrom).toBe(runDir);
+    expect(rerun.jobLibrary?.sha256).toBe(JOB_LIBRARY.sha256);
+    expect(existsSync(join(rerun.runDir, lib))).toBe(true);
+    expect(again.out).toMatch(/train\s+\S+\s+COMPLETED/);
   });
 });
