@@ -65,7 +65,10 @@ describe('runner tune (dry run)', () => {
     ]);
     const script = readFileSync(join(r.runDir, 'scripts/autoencoder.sbatch'), 'utf8');
     expect(script).toContain(`python -m kdgat tune --study-dir ${join(r.runDir, 'study')}`);
-    expect(script).toContain('hpc_run_root=$hpc_run_root/worker_$hpc_task');
+    // Each worker its own run root: the script says how many; the job library it loads gives each its dir.
+    expect(script).toContain('hpc_tune_workers=2');
+    const library = readFileSync(join(r.runDir, r.manifest.jobLibrary!.file!), 'utf8');
+    expect(library).toContain('hpc_run_root=$hpc_run_root/worker_$hpc_task');
     expect(r.manifest.tune).toEqual({ study: 'tune-vgae', studyDir: join(r.runDir, 'study') });
   });
 
