@@ -70,6 +70,7 @@ from kdgat.data import CanIdVocab, GraphSet, WindowGraphs, build_window_graphs, 
 from kdgat.data.calibration import calibrate_rows, moments
 from kdgat.data.features_payload import payload_features, payload_profile
 from kdgat.data.features_vi import VI_NODE_FEATURES, vehicle_independent_features
+from kdgat.data.verdict import profile_head, verdict_messages, verdict_times
 from kdgat.models import GATWithJK, GraphAutoencoderNeighborhood
 from kdgat.scoring import (
     SCORING_MODES,
@@ -77,6 +78,7 @@ from kdgat.scoring import (
     binary_counts,
     event_figures,
     f1_from_counts,
+    false_alarms_by_recording,
     fit_scorer,
     gat_probabilities,
     needs_timing,
@@ -130,6 +132,7 @@ class Recording:
     attack: int  # 0 = attack-free recording
     graphs: dict[str, WindowGraphs]  # by feature set
     times: tuple[np.ndarray, np.ndarray, np.ndarray]  # per window: first, last, first injected message
+    verdict: dict[str, np.ndarray]  # per variant, per window: its verdict time (kdgat.data.verdict)
 
 
 def attack_of(name: str) -> int:
@@ -179,11 +182,28 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
             history=history,
         )
         attack = attack_of(path.name) if msgs.label.any() else 0
-        head = PROFILE_WINDOWS * 100
+        head = profile_head(PROFILE_WINDOWS, 100, 100, len(msgs))
         profile = payload_profile(msgs.can_id[:head], msgs.payload[:head], msgs.timestamp[:head])
         pf = payload_features(
             vi, profile, can_id=msgs.can_id, payload=msgs.payload, timestamp=msgs.timestamp, window_size=100
         )
+        # each variant's verdict times: the last message its features (and its calibration) read
+        verdict = {
+            name: verdict_times(
+                msgs.timestamp,
+                verdict_messages(
+                    can_id=msgs.can_id,
+                    timestamp=msgs.timestamp,
+                    window_start=g.window_start,
+                    window_size=100,
+                    features=features,
+                    calibration_windows=calib,
+                    profile=profile,
+                    profile_messages=head,
+                ),
+            )
+            for name, (features, calib) in VARIANTS.items()
+        }
         out.append(
             Recording(
                 path.stem,
@@ -191,6 +211,7 @@ def load_recordings(data: Path, history: int) -> list[Recording]:
                 attack,
                 {"paper": g, "vehicle_independent": vi, "payload": pf},
                 window_times(msgs.timestamp, msgs.label, g.window_start, 100),
+                verdict,
             )
         )
         log(
@@ -304,6 +325,7 @@ def metrics(pred: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
         "accuracy": (tp + tn) / max(1, len(y)),
         "precision": tp / max(1, tp + fp),
         "recall": tp / max(1, tp + fn),
+        "specificity": tn / max(1, tn + fp),
         "n": len(y),
         "attack": int(y.sum()),
     }
@@ -386,8 +408,10 @@ def run_one(
         "val_windows": len(val),
         "fit_seconds": round(fit_s, 1),
     }
-    at = np.flatnonzero(split == 2)
+    at, av = np.flatnonzero(split == 2), np.flatnonzero(split == 1)
     t_first, t_last, t_attack = (np.concatenate([recs[f].times[k] for f in files])[at] for k in range(3))
+    verdict = np.concatenate([recs[f].verdict[variant] for f in files])
+    v_first, v_last = (np.concatenate([recs[f].times[k] for f in files])[av] for k in range(2))
     timing = (timing_scores(val), timing_scores(test)) if features == "payload" else None
     outputs: dict[str, np.ndarray] = {
         f"{part}_{k}": v.numpy()
@@ -406,6 +430,14 @@ def run_one(
         "test_t_first": t_first,
         "test_t_last": t_last,
         "test_t_attack": t_attack,
+        "test_t_verdict": verdict[at],
+        # the validation windows' recordings and times: the per-recording checks of the scoring
+        # rules on the training recordings (timing_rule_validation, valselect.py)
+        "val_recording": file_of[av],
+        "val_window": rank[av],
+        "val_t_first": v_first,
+        "val_t_last": v_last,
+        "recording_names": np.array([r.name for r in recs]),
     }
     if scores is not None:
         # every window's model outputs: scoring rules are compared on them without training again
@@ -437,6 +469,10 @@ def score_modes(
             return pooled[pools[0]]
         return torch.stack([pooled[p][0] for p in pools], 1), torch.stack([pooled[p][1] for p in pools], 1)
 
+    # the delays end at each window's verdict time (kdgat.data.verdict); outputs saved before the
+    # bench kept verdict times have none, and then no delay is reported
+    honest = "test_t_verdict" in o
+    names = recording_names(o)
     out: dict[str, dict[str, Any]] = {}
     for mode in SCORING_MODES:
         if needs_timing(mode) and timing is None:
@@ -453,19 +489,122 @@ def score_modes(
             "t_first": o["test_t_first"],
             "t_last": o["test_t_last"],
             "t_attack": o["test_t_attack"],
+            "t_verdict": o["test_t_verdict"] if honest else o["test_t_last"],
         }
+        events = [
+            event_figures(**windows, merge_gap_s=merge_gap_s).to_json(),
+            event_figures(**windows).to_json(),
+        ]
+        if not honest:
+            for ev in events:
+                ev["median_delay_s"] = ev["p90_delay_s"] = None
+        by_recording = false_alarms_by_recording(
+            **{k: windows[k] for k in ("recording", "y", "pred", "t_first", "t_last")}
+        )
         out[mode] = {
             **metrics(pred, y_test),
             # episodes: attack windows <= merge-gap-s apart are one attack; events_runs: every run
             # of adjacent attack windows is one
-            "events": event_figures(**windows, merge_gap_s=merge_gap_s).to_json(),
-            "events_runs": event_figures(**windows).to_json(),
+            "events": events[0],
+            "events_runs": events[1],
+            "false_alarms_by_recording": {names[r]: f for r, f in by_recording.items()},
+            # what a delay ends at: the verdict time (results files before it: the window's end)
+            "delay_end": "verdict" if honest else None,
             "scorer": scorer.to_json(),
         }
         if mode in ("fusion_max", "fusion_novelty", "novelty_mean_or_max", "novelty_timing"):
             out[mode]["decided_by"] = decided_by(scorer, t["test_gat"], st, y_test, tt, rank)
         if tt is not None and timing:
             out[mode]["timing_val_benign_flagged"] = scorer.timed_benign_share(timing[0], y_val)
+            out[mode]["timing_rule_test"] = timing_rule_by_recording(
+                scorer, windows, t["test_gat"], st, tt, rank, names
+            )
+            if "val_recording" in o:
+                out[mode]["timing_rule_validation"] = timing_rule_validation(o, names)
+    return out
+
+
+def recording_names(o: dict[str, np.ndarray]) -> dict[int, str]:
+    """Recording index -> name (the index itself in outputs saved before the names were)."""
+    if "recording_names" in o:
+        return dict(enumerate(str(n) for n in o["recording_names"]))
+    ids = np.unique(np.concatenate([o["test_recording"], o.get("val_recording", np.zeros(0, np.int64))]))
+    return {int(i): str(int(i)) for i in ids}
+
+
+def timing_rule_by_recording(
+    scorer: Scorer,
+    windows: dict[str, Any],
+    gat_prob: torch.Tensor,
+    vgae_score: torch.Tensor,
+    timing: torch.Tensor,
+    rank: torch.Tensor,
+    names: dict[int, str],
+) -> dict[str, dict[str, Any]]:
+    """Per recording, on its benign windows after its first PROFILE_WINDOWS (the traffic its payload
+    profile was learned from): false alarms per hour of the models (the GAT or the VGAE's novelty,
+    ``novelty_timing`` without its rule), of the timing rule alone, and of the windows only the rule
+    flags (the alarms it adds); and the attack windows only the rule flags (what it earns)."""
+    judged = ~scorer.in_warmup(rank, len(rank))
+    models = (scorer.by_gat(gat_prob) | scorer.novel(vgae_score)) & judged
+    rule = scorer.timed(timing) & judged
+    after = np.asarray(windows["window"]) >= PROFILE_WINDOWS
+    base = {k: windows[k] for k in ("recording", "y", "t_first", "t_last")}
+    keep = {k: np.asarray(v)[after] for k, v in base.items()}
+    parts = {
+        "models": models.numpy(),
+        "rule": rule.numpy(),
+        "rule_only": (rule & ~models).numpy(),
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for part, flagged in parts.items():
+        by = false_alarms_by_recording(**keep, pred=flagged[after])
+        for r, f in by.items():
+            row = out.setdefault(
+                names[r], {"benign_hours": f["benign_hours"], "benign_windows": f["benign_windows"]}
+            )
+            row[f"{part}_false_alarms_per_hour"] = f["false_alarms_per_hour"]
+    attack = np.asarray(windows["y"]) == 1
+    rec = np.asarray(windows["recording"])
+    for r in np.unique(rec[attack]).tolist():
+        row = out.setdefault(names[r], {"benign_hours": 0.0, "benign_windows": 0})
+        mine = attack & (rec == r)
+        row["attack_windows"] = int(mine.sum())
+        row["rule_only_attack_windows"] = int((parts["rule_only"] & mine).sum())
+    return out
+
+
+def timing_rule_validation(o: dict[str, np.ndarray], names: dict[int, str]) -> dict[str, dict[str, Any]]:
+    """The timing rule against the models on each training recording's validation windows, with
+    ``novelty_mean_or_max`` (the models' part of ``novelty_timing``) fitted on the validation
+    windows of the *other* training recordings (leave one recording out): per recording, as
+    :func:`timing_rule_by_recording`. Reads no test window."""
+    t = {k: torch.from_numpy(np.asarray(v)) for k, v in o.items() if k.startswith("val_")}
+    rec = o["val_recording"]
+    y = t["val_y"].long()
+    vgae = torch.stack([t[f"val_vgae_{p}"] for p in vgae_pools("novelty_timing")], 1)
+    out: dict[str, dict[str, Any]] = {}
+    for r in np.unique(rec).tolist():
+        held, rest = torch.from_numpy(rec == r), torch.from_numpy(rec != r)
+        if not bool(rest.any()) or not bool((y[held] == 0).any()):
+            continue  # one training recording: nothing to fit on without it; no benign window
+        scorer = fit_scorer("novelty_timing", y[rest], gat_prob=t["val_gat"][rest], vgae_score=vgae[rest])
+        windows = {
+            "recording": rec[held.numpy()],
+            "window": o["val_window"][held.numpy()],
+            "y": y[held].numpy(),
+            "t_first": o["val_t_first"][held.numpy()],
+            "t_last": o["val_t_last"][held.numpy()],
+        }
+        out |= timing_rule_by_recording(
+            scorer,
+            windows,
+            t["val_gat"][held],
+            vgae[held],
+            t["val_timing"][held],
+            torch.zeros(int(held.sum()), dtype=torch.long),
+            names,
+        )
     return out
 
 
@@ -504,19 +643,27 @@ def decided_by(
 
 
 TABLE_HEAD = (
-    "| scenario | variant | scoring | F1 | precision | recall | episodes detected | median delay (s) "
-    "| false alarms / h |\n|---|---|---|---:|---:|---:|---:|---:|---:|"
+    "| scenario | variant | scoring | F1 | precision | recall | specificity | episodes detected "
+    "| median delay to the verdict (s) | false alarms / h |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
 def table_row(scenario: str, variant: str, mode: str, r: dict[str, Any]) -> str:
-    """One row of the bench table: window F1, precision, recall, then the event figures
-    (``kdgat.scoring.events``: detected / episodes, median delay, flagged benign windows per hour)."""
-    head = f"| {scenario} | {variant} | {mode} | {r['f1']:.4f} | {r['precision']:.4f} | {r['recall']:.4f} "
+    """One row of the bench table: window F1, precision, recall, specificity, then the event figures
+    (``kdgat.scoring.events``: detected / episodes, median delay to the first flagged window's
+    verdict time, flagged benign windows per hour; a delay of a results file from before the
+    verdict times: ``-``)."""
+    spec = f"{r['specificity']:.4f}" if "specificity" in r else ""
+    head = (
+        f"| {scenario} | {variant} | {mode} | {r['f1']:.4f} | {r['precision']:.4f} | {r['recall']:.4f} "
+        f"| {spec} "
+    )
     ev = r.get("events")
     if ev is None:  # a results file from before the event figures
         return head + "| | | |"
     delay = "-" if ev["median_delay_s"] is None else f"{ev['median_delay_s']:.3f}"
+    if r.get("delay_end") != "verdict" and ev["median_delay_s"] is not None:
+        delay += " (to the window's end)"  # a results file from before the verdict times
     fa = "-" if ev["false_alarms_per_hour"] is None else f"{ev['false_alarms_per_hour']:.0f}"
     return head + f"| {ev['detected']}/{ev['episodes']} | {delay} | {fa} |"
 

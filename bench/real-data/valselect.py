@@ -2,13 +2,20 @@
 
 Reads the per-window outputs that ``run.py --scores DIR`` saved for two runs of the same scenarios and
 seed (say ``--max-train 4000`` and ``8000``) and, per scenario, cross-fits a scoring mode on the
-validation windows: fitted on one random half of them, applied to the other half, both ways, over
-``--halvings`` random halvings. It prints each run's mean out-of-fold F1 and the run with the higher
-one. No test window is read for the pick, so it is one a choice made on validation data could have
-made. ``--test`` then reports what the pick is worth, read only after every pick is made: each
-run's test F1 and the picked run's test figures (the mode fitted on all the run's validation windows,
-as ``run.py`` scores it: F1, precision, recall, episodes detected, delay, false alarms an hour);
-``--json`` also writes them.
+validation windows (windows of the training recordings, never trained on). ``--folds recordings``
+(the default, for outputs that name each validation window's recording): leave one training
+recording out — the mode fitted on the validation windows of the other training recordings and
+applied to that recording's, for each in turn, so each pick is judged on recordings its fit did not
+see; ``--folds halvings`` (and outputs saved before the recordings were): fitted on one random half
+of the validation windows and applied to the other half, both ways, over ``--halvings`` random
+halvings. It prints each run's out-of-fold F1 and the run with the higher one. The pick
+(:func:`pick`) loads only the ``val_*`` arrays of the saved outputs: no test window, label or
+output enters it (``python/tests/test_bench_selection.py`` shuffles the test labels and replaces
+the test outputs, and the picks stay the same). ``--test`` then reports what the pick is worth,
+read only after every pick is made: each run's test F1 and the picked run's test figures (the mode
+fitted on all the run's validation windows, as ``run.py`` scores it: F1, precision, recall,
+specificity, episodes detected, delay to the verdict time, false alarms an hour); ``--json`` also
+writes them.
 
     cd python && uv run python ../bench/real-data/valselect.py --a DIR [DIR ...] --b DIR [DIR ...] \
         [--test] [--json OUT]
@@ -41,15 +48,18 @@ def rows(t: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
 
 
 class Validation(NamedTuple):
-    """One run's saved outputs on its validation windows, as ``mode`` reads them."""
+    """One run's saved outputs on its validation windows, as ``mode`` reads them; ``recording``:
+    each window's training recording (None in outputs saved before run.py kept it)."""
 
     y: torch.Tensor
     gat: torch.Tensor
     vgae: torch.Tensor | None
     timing: torch.Tensor | None
+    recording: torch.Tensor | None = None
 
 
 def validation(path: Path, mode: str) -> Validation:
+    """The ``val_*`` arrays of one run's saved outputs (nothing else is loaded) as ``mode`` reads them."""
     with np.load(path) as z:
         v = {k[4:]: torch.from_numpy(z[k]) for k in z.files if k.startswith("val_")}
     pools = vgae_pools(mode)
@@ -59,24 +69,61 @@ def validation(path: Path, mode: str) -> Validation:
     elif pools:
         vgae = torch.stack([v[f"vgae_{p}"] for p in pools], 1)
     timing = v["timing"] if needs_timing(mode) else None
-    return Validation(v["y"].long(), v["gat"], vgae, timing)
+    return Validation(v["y"].long(), v["gat"], vgae, timing, v.get("recording"))
 
 
-def crossfit_f1(path: Path, mode: str, halvings: int, seed: int) -> tuple[float, int, int]:
-    """Mean out-of-fold F1 of ``mode`` on the validation windows of one run; also their count and
-    how many are attack windows."""
+def _out_of_fold(val: Validation, mode: str, fit: torch.Tensor, pred: torch.Tensor) -> None:
+    """``pred`` of the windows not in ``fit`` by ``mode`` fitted on those in it."""
+    judge = ~fit
+    scorer = fit_scorer(mode, val.y[fit], gat_prob=val.gat[fit], vgae_score=rows(val.vgae, fit))
+    pred[judge] = scorer.predict(val.gat[judge], rows(val.vgae, judge), rows(val.timing, judge))
+
+
+def crossfit_f1(
+    path: Path, mode: str, halvings: int, seed: int, folds: str = "recordings"
+) -> tuple[float, int, int, str]:
+    """Out-of-fold F1 of ``mode`` on the validation windows of one run; also their count, how many
+    are attack windows, and the folds used: ``recordings`` (leave one training recording out, when
+    the outputs name at least two) or ``halvings`` (the mean over random halvings)."""
     val = validation(path, mode)
     y = val.y
+    if folds == "recordings" and val.recording is not None and len(torch.unique(val.recording)) >= 2:
+        pred = torch.zeros_like(y)
+        for r in torch.unique(val.recording).tolist():
+            _out_of_fold(val, mode, val.recording != r, pred)
+        return f1_score(pred, y), len(y), int(y.sum()), "recordings"
     rng = np.random.default_rng(seed)
     scores = []
     for _ in range(halvings):
         first = torch.from_numpy(rng.random(len(y)) < 0.5)
         pred = torch.zeros_like(y)
-        for fit, judge in ((first, ~first), (~first, first)):
-            scorer = fit_scorer(mode, y[fit], gat_prob=val.gat[fit], vgae_score=rows(val.vgae, fit))
-            pred[judge] = scorer.predict(val.gat[judge], rows(val.vgae, judge), rows(val.timing, judge))
+        _out_of_fold(val, mode, first, pred)
+        _out_of_fold(val, mode, ~first, pred)
         scores.append(f1_score(pred, y))
-    return float(np.mean(scores)), len(y), int(y.sum())
+    return float(np.mean(scores)), len(y), int(y.sum()), "halvings"
+
+
+def pick(
+    a: dict[str, Path], b: dict[str, Path], mode: str, halvings: int, seed: int, folds: str = "recordings"
+) -> dict[str, dict[str, Any]]:
+    """Per run in both ``a`` and ``b``: each one's out-of-fold validation F1 and the higher
+    (``higher``: ``A``, ``B`` or ``equal``). Reads the ``val_*`` arrays only (:func:`validation`)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for k in [k for k in a if k in b]:
+        fa, n, na, how = crossfit_f1(a[k], mode, halvings, seed, folds)
+        fb, n_b, nb, how_b = crossfit_f1(b[k], mode, halvings, seed, folds)
+        if (n, na) != (n_b, nb):
+            raise ValueError(f"{k}: A and B differ in validation windows ({n}/{na}, {n_b}/{nb})")
+        higher = "A" if fa > fb else "B" if fb > fa else "equal"
+        runs[k] = {
+            "val_windows": n,
+            "val_attack": na,
+            "folds": how if how == how_b else f"{how}/{how_b}",
+            "oof_f1_a": fa,
+            "oof_f1_b": fb,
+            "higher": higher,
+        }
+    return runs
 
 
 def test_figures(path: Path, mode: str, merge_gap_s: float) -> dict[str, Any]:
@@ -92,6 +139,12 @@ def main() -> int:
     ap.add_argument("--a", type=Path, nargs="+", required=True, help="run A's --scores folder(s)")
     ap.add_argument("--b", type=Path, nargs="+", required=True, help="run B's --scores folder(s)")
     ap.add_argument("--mode", default="novelty_timing", choices=SCORING_MODES)
+    ap.add_argument(
+        "--folds",
+        choices=["recordings", "halvings"],
+        default="recordings",
+        help="leave one training recording out (outputs that name them), or random halvings",
+    )
     ap.add_argument("--halvings", type=int, default=20, help="random halvings of the validation windows")
     ap.add_argument("--seed", type=int, default=12345, help="seed of the halvings (the same for A and B)")
     ap.add_argument(
@@ -107,17 +160,20 @@ def main() -> int:
     if not both:
         print(f"no <scenario>__<variant>.npz is in both {args.a} and {args.b}", file=sys.stderr)
         return 2
-    runs: dict[str, dict[str, Any]] = {}
-    print("| run | validation windows (attack) | A: out-of-fold F1 | B | higher |\n|---|---:|---:|---:|---|")
-    for k in both:
-        fa, n, na = crossfit_f1(a[k], args.mode, args.halvings, args.seed)
-        fb, n_b, nb = crossfit_f1(b[k], args.mode, args.halvings, args.seed)
-        if (n, na) != (n_b, nb):
-            print(f"{k}: A and B differ in validation windows ({n}/{na}, {n_b}/{nb})", file=sys.stderr)
-            return 2
-        higher = "A" if fa > fb else "B" if fb > fa else "equal"
-        runs[k] = {"val_windows": n, "val_attack": na, "oof_f1_a": fa, "oof_f1_b": fb, "higher": higher}
-        print(f"| {k} | {n} ({na}) | {fa:.4f} | {fb:.4f} | {higher} |")
+    try:
+        runs = pick(a, b, args.mode, args.halvings, args.seed, args.folds)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    print(
+        "| run | validation windows (attack) | folds | A: out-of-fold F1 | B | higher |\n"
+        "|---|---:|---|---:|---:|---|"
+    )
+    for k, r in runs.items():
+        print(
+            f"| {k} | {r['val_windows']} ({r['val_attack']}) | {r['folds']} | {r['oof_f1_a']:.4f} "
+            f"| {r['oof_f1_b']:.4f} | {r['higher']} |"
+        )
     if args.test:
         # the test windows are read only now, once every pick above is made; "equal" keeps A
         print("\n| run | test F1, A | B | picked |\n|---|---:|---:|---|")
@@ -130,7 +186,8 @@ def main() -> int:
             scenario, variant = k.split("__")
             print(table_row(scenario, variant, args.mode, r[r["picked"]]))
     if args.json:
-        doc = {"mode": args.mode, "halvings": args.halvings, "seed": args.seed, "a": [str(d) for d in args.a]}
+        doc = {"mode": args.mode, "folds": args.folds, "halvings": args.halvings, "seed": args.seed}
+        doc |= {"a": [str(d) for d in args.a]}
         doc |= {"b": [str(d) for d in args.b], "runs": runs}
         args.json.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return 0

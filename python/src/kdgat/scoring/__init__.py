@@ -1,10 +1,11 @@
 """How a window is scored: the GAT, the VGAE's anomaly score, or a fusion of both (and, in
 ``novelty_timing``, a timing rule on the payload features) (``evaluation.scoring``), with every
 parameter and threshold fitted on validation windows; and the event-level figures of scored windows
-(episodes detected, delay, false alarms per hour: ``events``); window F1 (``metrics``: the one
+(episodes detected, delay to each window's verdict time, false alarms per hour, per recording too:
+``events``); window F1 (``metrics``: the one
 implementation, the benches' too)."""
 
-from kdgat.scoring.events import EventFigures, event_figures, window_times
+from kdgat.scoring.events import EventFigures, event_figures, false_alarms_by_recording, window_times
 from kdgat.scoring.fusion import (
     SCORING_MODES,
     Scorer,
@@ -25,6 +26,7 @@ __all__ = [
     "best_f1_threshold",
     "binary_counts",
     "event_figures",
+    "false_alarms_by_recording",
     "f1_from_counts",
     "f1_score",
     "fit_scorer",
