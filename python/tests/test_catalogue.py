@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -31,7 +32,9 @@ from kdgat.catalogue import (
     stage_row,
     write_row,
 )
-from kdgat.catalogue.query import QueryError, parse_columns, parse_sort, parse_where, select
+from kdgat.catalogue.query import QueryError, parse_columns, parse_sort, parse_where, select, select_table
+from kdgat.catalogue.schema import SCHEMA
+from kdgat.catalogue.store import FAN_IN, LOCK_FILE, PART_PREFIX, size_class
 from kdgat.contract import CATALOGUE_DIR, CONTRACT
 from kdgat.training.requeue import RequeueRequested
 
@@ -271,6 +274,84 @@ def test_compact_merges_the_files_and_a_row_written_after_it_wins(tmp_path: Path
     assert record_stage(dirs[2], "FAILED", unless_recorded=True) is None  # found in the merged file
 
 
+def _sweep_rows(run_dir: Path, n: int, *, compact_at: int | None) -> list[Path]:
+    """``n`` sweep points' curriculum rows, written one at a time as their jobs end."""
+    catalogue = run_dir.parent.parent / CATALOGUE_DIR
+    dirs = [make_stage(run_dir / "outputs" / f"point_{p}", "gat_small_curriculum", None) for p in range(n)]
+    for d in dirs:
+        _, row = stage_row(d, "FAILED")
+        write_row(catalogue, row, compact_at=compact_at)
+    return dirs
+
+
+def test_writers_compact_the_folder_as_rows_accumulate_and_every_row_stays(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "runs")
+    catalogue = tmp_path / "runs" / CATALOGUE_DIR
+    dirs = _sweep_rows(run_dir, 150, compact_at=4)
+    names = [p.name for p in catalogue.glob("*.parquet")]
+    loose = [n for n in names if not n.startswith(PART_PREFIX)]
+    parts = [catalogue / n for n in names if n.startswith(PART_PREFIX)]
+    # At most 3 one-row files, and fewer than FAN_IN parts of each size class.
+    assert len(loose) < 4 and parts
+    classes = [size_class(pq.read_metadata(p).num_rows, loose_limit=4) for p in parts]
+    assert all(classes.count(k) < FAN_IN for k in set(classes))
+    assert len(names) < 20
+    rows = read_rows(catalogue)
+    assert sorted(r["point_index"] for r in rows) == list(range(150))
+    # Any Parquet reader still takes the folder as one table (each row once: no stage ended twice).
+    assert len(pd.read_parquet(catalogue)) == 150
+    assert not [p for p in os.listdir(catalogue) if p.startswith(".") and p != LOCK_FILE]
+    # A stage that ends again wins over its merged row, and is found there by the epilog.
+    _, again = stage_row(dirs[7], "COMPLETED")
+    write_row(catalogue, again, compact_at=4)
+    assert {r["point_index"]: r["state"] for r in read_rows(catalogue)}[7] == "COMPLETED"
+    assert record_stage(dirs[8], "FAILED", unless_recorded=True) is None
+    assert len(read_rows(catalogue)) == 150
+
+
+def test_without_compaction_each_row_is_its_own_file(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "runs")
+    _sweep_rows(run_dir, 10, compact_at=None)
+    assert len(list((tmp_path / "runs" / CATALOGUE_DIR).glob("*.parquet"))) == 10
+
+
+_HOLD_LOCK = """
+import fcntl, sys
+with open(sys.argv[1], "a+") as f:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_writer_that_finds_the_lock_held_writes_its_row_and_leaves_the_merge_to_a_later_one(
+    tmp_path: Path,
+) -> None:
+    run_dir = make_run(tmp_path / "runs")
+    catalogue = tmp_path / "runs" / CATALOGUE_DIR
+    catalogue.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(catalogue / LOCK_FILE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        _sweep_rows(run_dir, 6, compact_at=4)  # returns: nobody waits for the lock
+        assert len(list(catalogue.glob(f"{PART_PREFIX}*"))) == 0
+        assert len(list(catalogue.glob("*.parquet"))) == 6
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    point = make_stage(run_dir / "outputs" / "point_6", "gat_small_curriculum", None)
+    _, row = stage_row(point, "FAILED")
+    write_row(catalogue, row, compact_at=4)
+    assert [p.name.startswith(PART_PREFIX) for p in catalogue.glob("*.parquet")] == [True]
+    assert len(read_rows(catalogue)) == 7
+
+
 def test_a_file_written_before_a_column_existed_reads_it_as_null(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "runs")
     catalogue = tmp_path / "runs" / CATALOGUE_DIR
@@ -306,6 +387,40 @@ ROWS: list[dict[str, Any]] = [
 )
 def test_the_where_language(where: list[str], want: list[str]) -> None:
     assert [r["experiment"] for r in select(ROWS, parse_where(where), [])] == want
+    # The whole-table query `runs` answers with says the same.
+    assert _experiments(select_table(_table(ROWS), parse_where(where), [])) == want
+
+
+def _table(rows: list[dict[str, Any]]) -> Any:
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def _experiments(table: Any) -> list[str]:
+    return list(table.column("experiment").to_pylist())
+
+
+def test_the_table_query_reads_nan_as_absent_and_compares_times_and_booleans_as_the_rows_do() -> None:
+    rows: list[dict[str, Any]] = [
+        {**r, "finished_at": datetime(2026, 11, 1 + i, tzinfo=UTC), "git_dirty": i % 2 == 0}
+        for i, r in enumerate(ROWS)
+    ]
+    rows.append({"experiment": "nan", "f1": float("nan"), "finished_at": None, "point_index": 3})
+    for where, sort in [
+        (["f1=null"], "experiment"),
+        (["f1!=null"], "f1:desc"),
+        (["f1>0"], ""),
+        (["f1!=0.91"], ""),
+        (["finished_at>=2026-11-02"], "finished_at:desc"),
+        (["finished_at<2026-11-03T00:00"], ""),
+        (["git_dirty=true"], ""),
+        (["point_index=3"], ""),
+        (["experiment~*-?"], "elapsed_s"),
+        ([], "f1,experiment:desc"),
+        ([], "finished_at"),
+    ]:
+        w, o = parse_where(where), parse_sort(sort)
+        want = [r["experiment"] for r in select(rows, w, o)]
+        assert _experiments(select_table(_table(rows), w, o)) == want, (where, sort)
 
 
 @pytest.mark.parametrize(
@@ -333,6 +448,12 @@ def test_sort_puts_nulls_last_either_way_and_columns_are_checked() -> None:
     assert order == ["b", "a", "sweep-2", "sweep-1"]
     order = [r["experiment"] for r in select(ROWS, [], parse_sort("dataset,elapsed_s:desc"))]
     assert order == ["sweep-2", "a", "sweep-1", "b"]
+    for sort, want in [
+        ("f1:desc", ["sweep-2", "a", "b", "sweep-1"]),
+        ("f1", ["b", "a", "sweep-2", "sweep-1"]),
+        ("dataset,elapsed_s:desc", ["sweep-2", "a", "sweep-1", "b"]),
+    ]:
+        assert _experiments(select_table(_table(ROWS), [], parse_sort(sort))) == want
     with pytest.raises(QueryError, match="asc or desc"):
         parse_sort("f1:down")
     with pytest.raises(QueryError, match="no column 'score'"):

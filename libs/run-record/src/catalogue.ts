@@ -1,7 +1,8 @@
 // The catalogue of all runs: one Parquet file per finished stage in `<runs root>/catalogue/`, written
 // by the pipeline and the job epilog (the site helpers' catalogue module; its columns are the run contract's)
 // and read by the site helper `runs`. Here: where it is for a run and for a stack, and the copy of a
-// site's catalogue brought back into the local runs root (the rsync that brings runs back).
+// site's catalogue brought back into the local runs root (the rsync that brings runs back: a mirror of
+// the site's folder, which its writers keep compacted; docs/ARCHITECTURE.md "The catalogue at lab scale").
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CATALOGUE_DIR, SITE_HELPER_MODULE } from '@kdgat/config';
@@ -21,8 +22,11 @@ export function catalogueOfRunsRoot(runsRoot: string): string {
 }
 
 /**
- * Brings the site's catalogue (`<siteRunsDir>/catalogue`) into `localDir` (only new and changed rows;
- * temporary files left out). A site without one yet leaves the copy as it is.
+ * Brings the site's catalogue (`<siteRunsDir>/catalogue`) into `localDir`, one rsync: the copy holds
+ * what the site's folder holds (new files come, files the site's writers merged away go; temporary
+ * files and the lock left out). The writers keep the folder compacted as rows accumulate (about a
+ * hundred files at 100,000 rows, a part never rewritten), so what travels is the new files, never
+ * one file per row. A site without a catalogue yet leaves the copy as it is.
  */
 export async function pullCatalogue(
   files: SiteFiles,
@@ -31,7 +35,7 @@ export async function pullCatalogue(
 ): Promise<CopyState> {
   const remote = catalogueOfRunsRoot(siteRunsDir.replace(/\/+$/, ''));
   try {
-    if (await files.exists(remote)) await files.pull(remote, localDir, ['.*']);
+    if (await files.exists(remote)) await files.pull(remote, localDir, ['.*'], { mirror: true });
   } catch (e) {
     return { error: (e as Error).message.split('\n')[0]! };
   }

@@ -72,6 +72,22 @@ describe('site files', () => {
     expect(await files.exists(join(site, 'logs'))).toBe(true);
     expect(await files.exists(join(site, 'nope'))).toBe(false);
   });
+
+  it('copies a directory back as a mirror: what the site removed goes from the copy, what is excluded stays', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-site-'));
+    const site = tree(join(root, 'site'), { 'a.parquet': 'a', 'b.parquet': 'b' });
+    const copy = join(root, 'copy');
+    await files.pull(site, copy, ['.*'], { mirror: true });
+    writeFileSync(join(copy, '.lock'), "the copy's own");
+    rmSync(join(site, 'a.parquet'));
+    writeFileSync(join(site, 'c.parquet'), 'c');
+    await files.pull(site, copy, ['.*'], { mirror: true });
+    expect(readdirSync(copy).sort()).toEqual(['.lock', 'b.parquet', 'c.parquet']);
+    // Without mirror: nothing local is deleted.
+    rmSync(join(site, 'b.parquet'));
+    await files.pull(site, copy, ['.*']);
+    expect(readdirSync(copy).sort()).toEqual(['.lock', 'b.parquet', 'c.parquet']);
+  });
 });
 
 describe("a directory that must be the login user's alone (the code root a neighbour must not plant)", () => {

@@ -133,14 +133,21 @@ export class SiteFiles {
   }
 
   /**
-   * Copies the site's `dir` into `localDir` (only what changed; nothing local is deleted), leaving
-   * out what matches `exclude` (rsync patterns: checkpoints, caches).
+   * Copies the site's `dir` into `localDir` (only what changed; nothing local is deleted unless
+   * `mirror`), leaving out what matches `exclude` (rsync patterns: checkpoints, caches). `mirror`:
+   * a local file the site no longer has is deleted too (what `exclude` matches is kept).
    */
-  async pull(dir: string, localDir: string, exclude: readonly string[] = []): Promise<void> {
+  async pull(
+    dir: string,
+    localDir: string,
+    exclude: readonly string[] = [],
+    opts: { mirror?: boolean } = {},
+  ): Promise<void> {
     mkdirSync(localDir, { recursive: true });
     const shell = this.session.remoteShell();
     const args = [
       '-a',
+      ...(opts.mirror ? ['--delete'] : []),
       // A file this machine changed since (a run's manifest, written here first) is kept.
       '--update',
       '--timeout=120',

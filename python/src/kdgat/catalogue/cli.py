@@ -74,32 +74,33 @@ def run(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     from kdgat.catalogue.query import (
-        format_table,
+        format_table_of,
         parse_columns,
         parse_sort,
         parse_where,
-        select,
-        shown_columns,
+        select_table,
+        shown_columns_of_table,
     )
     from kdgat.catalogue.schema import jsonable
-    from kdgat.catalogue.store import read_rows
+    from kdgat.catalogue.store import read_table
 
     # Without --sort: in the order the stages finished.
     where, sort = parse_where(args.where), parse_sort(args.sort) or [("finished_at", False)]
     columns = parse_columns(args.columns)
     folder: Path = args.catalogue if args.catalogue is not None else args.runs_root / CATALOGUE_DIR
-    rows = select(read_rows(folder), where, sort)
+    table = select_table(read_table(folder), where, sort)
     if args.json:
-        keep = columns or None
-        print(json.dumps([jsonable({k: r[k] for k in keep} if keep else r) for r in rows], indent=2))
+        rows = (table.select(columns) if columns else table).to_pylist()
+        print(json.dumps([jsonable(r) for r in rows], indent=2))
         return 0
     if not folder.is_dir():
         print(f"catalogue {folder}: none yet (a stage adds its row when it finishes)")
         return 0
     matching = f" matching {' and '.join(args.where)}" if args.where else ""
-    print(f"catalogue {folder}: {len(rows)} row(s){matching}")
-    if rows:
-        print(format_table(rows, shown_columns(rows, columns)))
+    print(f"catalogue {folder}: {table.num_rows} row(s){matching}")
+    if table.num_rows:
+        shown = shown_columns_of_table(table, columns)
+        sys.stdout.write(format_table_of(table, shown) + "\n")
     return 0
 
 

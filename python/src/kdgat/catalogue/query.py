@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from kdgat.catalogue.schema import COLUMNS, TYPES
 
 #: What ``runs`` shows without ``--columns`` (columns that are null in every row shown are left out).
@@ -80,6 +83,31 @@ class Condition:
             "<=": lambda a, b: a <= b,
         }
         return ops[self.op](v, self.value)
+
+    def mask(self, table: pa.Table) -> pa.ChunkedArray:
+        """Where the condition holds in ``table`` (no nulls: a null is False), as :meth:`__call__`
+        says for one row. NaN reads as null."""
+        col = _nan_as_null(table.column(self.column))
+        if self.value is None:
+            absent = pc.is_null(col)
+            return absent if self.op == "=" else pc.invert(absent)
+        if self.op == "~":
+            # A glob on the column's distinct values (fnmatch's own rules), then membership.
+            values = pc.unique(col).drop_null().to_pylist()
+            hits = [v for v in values if fnmatch.fnmatchcase(str(v), str(self.value))]
+            return pc.fill_null(pc.is_in(col, value_set=pa.array(hits, type=col.type)), False)
+        kernels = {
+            "=": pc.equal,
+            "!=": pc.not_equal,
+            ">": pc.greater,
+            ">=": pc.greater_equal,
+            "<": pc.less,
+            "<=": pc.less_equal,
+        }
+        value = pa.scalar(self.value, type=pa.float64() if TYPES[self.column] in _NUMERIC else col.type)
+        if TYPES[self.column] in _NUMERIC:
+            col = pc.cast(col, pa.float64())
+        return pc.fill_null(kernels[self.op](col, value), False)
 
 
 def _column(name: str, what: str) -> str:
@@ -176,6 +204,28 @@ def select(
     return out
 
 
+def _nan_as_null(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_floating(col.type):
+        return pc.if_else(pc.is_nan(col), pa.scalar(None, type=col.type), col)
+    return col
+
+
+def select_table(table: pa.Table, where: Sequence[Condition], sort: Sequence[tuple[str, bool]]) -> pa.Table:
+    """:func:`select` on a whole table at once (Arrow's kernels, no row objects): the same rows in the
+    same order (a stable sort, nulls and NaN last for each key)."""
+    for c in where:
+        table = table.filter(c.mask(table))
+    if sort and table.num_rows > 1:
+        keyed = table.select([c for c, _ in sort])
+        keyed = pa.table({c: _nan_as_null(keyed.column(c)) for c in keyed.column_names})
+        order = pc.sort_indices(
+            keyed,
+            sort_keys=[(c, "descending" if desc else "ascending", "at_end") for c, desc in sort],
+        )
+        table = table.take(order)
+    return table
+
+
 def _by(column: str) -> Callable[[dict[str, Any]], Any]:
     return lambda row: row[column]
 
@@ -191,6 +241,14 @@ def shown_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None)
         "experiment",
         "state",
     ]
+
+
+def shown_columns_of_table(table: pa.Table, columns: Sequence[str] | None) -> list[str]:
+    """:func:`shown_columns` of a table's rows."""
+    if columns is not None:
+        return list(columns)
+    present = [c for c in DEFAULT_COLUMNS if _nan_as_null(table.column(c)).null_count < table.num_rows]
+    return present or ["experiment", "state"]
 
 
 _SHORT = {"git_commit": 10, "spec_hash": 10, "environment_lock_hash": 10, "row_key": 16}
@@ -224,3 +282,34 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
         ).rstrip()
 
     return "\n".join([line(columns), *(line(r) for r in cells)])
+
+
+def _cells(column: str, values: pa.ChunkedArray) -> list[str]:
+    """:func:`format_cell` of every value of a column, a kernel per column where Arrow has one."""
+    values = _nan_as_null(values)
+    kind = TYPES[column]
+    if kind == "timestamp":
+        # To the second (Arrow's %S of a microsecond timestamp carries the fraction).
+        seconds = pc.cast(pc.floor_temporal(values, unit="second"), pa.timestamp("s", tz="UTC"))
+        text = pc.strftime(seconds, format="%Y-%m-%d %H:%M:%S", locale="C")
+    elif kind == "int64":
+        text = pc.cast(values, pa.string())
+    elif kind == "bool":
+        text = pc.if_else(values, "true", "false")
+    elif kind == "string":
+        text = pc.utf8_slice_codeunits(values, 0, _SHORT[column]) if column in _SHORT else values
+    else:
+        spec = ".1f" if column == "elapsed_s" else ".4g"
+        return ["-" if v is None else format(v, spec) for v in values.to_pylist()]
+    return pc.fill_null(text, "-").to_pylist()
+
+
+def format_table_of(table: pa.Table, columns: Sequence[str]) -> str:
+    """:func:`format_table` of a table's rows, column by column (what ``runs`` prints)."""
+    out: list[list[str]] = []
+    for c in columns:
+        cells = _cells(c, table.column(c))
+        width = max([len(c), *map(len, cells)])
+        pad = str.rjust if TYPES[c] in _NUMERIC else str.ljust
+        out.append([pad(c, width), *(pad(v, width) for v in cells)])
+    return "\n".join("  ".join(line).rstrip() for line in zip(*out, strict=True))

@@ -285,17 +285,17 @@ def _catalogue(ref: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:
     """The run's rows of the catalogue of all runs (:mod:`kdgat.catalogue`), and where it is."""
     if not ref:
         return [], {"dir": None, "rows": 0}
-    from kdgat.catalogue import read_rows
-    from kdgat.catalogue.query import format_cell
+    from kdgat.catalogue import read_table
+    from kdgat.catalogue.query import Condition, format_cell, select_table
 
     folder = Path(ref["dir"])
     head = "<h2>In the catalogue</h2>"
     try:
-        rows = [
-            r
-            for r in read_rows(folder)
-            if r["experiment"] == ref.get("experiment") and r["run_id"] == ref.get("runId")
+        run = [
+            Condition("experiment", "=", ref.get("experiment")),
+            Condition("run_id", "=", ref.get("runId")),
         ]
+        rows = select_table(read_table(folder), run, []).to_pylist()
     except Exception as e:  # a damaged file must not cost the report
         why = f"{type(e).__name__}: {e}"
         return [head, f"<p class='muted'>the catalogue {_e(folder)} could not be read: {_e(why)}</p>"], {
