@@ -12,6 +12,9 @@ Who writes a row (one writer, :func:`record_stage`):
   state: the row of a stage whose pipeline never got to write one (killed, cancelled, the time
   limit; a requeued job writes none — its next attempt does).
 
+Each writer compacts the folder as rows accumulate (:mod:`kdgat.catalogue.store`): under 64 one-row
+files and a few merged parts at any size, so a reader opens about a hundred files at 100,000 rows.
+
 Who reads it: ``python -m kdgat runs`` (:mod:`kdgat.catalogue.cli`), the runner's ``runner runs`` and
 the run report's "in the catalogue" table.
 """

@@ -6,7 +6,8 @@ before the pipeline is imported):
 ``python -m kdgat catalogue-append --stage-dir D --state S [--elapsed SECONDS] [--unless-recorded]``
     the row of one stage run (what the job epilog calls with the job's final state).
 ``python -m kdgat catalogue-compact --runs-root R``
-    merges the row files into one (under a lock; optional: readers take the folder either way).
+    merges every file into one part at once, under the lock (the writers compact as rows accumulate;
+    this is for a folder written one file per row before they did).
 """
 
 from __future__ import annotations

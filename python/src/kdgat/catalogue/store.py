@@ -95,6 +95,19 @@ def _files(catalogue: Path) -> list[Path]:
     return sorted(p for p in catalogue.glob("*.parquet") if not p.name.startswith("."))
 
 
+def _at_least_loose(catalogue: Path, n: int) -> bool:
+    """Whether the folder holds ``n`` one-row files or more (a look at the names, stopping at ``n``)."""
+    seen = 0
+    with os.scandir(catalogue) as entries:
+        for e in entries:
+            name = e.name
+            if name.endswith(".parquet") and not name.startswith((".", PART_PREFIX)):
+                seen += 1
+                if seen >= n:
+                    return True
+    return False
+
+
 def _loose(files: list[Path]) -> list[Path]:
     return [p for p in files if not p.name.startswith(PART_PREFIX)]
 
@@ -257,8 +270,7 @@ def compact_as_rows_accumulate(
     more, merges them (at most :data:`MAX_MERGE`) into a part, then the parts of the smallest class
     that has ``fan_in`` of them, and so on up; nothing when another process holds the lock. Returns
     the parts written."""
-    files = _files(catalogue)
-    if len(_loose(files)) < loose_limit:
+    if not _at_least_loose(catalogue, loose_limit):
         return []
     written: list[Path] = []
     with _locked(catalogue, wait=False) as held:
