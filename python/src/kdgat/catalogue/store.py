@@ -140,9 +140,8 @@ def _newest_per_key(table: pa.Table) -> pa.Table:
 
 
 def _read_files(files: list[Path]) -> pa.Table:
-    """The files as one table of the contract's columns (a column a file lacks reads as null). Read
-    file by file (``pyarrow.parquet``; ``pyarrow.dataset`` would import pandas, a quarter second
-    of every ``runs``)."""
+    """The files as one table of the contract's columns (a column a file lacks reads as null), in
+    the order given, file by file."""
     tables = []
     for f in files:
         with pq.ParquetFile(f) as pf:
@@ -199,7 +198,8 @@ def recorded_state(catalogue: Path, row: dict[str, Any]) -> str | None:
                 continue
             read.add(path.name)
             try:
-                t = pq.read_table(path, columns=["row_key", "state", "finished_at"])
+                with pq.ParquetFile(path) as pf:
+                    t = pf.read(columns=["row_key", "state", "finished_at"])
             except FileNotFoundError:
                 continue
             for r in t.filter(pc.equal(t.column("row_key"), row["row_key"])).to_pylist():
