@@ -86,6 +86,7 @@ from kdgat.scoring import (
     vgae_pools,
     window_times,
 )
+from kdgat.scoring.rules import rule_by_recording, rule_validation
 from kdgat.stages.scoring import anomaly_scores
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -516,7 +517,7 @@ def score_modes(
             out[mode]["decided_by"] = decided_by(scorer, t["test_gat"], st, y_test, tt, rank)
         if tt is not None and timing:
             out[mode]["timing_val_benign_flagged"] = scorer.timed_benign_share(timing[0], y_val)
-            out[mode]["timing_rule_test"] = timing_rule_by_recording(
+            out[mode]["timing_rule_test"] = timing_rule_test(
                 scorer, windows, t["test_gat"], st, tt, rank, names
             )
             if "val_recording" in o:
@@ -532,7 +533,7 @@ def recording_names(o: dict[str, np.ndarray]) -> dict[int, str]:
     return {int(i): str(int(i)) for i in ids}
 
 
-def timing_rule_by_recording(
+def timing_rule_test(
     scorer: Scorer,
     windows: dict[str, Any],
     gat_prob: torch.Tensor,
@@ -541,71 +542,37 @@ def timing_rule_by_recording(
     rank: torch.Tensor,
     names: dict[int, str],
 ) -> dict[str, dict[str, Any]]:
-    """Per recording, on its benign windows after its first PROFILE_WINDOWS (the traffic its payload
-    profile was learned from): false alarms per hour of the models (the GAT or the VGAE's novelty,
-    ``novelty_timing`` without its rule), of the timing rule alone, and of the windows only the rule
-    flags (the alarms it adds); and the attack windows only the rule flags (what it earns)."""
-    judged = ~scorer.in_warmup(rank, len(rank))
-    models = (scorer.by_gat(gat_prob) | scorer.novel(vgae_score)) & judged
-    rule = scorer.timed(timing) & judged
-    after = np.asarray(windows["window"]) >= PROFILE_WINDOWS
-    base = {k: windows[k] for k in ("recording", "y", "t_first", "t_last")}
-    keep = {k: np.asarray(v)[after] for k, v in base.items()}
-    parts = {
-        "models": models.numpy(),
-        "rule": rule.numpy(),
-        "rule_only": (rule & ~models).numpy(),
-    }
-    out: dict[str, dict[str, Any]] = {}
-    for part, flagged in parts.items():
-        by = false_alarms_by_recording(**keep, pred=flagged[after])
-        for r, f in by.items():
-            row = out.setdefault(
-                names[r], {"benign_hours": f["benign_hours"], "benign_windows": f["benign_windows"]}
-            )
-            row[f"{part}_false_alarms_per_hour"] = f["false_alarms_per_hour"]
-    attack = np.asarray(windows["y"]) == 1
-    rec = np.asarray(windows["recording"])
-    for r in np.unique(rec[attack]).tolist():
-        row = out.setdefault(names[r], {"benign_hours": 0.0, "benign_windows": 0})
-        mine = attack & (rec == r)
-        row["attack_windows"] = int(mine.sum())
-        row["rule_only_attack_windows"] = int((parts["rule_only"] & mine).sum())
-    return out
+    """The timing rule against the models on each test recording (``kdgat.scoring.rules``: on its
+    benign windows after its first PROFILE_WINDOWS, the traffic its payload profile was learned from)."""
+    by = rule_by_recording(
+        scorer,
+        **{k: windows[k] for k in ("recording", "window", "y", "t_first", "t_last")},
+        gat_prob=gat_prob,
+        vgae_score=vgae_score,
+        timing=timing,
+        rank=rank,
+        after=PROFILE_WINDOWS,
+    )
+    return {names[r]: f for r, f in by.items()}
 
 
 def timing_rule_validation(o: dict[str, np.ndarray], names: dict[int, str]) -> dict[str, dict[str, Any]]:
-    """The timing rule against the models on each training recording's validation windows, with
-    ``novelty_mean_or_max`` (the models' part of ``novelty_timing``) fitted on the validation
-    windows of the *other* training recordings (leave one recording out): per recording, as
-    :func:`timing_rule_by_recording`. Reads no test window."""
+    """The timing rule against the models on each training recording's validation windows, the
+    models' bars fitted on the other training recordings' (``kdgat.scoring.rules.rule_validation``).
+    Reads no test window."""
     t = {k: torch.from_numpy(np.asarray(v)) for k, v in o.items() if k.startswith("val_")}
-    rec = o["val_recording"]
-    y = t["val_y"].long()
-    vgae = torch.stack([t[f"val_vgae_{p}"] for p in vgae_pools("novelty_timing")], 1)
-    out: dict[str, dict[str, Any]] = {}
-    for r in np.unique(rec).tolist():
-        held, rest = torch.from_numpy(rec == r), torch.from_numpy(rec != r)
-        if not bool(rest.any()) or not bool((y[held] == 0).any()):
-            continue  # one training recording: nothing to fit on without it; no benign window
-        scorer = fit_scorer("novelty_timing", y[rest], gat_prob=t["val_gat"][rest], vgae_score=vgae[rest])
-        windows = {
-            "recording": rec[held.numpy()],
-            "window": o["val_window"][held.numpy()],
-            "y": y[held].numpy(),
-            "t_first": o["val_t_first"][held.numpy()],
-            "t_last": o["val_t_last"][held.numpy()],
-        }
-        out |= timing_rule_by_recording(
-            scorer,
-            windows,
-            t["val_gat"][held],
-            vgae[held],
-            t["val_timing"][held],
-            torch.zeros(int(held.sum()), dtype=torch.long),
-            names,
-        )
-    return out
+    by = rule_validation(
+        recording=o["val_recording"],
+        window=o["val_window"],
+        y=t["val_y"],
+        t_first=o["val_t_first"],
+        t_last=o["val_t_last"],
+        gat_prob=t["val_gat"],
+        vgae_score=torch.stack([t[f"val_vgae_{p}"] for p in vgae_pools("novelty_timing")], 1),
+        timing=t["val_timing"],
+        after=PROFILE_WINDOWS,
+    )
+    return {names[r]: f for r, f in by.items()}
 
 
 def decided_by(

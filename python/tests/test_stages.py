@@ -84,6 +84,13 @@ def test_chained_pipeline_beats_the_trivial_baseline(run_root: Path) -> None:
     assert ev["scoring"]["mode"] == "novelty_timing"
     assert ev["scoring"]["vgae_model"].endswith("vgae_small_autoencoder/model.pt")
     assert ev["scoring"]["timing_val_benign_flagged"] < 0.05
+    # and per recording against the models: on the test files, and on each training file's
+    # validation windows with the models' bars fitted on the other training files'
+    rule = ev["timing_rule"]
+    assert rule["after_windows"] == 20 and rule["test"]
+    assert all(path.startswith("test_") for path in rule["test"])
+    assert rule["validation"] and all(path.startswith("train_") for path in rule["validation"])
+    assert all("rule_only_false_alarms_per_hour" in r for r in rule["validation"].values())
     # no warm-up by default: every test window is judged
     assert ev["scoring"]["warmup_windows"] == 0 and ev["warmup"]["test_windows"] == 0
     assert cache["params"]["features"] == "payload"

@@ -40,5 +40,6 @@ def run(ctx: StageContext) -> dict[str, Any]:
         evaluated_model=str(path),
         graph_cache=graph_cache_record(splits.meta),
         **event_metrics(out["pred"], splits.test, [f["path"] for f in splits.meta.get("files", [])]),
+        **({"timing_rule": out["timing_rule"]} if "timing_rule" in out else {}),
     )
     return out["overall"]
