@@ -10,8 +10,8 @@ import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { loadExperimentSpec } from '@kdgat/config';
-import { renderTrainJob } from '@kdgat/slurm-templates';
-import { FileStackOutputs, policiesOf } from '@kdgat/planning';
+import { JOB_LIBRARY, renderTrainJob } from '@kdgat/slurm-templates';
+import { FileStackOutputs, jobLibraryFor, policiesOf } from '@kdgat/planning';
 import { SlurmScheduler } from '@kdgat/schedulers';
 import { train } from '../../apps/runner/src/commands/train.ts';
 import { makeSite } from '../../apps/runner/test/e2e/harness.ts';
@@ -71,6 +71,12 @@ try {
   const outputs = await new FileStackOutputs(site.stackFile).read('local');
   const dir = join(site.root, 'baseline');
   mkdirSync(join(dir, 'logs'), { recursive: true });
+  // The shell every job shares: the site's job library, or (a stack without it) a copy beside the scripts.
+  const jobLibrary = jobLibraryFor(outputs, dir, { stack: 'local' });
+  if (jobLibrary.file) {
+    mkdirSync(join(dir, 'scripts', 'lib'), { recursive: true });
+    writeFileSync(join(dir, jobLibrary.file), JOB_LIBRARY.text);
+  }
   const baseline = new SlurmScheduler({ extraArgs: ['--hold'] });
   const baselineIds: string[] = [];
   t0 = performance.now();
@@ -84,6 +90,7 @@ try {
       layout: { cacheDirs: outputs.scratch.cacheDirs, logsDir: join(dir, 'logs') },
       runRoot: join(dir, 'outputs', `point_${i}`),
       scripts: { stageData: outputs.scripts.stageData, epilog: outputs.scripts.epilog },
+      jobLibrary,
       requeue,
       staging,
     });
