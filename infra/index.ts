@@ -1,11 +1,14 @@
 // kdgat-hpc infrastructure: one ClusterSite per stack (see README.md and docs/CONTRACTS.md).
 import { fileURLToPath } from 'node:url';
 import * as pulumi from '@pulumi/pulumi';
+import { WORKSPACE_VARIABLE } from '@kdgat/config';
 import { ClusterSite } from './components/cluster-site.ts';
 import { readSiteConfig } from './components/site-config.ts';
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const site = new ClusterSite('site', readSiteConfig(new pulumi.Config(), repoRoot));
+// Relative paths in the stack's configuration resolve against its workspace (infra/bin/pulumi-stack.sh
+// exports it), else against this checkout, whose own stacks are a workspace at its root.
+const workspaceRoot = process.env[WORKSPACE_VARIABLE] || fileURLToPath(new URL('..', import.meta.url));
+const site = new ClusterSite('site', readSiteConfig(new pulumi.Config(), workspaceRoot));
 
 export const profile = site.outputs.profile;
 export const connection = site.outputs.connection;

@@ -6,15 +6,22 @@
 # .hpc/logs/pulumi-up-<stack>.log, whose path it prints. Without it, `up` shows the full --diff,
 # every property of every resource.
 # The stack defaults to `local` and is created on first use. Pulumi comes from the repository
-# toolchain (scripts/with-toolchain.sh: local file backend, offline plugin settings).
-# HPC_INFRA_DIR points at another project directory (the e2e tests use a temporary one).
+# toolchain (scripts/with-toolchain.sh: offline plugin settings).
+# The stack's configuration is `<workspace>/<stacks>/<stack>.yaml` (Pulumi's --config-file) and its
+# state the workspace's own file backend (unless PULUMI_BACKEND_URL names another): the workspace is
+# --workspace DIR, else $KDGAT_HPC_WORKSPACE, else the first kdgat-hpc.yaml at or above the current
+# directory, else this checkout's own (infra/bin/workspace.ts). Relative paths in the stack file
+# resolve against the workspace root.
+# HPC_INFRA_DIR instead names a Pulumi project directory holding Pulumi.<stack>.yaml itself (infra's
+# own e2e tests, which drive the CLI on a temporary project).
 set -euo pipefail
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 infra=${HPC_INFRA_DIR:-$(cd "$(dirname "$self")/.." && pwd)}
 repo=$(cd "$(dirname "$self")/../.." && pwd)
 
 if [[ -z ${HPC_PULUMI_STACK_TOOLCHAIN:-} && -f $repo/scripts/with-toolchain.sh ]]; then
-  export HPC_PULUMI_STACK_TOOLCHAIN=1
+  # Whether the user chose a backend, before the toolchain names its default.
+  export HPC_PULUMI_STACK_TOOLCHAIN=1 HPC_USER_BACKEND=${PULUMI_BACKEND_URL:-}
   exec bash "$repo/scripts/with-toolchain.sh" bash "$self" "$@"
 fi
 
@@ -32,11 +39,14 @@ verb=${1:?usage: pulumi-stack.sh <preview|up|refresh|destroy> [--stack NAME] [pu
 shift
 stack=local
 summary=0
+workspace=''
 extra=()
 while (($#)); do
   case $1 in
     --stack) stack=${2:?--stack needs a name}; shift 2 ;;
     --stack=*) stack=${1#--stack=}; shift ;;
+    --workspace) workspace=${2:?--workspace needs a folder}; shift 2 ;;
+    --workspace=*) workspace=${1#--workspace=}; shift ;;
     --summary | --summary=true) summary=1; shift ;;
     --summary=false) summary=0; shift ;;
     *) extra+=("$1"); shift ;;
@@ -92,12 +102,28 @@ clear_stale_lock() {
   fi
 }
 
+config_file=()
+stack_file=$infra/Pulumi.$stack.yaml
+if [[ -z ${HPC_INFRA_DIR:-} ]]; then
+  if [[ ! $stack =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]]; then
+    echo "pulumi-stack.sh: --stack ${stack@Q}: expected a stack name (letters, digits, . _ -)" >&2
+    exit 2
+  fi
+  found=$(node "$repo/infra/bin/workspace.ts" "$stack" "$PWD" "$workspace") || exit 2
+  mapfile -t ws <<<"$found"
+  stack_file=${ws[1]} infra=${ws[3]}
+  config_file=(--config-file "$stack_file")
+  # Relative paths in the stack file resolve against the workspace (infra/index.ts reads it).
+  export KDGAT_HPC_WORKSPACE=${ws[0]}
+  [[ -n ${HPC_USER_BACKEND:-} ]] || export PULUMI_BACKEND_URL=file://${ws[2]}
+fi
+
 cd "$infra"
 # Only the embedded `local` stack has a default passphrase; another stack's secrets need the user's
 # own (or another secrets provider), asked for before anything is created or changed.
 # shellcheck source=/dev/null # (checked on its own: shellcheck scripts/lib/pulumi-secrets.sh)
 source "$repo/scripts/lib/pulumi-secrets.sh"
-kdgat_pulumi_secrets pulumi-stack.sh "$stack" "$infra" "file://$repo/.pulumi-state" "infra:$verb (pulumi $verb)" || exit 1
+kdgat_pulumi_secrets pulumi-stack.sh "$stack" "$infra" "file://$repo/.pulumi-state" "infra:$verb (pulumi $verb)" "$stack_file" || exit 1
 remove_empty_attrs
 pulumi stack select --create "$stack" --non-interactive >/dev/null
 clear_stale_lock
@@ -105,14 +131,14 @@ clear_stale_lock
 yes=()
 [[ -t 0 ]] || yes=(--yes --non-interactive)
 case $verb in
-  preview) pulumi preview --diff --stack "$stack" "${extra[@]}" ;;
+  preview) pulumi preview --diff --stack "$stack" "${config_file[@]}" "${extra[@]}" ;;
   up)
     if ((summary)); then
-      log=$repo/.hpc/logs/pulumi-up-$stack.log
+      log=${KDGAT_HPC_WORKSPACE:-$repo}/.hpc/logs/pulumi-up-$stack.log
       mkdir -p "$(dirname "$log")"
       echo "pulumi up --stack $stack: the summary below; resource by resource: $log"
       status=0
-      pulumi up --suppress-progress --stack "$stack" "${yes[@]}" "${extra[@]}" >"$log" 2>&1 || status=$?
+      pulumi up --suppress-progress --stack "$stack" "${config_file[@]}" "${yes[@]}" "${extra[@]}" >"$log" 2>&1 || status=$?
       # Pulumi's closing sections of the update (after its preview's): what failed, the stack
       # outputs, the resource counts, the duration. A preview that failed has only its own.
       from='^Updating '
@@ -121,10 +147,10 @@ case $verb in
       ((status == 0)) || echo "pulumi-stack.sh: pulumi up failed (status $status); its full output: $log" >&2
       exit "$status"
     fi
-    pulumi up --diff --stack "$stack" "${yes[@]}" "${extra[@]}"
+    pulumi up --diff --stack "$stack" "${config_file[@]}" "${yes[@]}" "${extra[@]}"
     ;;
-  refresh) pulumi refresh --diff --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
-  destroy) pulumi destroy --stack "$stack" "${yes[@]}" "${extra[@]}" ;;
+  refresh) pulumi refresh --diff --stack "$stack" "${config_file[@]}" "${yes[@]}" "${extra[@]}" ;;
+  destroy) pulumi destroy --stack "$stack" "${config_file[@]}" "${yes[@]}" "${extra[@]}" ;;
   *)
     echo "pulumi-stack.sh: unknown verb '$verb' (expected preview, up, refresh or destroy)" >&2
     exit 2

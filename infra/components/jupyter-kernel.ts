@@ -16,7 +16,7 @@ export interface JupyterKernelArgs {
   profile: Pick<ClusterProfile, 'name' | 'modules'>;
   /** The site user's kernels directory, absolute (`kernelsDirFor` of @kdgat/config). */
   kernelsDir: string;
-  /** What a kernel without its own `code` imports `kdgat` from (`kernelDefaultCodeFor`); absent: the environment's. */
+  /** What a kernel without its own `code` imports the default pipeline from (`kernelDefaultCodeFor`); absent: the environment's. */
   codePath?: string;
   connection: pulumi.Input<Connection>;
 }

@@ -16,7 +16,7 @@ export interface ScratchCacheLayoutArgs {
 export function scratchReadme(layout: ScratchLayout, clusterName: string): string {
   const datasets = Object.entries(layout.cacheDirs).sort(([a], [b]) => a.localeCompare(b));
   return [
-    `# kd-gat scratch on ${clusterName}`,
+    `# kdgat-hpc scratch on ${clusterName}`,
     '',
     'Managed by the kdgat-hpc Pulumi stack (infra/). Do not rename these directories by hand.',
     '',

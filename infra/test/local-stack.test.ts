@@ -8,7 +8,7 @@ import { parse } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 beforeAll(() => {
-  const stack = parse(readFileSync(new URL('../Pulumi.local.yaml', import.meta.url), 'utf8')) as {
+  const stack = parse(readFileSync(new URL('../../stacks/local.yaml', import.meta.url), 'utf8')) as {
     config: Record<string, unknown>;
   };
   const config = Object.fromEntries(

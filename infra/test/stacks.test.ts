@@ -23,7 +23,7 @@ const created: Created[] = [];
 const PRIVATE_KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nunit-test-key\n-----END OPENSSH PRIVATE KEY-----\n';
 
 beforeAll(() => {
-  const stack = parse(readFileSync(new URL('../Pulumi.osc-pitzer.yaml', import.meta.url), 'utf8')) as {
+  const stack = parse(readFileSync(new URL('../../stacks/osc-pitzer.yaml', import.meta.url), 'utf8')) as {
     config: Record<string, unknown>;
   };
   const config = Object.fromEntries(
@@ -166,7 +166,7 @@ describe('osc-pitzer stack (mocks)', () => {
     // `runner plan` on a stack that is not provisioned uses declaredSiteOutputs of the same
     // declaration; if the program and the prediction drift apart, this fails.
     const program = await import('../index.ts');
-    const text = readFileSync(new URL('../Pulumi.osc-pitzer.yaml', import.meta.url), 'utf8');
+    const text = readFileSync(new URL('../../stacks/osc-pitzer.yaml', import.meta.url), 'utf8');
     const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
     const predicted = declaredSiteOutputs(
       siteFromStackConfig(rawSiteConfigFromStackFile(text, 'kdgat-hpc'), repoRoot),

@@ -4,7 +4,7 @@
 #
 # Only the embedded `local` stack, on the repository's own file backend, has a default passphrase
 # (`kdgat-local`, public: its only secret is nothing). Any other stack on a file backend keeps its
-# secrets (an SSH key, a token) encrypted in infra/Pulumi.<stack>.yaml and in the state under a
+# secrets (an SSH key, a token) encrypted in stacks/<stack>.yaml and in the state under a
 # passphrase that only its user knows, or under another secrets provider named in that file
 # (`secretsprovider: awskms://…`). A command that needs them while neither is set is refused in
 # one line that names the stack and the command that fixes it: never run under a passphrase that
@@ -22,14 +22,15 @@ KDGAT_LOCAL_PASSPHRASE=kdgat-local
 # The stack name without its organization/project (`organization/kdgat-hpc/local` -> `local`).
 kdgat_short_stack() { printf '%s\n' "${1##*/}"; }
 
-# kdgat_pulumi_secrets WHO STACK PROJECT_DIR DEFAULT_BACKEND WHAT
+# kdgat_pulumi_secrets WHO STACK PROJECT_DIR DEFAULT_BACKEND WHAT [STACK_FILE]
 #   WHO: the program saying it (for the message); STACK: the stack the command uses; PROJECT_DIR:
 #   the Pulumi project (where Pulumi.<stack>.yaml lies); DEFAULT_BACKEND: the repository's own
-#   backend URL; WHAT: the command, in words, when it needs the secrets ('' when it does not).
+#   backend URL; WHAT: the command, in words, when it needs the secrets ('' when it does not);
+#   STACK_FILE: the stack's config file when it is another (a workspace's, --config-file).
 # Exports the default passphrase for `local` on the repository's backend; returns 1 with the
 # one-line refusal on stderr when WHAT needs secrets that nothing can decrypt.
 kdgat_pulumi_secrets() {
-  local who=$1 stack=$2 project=$3 default_backend=$4 what=$5 short provider
+  local who=$1 stack=$2 project=$3 default_backend=$4 what=$5 file=${6:-} short provider
   # A default exported for `local` by an outer command is not this stack's passphrase.
   if [[ ${KDGAT_PULUMI_PASSPHRASE_DEFAULT:-} == 1 && ${PULUMI_CONFIG_PASSPHRASE:-} == "$KDGAT_LOCAL_PASSPHRASE" ]]; then
     unset PULUMI_CONFIG_PASSPHRASE KDGAT_PULUMI_PASSPHRASE_DEFAULT
@@ -47,8 +48,9 @@ kdgat_pulumi_secrets() {
   fi
   [[ -n $what && -n $short ]] || return 0
   [[ ${PULUMI_BACKEND_URL:-} == file://* ]] || return 0
-  if [[ -f $project/Pulumi.$short.yaml ]]; then
-    provider=$(sed -n 's/^secretsprovider:[[:space:]]*//p' "$project/Pulumi.$short.yaml" | head -n 1)
+  [[ -n $file ]] || file=$project/Pulumi.$short.yaml
+  if [[ -f $file ]]; then
+    provider=$(sed -n 's/^secretsprovider:[[:space:]]*//p' "$file" | head -n 1)
     [[ -n $provider && $provider != passphrase* ]] && return 0
   fi
   # shellcheck disable=SC2088 # the tilde is for the user's shell to expand

@@ -60,7 +60,7 @@ export const pip: Frontend = {
       const inherited: string[] = [];
       for (const prefix of env.inheritEnvironments) inherited.push(await purelib(t, env, prefix));
       // addsitedir (not a bare path line) so the inherited environment's own .pth files run too,
-      // e.g. the editable install of the kdgat package that uv makes in python/.venv.
+      // e.g. the editable install of the default pipeline that uv makes in python/.venv.
       const lines = inherited.map((dir) => `import site; site.addsitedir(${JSON.stringify(dir)})`);
       await t.write(`${await purelib(t, env, env.prefix)}/kdgat-inherit.pth`, `${lines.join('\n')}\n`);
     }

@@ -160,6 +160,23 @@ export {
   type KernelDeclaration,
   type KernelDeclarationInput,
 } from './site/kernel.ts';
+export {
+  WORKSPACE_FILE,
+  WORKSPACE_VARIABLE,
+  WorkspaceFileSchema,
+  WorkspaceError,
+  readWorkspace,
+  findWorkspaceRoot,
+  resolveWorkspace,
+  stackFileOf,
+  inWorkspace,
+  ensureHpcDir,
+  useWorkspace,
+  workspaceRootInUse,
+  type Workspace,
+  type WorkspaceFile,
+} from './workspace/workspace.ts';
+export { initWorkspace, detectProject, InitError, TODO, type Detected, type InitResult } from './workspace/init.ts';
 
 /** Problems of dotted-key overrides against the pipeline's JSON Schema (the checked-in one by default). */
 export function validateOverrides(

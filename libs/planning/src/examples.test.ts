@@ -7,6 +7,7 @@ import { buildPlan } from './build.ts';
 import { renderPlan } from './render.ts';
 import { throttlePlan } from './throttle.ts';
 import { DeclaredStackOutputs } from './stack/declared.ts';
+import { checkoutStackConfigs } from './stack/configs.ts';
 import { checkEnvironmentMatches } from './stack/outputs.ts';
 import type { StackOutputs } from './stack/outputs.ts';
 import { outputsFor } from './testing.ts';
@@ -73,7 +74,7 @@ describe('examples/', () => {
     async (file) => {
       const { resolved } = loadExperimentSpec(join(EXAMPLES, file));
       const stackName = resolved.cluster.name;
-      const outputs = await new DeclaredStackOutputs(REPO).read(stackName);
+      const outputs = await new DeclaredStackOutputs(checkoutStackConfigs(REPO)).read(stackName);
       expect(() =>
         checkEnvironmentMatches(stackName, outputs, resolved.environments, outputs.declared.file),
       ).not.toThrow();
@@ -123,7 +124,7 @@ describe('examples/', () => {
   });
 
   it("kdgat-pitzer against osc-pitzer's declared stack: every job exports KD_GAT_DATA_ROOT from the stack's rawDataRoot", async () => {
-    const outputs = await new DeclaredStackOutputs(REPO).read('osc-pitzer');
+    const outputs = await new DeclaredStackOutputs(checkoutStackConfigs(REPO)).read('osc-pitzer');
     expect(outputs.jobEnvironment?.rawData['hcrl_sa']).toBe('/fs/ess/PAS1266/kd-gat/data/raw/hcrl_sa');
     const { rendered } = planOf('kdgat-pitzer.yaml', outputs, `${outputs.scratch.runsDir}/x/run`);
     for (const r of rendered)

@@ -12,12 +12,17 @@ export {
 } from './stack/outputs.ts';
 export {
   DeclaredStackOutputs,
+  declaredStackFile,
+  readDeclaredSite,
+  stackFileLabel,
+  type StackConfigs,
   isDeclaredOnly,
   readStackOrDeclared,
   type DeclaredOnly,
   type PredictedStackOutputs,
 } from './stack/declared.ts';
 export { pythonOf } from './stack/python.ts';
+export { checkoutStackConfigs, workspaceBackendEnv } from './stack/configs.ts';
 export { readSpecFile } from './spec.ts';
 export {
   buildPlan,

@@ -6,13 +6,22 @@ export const USAGE = `kdgat-runner — turn an experiment spec into SLURM jobs (
 queueing, follow them, and record a manifest.
 
 usage:
+  kdgat-runner init   [DIR]                                  a starting workspace for your repository (DIR,
+                                                             default .): kdgat-hpc.yaml, stacks/local.yaml,
+                                                             hpc/NAME.pipeline.yaml, .environment.yaml and
+                                                             hpc/specs/NAME.yaml from its pyproject.toml,
+                                                             uv.lock and CLI; a TODO(kdgat-hpc) line for
+                                                             each value it cannot know; overwrites nothing
+  kdgat-runner infra  preview|up|refresh|destroy [--stack NAME]
+                                                             the workspace's stack (stacks/NAME.yaml) through
+                                                             Pulumi: environments, scratch, site scripts
   kdgat-runner train  --spec FILE.yaml [--stack NAME] [--cluster NAME|auto] [--wait] [--force] [--right-size] [--allow-dirty]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]
   kdgat-runner plan   --spec FILE.yaml [--stack NAME] [--cluster NAME|auto]
                                                              render + preflight, submit nothing
                                                              (a stack not provisioned yet: planned from
-                                                             infra/Pulumi.NAME.yaml; preflight skipped)
+                                                             the workspace's stacks/NAME.yaml; preflight skipped)
   kdgat-runner tune   --spec FILE.yaml [--stack NAME] [--wait] [--dry-run]
                                                              the spec's tune: study as a worker array
   kdgat-runner tune-report --study NAME|DIR [--stack NAME] [--json]
@@ -53,6 +62,11 @@ usage:
                                                              (and a GPU on a GPU partition)
 
 options:
+  --workspace DIR        the workspace: the folder of your stacks (stacks/NAME.yaml), specs and
+                         declarations, marked by its kdgat-hpc.yaml (default: the first one in the
+                         current directory or above, else $KDGAT_HPC_WORKSPACE, else this checkout's
+                         own); relative paths in its stack files resolve against it, and the
+                         runner's local files (copies of site runs, plans) go to its .hpc/
   --spec FILE            experiment spec (YAML), validated with @kdgat/config
   --stack NAME           infra stack whose outputs to use (default: local)
   --stack-outputs FILE   read stack outputs from a JSON file instead of \`pulumi stack output\`
@@ -95,6 +109,7 @@ exit status: 0 ok · 1 a job failed or an error · 2 bad arguments or invalid sp
              3 refused (stack not provisioned, preflight, already queued, environment changed, over budget)`;
 
 export const OPTIONS = {
+  workspace: { type: 'string' },
   spec: { type: 'string' },
   stack: { type: 'string' },
   'stack-outputs': { type: 'string' },

@@ -36,7 +36,7 @@ describe('kdgat-runner CLI', () => {
     expect(await run(['launch'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(
-        /unknown command "launch": expected train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync/,
+        /unknown command "launch": expected init, infra, train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync/,
       ),
     });
     expect((await run(['train', '--spce', 'x.yaml'])).err).toMatch(/Unknown option '--spce'/);

@@ -1,7 +1,7 @@
 // kdgat-runner: parse the arguments, hand them to the command (commands/, one file each), and
 // turn what it throws into a message and an exit status.
 import { parseArgs } from 'node:util';
-import { SpecValidationError, StackConfigError } from '@kdgat/config';
+import { InitError, SpecValidationError, StackConfigError, WorkspaceError } from '@kdgat/config';
 import {
   BudgetExceededError,
   PreflightError,
@@ -17,6 +17,8 @@ import {
 } from '@kdgat/run-record';
 import { closeSessions } from '@kdgat/transport';
 import { cancelCommand } from '../commands/cancel.ts';
+import { infraCommand } from '../commands/infra.ts';
+import { initCommand } from '../commands/init.ts';
 import { logsCommand } from '../commands/logs.ts';
 import { planCommand } from '../commands/plan.ts';
 import { reportCommand } from '../commands/report.ts';
@@ -49,6 +51,8 @@ const COMMANDS: Record<string, Command> = {
   runs: runsCommand,
   tensorboard: tensorboardCommand,
   sync: syncCommand,
+  init: initCommand,
+  infra: infraCommand,
 };
 
 /** Refusals: nothing was queued, and the message says why and what to do (exit 3). */
@@ -82,7 +86,7 @@ function failure(e: unknown, io: Io): number {
   }
   io.err.write(`kdgat-runner: ${(e as Error).message}\n`);
   if (REFUSALS.some((k) => e instanceof k)) return 3;
-  if (e instanceof StackConfigError) return 2;
+  if (e instanceof StackConfigError || e instanceof WorkspaceError || e instanceof InitError) return 2;
   return 1; // SubmissionFailedError and anything unforeseen
 }
 
@@ -115,7 +119,7 @@ export async function main(
     const run = COMMANDS[command];
     if (!run)
       throw new UsageError(
-        `unknown command ${JSON.stringify(command)}: expected train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync`,
+        `unknown command ${JSON.stringify(command)}: expected init, infra, train, plan, tune, tune-report, status, resume, logs, report, cancel, shell, runs, tensorboard or sync`,
       );
     return await run(ctx);
   } catch (e) {

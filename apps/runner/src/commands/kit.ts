@@ -4,10 +4,12 @@
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { resolveWorkspace, useWorkspace, type Workspace } from '@kdgat/config';
 import {
   DeclaredStackOutputs,
   FileStackOutputs,
   PulumiStackOutputs,
+  type StackConfigs,
   type StackOutputsSource,
 } from '@kdgat/planning';
 import {
@@ -22,7 +24,32 @@ import {
 import type { Manifest, Output } from '@kdgat/run-record';
 import type { RunOptions } from '../pipeline/prepare.ts';
 
+/** The tool's own checkout: its Pulumi program, the default pipeline's code, its own workspace. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
+
+/**
+ * The workspace a command works in (`--workspace DIR`, else $KDGAT_HPC_WORKSPACE, else the first
+ * kdgat-hpc.yaml at or above the current directory, else this checkout's own).
+ */
+export function workspaceOf(values: Flags): Workspace {
+  const ws = resolveWorkspace({
+    ...(values.workspace !== undefined ? { explicit: values.workspace } : {}),
+    fallback: REPO_ROOT,
+  });
+  // What the workspace's declarations name relatively (an environment's lock) resolves against it.
+  useWorkspace(ws);
+  return ws;
+}
+
+/** Where the command's stacks are declared: the workspace (or $HPC_INFRA_DIR's own project). */
+export function stackConfigs(values: Flags): StackConfigs {
+  const projectDir = process.env['HPC_INFRA_DIR'];
+  return {
+    workspace: workspaceOf(values),
+    repoRoot: REPO_ROOT,
+    ...(projectDir ? { projectDir } : {}),
+  };
+}
 
 /** Bad arguments: the command line prints the message with a pointer to --help (exit 2). */
 export class UsageError extends Error {}
@@ -34,6 +61,7 @@ export interface Io {
 
 /** The flags a command may read, as parsed (cli/args.ts `OPTIONS` declares each one). */
 export interface Flags {
+  workspace?: string;
   spec?: string;
   stack?: string;
   'stack-outputs'?: string;
@@ -85,7 +113,7 @@ export type Command = (ctx: CommandContext) => Promise<number>;
 export function stackSource(values: Flags): StackOutputsSource {
   return values['stack-outputs']
     ? new FileStackOutputs(resolve(values['stack-outputs']))
-    : new PulumiStackOutputs(REPO_ROOT);
+    : new PulumiStackOutputs(stackConfigs(values));
 }
 
 /** The flags train, plan and tune share. */
@@ -108,6 +136,7 @@ export function runOptions(ctx: CommandContext): RunOptions {
     throw ctx.usage('--allow-env-change goes with --from-manifest RUN_DIR');
   if (values['from-study'] !== undefined && command !== 'train')
     throw ctx.usage(`--from-study is an option of train, not ${command}`);
+  const configs = stackConfigs(values);
   return {
     ...(values.spec ? { specPath: values.spec } : {}),
     ...(values['from-manifest'] ? { fromManifest: values['from-manifest'] } : {}),
@@ -116,9 +145,10 @@ export function runOptions(ctx: CommandContext): RunOptions {
     ...(values.cluster !== undefined ? { cluster: clusterFlag(ctx, values.cluster) } : {}),
     stackSource: stackSource(values),
     // Only without --stack-outputs: a file of outputs is what the user asked to plan against.
-    ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(REPO_ROOT) }),
+    ...(values['stack-outputs'] ? {} : { declaredSource: new DeclaredStackOutputs(configs) }),
     ...(values['allow-env-change'] ? { allowEnvChange: true } : {}),
     repoRoot: REPO_ROOT,
+    configs,
     log: ctx.say,
   };
 }

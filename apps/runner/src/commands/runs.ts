@@ -5,7 +5,7 @@
 import { catalogueOfRunsRoot, pullCatalogue, runsTable } from '@kdgat/run-record';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
 import { localRunsRoot } from '../pipeline/prepare.ts';
-import { REPO_ROOT, stackSource, type Command, type CommandContext } from './kit.ts';
+import { stackSource, workspaceOf, type Command, type CommandContext } from './kit.ts';
 
 /** The flags of `runs`, checked before the stack is read (their grammar is the pipeline's: it says what is wrong). */
 export function runsQuery(ctx: CommandContext): {
@@ -37,7 +37,7 @@ export const runsCommand: Command = async (ctx) => {
   const stack = await stackSource(ctx.values).read(name);
   let catalogue = catalogueOfRunsRoot(stack.scratch.runsDir);
   if (stack.connection.kind === 'ssh') {
-    catalogue = catalogueOfRunsRoot(localRunsRoot(REPO_ROOT, name));
+    catalogue = catalogueOfRunsRoot(localRunsRoot(workspaceOf(ctx.values), name));
     const files = new SiteFiles(sessionFor(stack.connection));
     const copy = await pullCatalogue(files, stack.scratch.runsDir, catalogue);
     ctx.io.err.write(

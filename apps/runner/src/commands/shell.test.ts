@@ -20,6 +20,8 @@ import {
   environmentPresets,
   environmentSpecHash,
   loadExperimentSpec,
+  readWorkspace,
+  WORKSPACE_FILE,
   type ClusterProfile,
 } from '@kdgat/config';
 import {
@@ -218,6 +220,8 @@ describe('openShell on a local stack (a stub salloc)', () => {
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'runner-shell-'));
+    // The test's own workspace: its stacks/ (a shell without a spec reads the profile there).
+    writeFileSync(join(dir, WORKSPACE_FILE), 'stacks: stacks\n');
     bin = join(dir, 'bin');
     mkdirSync(bin);
     // salloc as the site would run it: its argv, and a copy of the init the shell reads (--rcfile).
@@ -271,7 +275,7 @@ describe('openShell on a local stack (a stub salloc)', () => {
     flags: {},
     scheduler: 'slurm',
     repoRoot: REPO_ROOT,
-    infraDir: join(dir, 'infra'),
+    configs: { workspace: readWorkspace(dir, 'found'), repoRoot: REPO_ROOT },
     terminal: () => true,
     log: (l) => lines.push(l),
     ...partial,
@@ -357,10 +361,9 @@ describe('openShell on a local stack (a stub salloc)', () => {
   });
 
   it("without a spec: the stack's cluster profile from its configuration, its default partition", async () => {
-    mkdirSync(join(dir, 'infra'));
-    writeFileSync(join(dir, 'infra', 'Pulumi.yaml'), 'name: kdgat-hpc\nruntime: nodejs\n');
+    mkdirSync(join(dir, 'stacks'));
     writeFileSync(
-      join(dir, 'infra', 'Pulumi.local.yaml'),
+      join(dir, 'stacks', 'local.yaml'),
       [
         'config:',
         '  kdgat-hpc:cluster: local',

@@ -6,18 +6,13 @@
 // refused before that. Without --spec: the cluster profile's default partition, modest resources.
 // On a site of several clusters, `--cluster NAME` opens it on another of them (salloc -M), the spec
 // resolved against that cluster's profile as `train --cluster NAME` resolves it.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   SCRIPT_VALUES,
   environmentClusterProblems,
   matchesRule,
   parseSlurmTime,
-  parseYaml,
-  rawSiteConfigFromStackFile,
   shellsDirFor,
   siteUserOf,
-  siteFromStackConfig,
   type ClusterProfile,
   type Partition,
   type ResolvedStage,
@@ -27,9 +22,12 @@ import {
   stackEnvironment,
 } from '@kdgat/config';
 import {
+  declaredStackFile,
   pipelineOf,
   policiesOf,
+  readDeclaredSite,
   stageJobEnv,
+  type StackConfigs,
   type StackOutputs,
   type StackOutputsSource,
 } from '@kdgat/planning';
@@ -39,6 +37,7 @@ import { estimateCost, formatHours, formatUnits } from '@kdgat/usage';
 import {
   checkStack,
   loadSpec,
+  configsOf,
   localRunsRoot,
   logWarnings,
   type Site,
@@ -46,7 +45,7 @@ import {
 } from '../pipeline/prepare.ts';
 import { specFor } from '../pipeline/place.ts';
 import { shipCode } from '../pipeline/record.ts';
-import { REPO_ROOT, UsageError, stackSource, type Command, type Flags } from './kit.ts';
+import { REPO_ROOT, UsageError, stackConfigs, stackSource, type Command, type Flags } from './kit.ts';
 
 /** What a shell without a stage asks for on the profile's default partition, each capped by it. */
 export const SHELL_DEFAULTS = { cpus: 2, memGB: 8, time: '01:00:00' } as const;
@@ -199,8 +198,8 @@ export interface ShellOptions {
   scheduler?: 'slurm' | 'local';
   allowDirty?: boolean;
   repoRoot: string;
-  /** Where the stack's configuration (Pulumi.<stack>.yaml) is: the profile of a shell without a spec. */
-  infraDir: string;
+  /** Where the stack's configuration is: the profile of a shell without a spec; the local copies. */
+  configs?: StackConfigs;
   /** Whether this process has a terminal to lend the shell (tests say yes). */
   terminal: () => boolean;
   log: (line: string) => void;
@@ -230,7 +229,7 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   const site = own.spec
     ? await checkStack(
         own.spec,
-        { stack: opts.stack, stackSource: opts.stackSource, repoRoot: opts.repoRoot },
+        { stack: opts.stack, stackSource: opts.stackSource, repoRoot: opts.repoRoot, configs: opts.configs },
         log,
       )
     : await siteOf(opts, own.profile);
@@ -367,24 +366,17 @@ async function stageOf(
 }
 
 /**
- * The cluster profile a stack was provisioned with, from its configuration (infra/Pulumi.<stack>.yaml,
- * read as the infra program reads it): a shell without a spec takes the partitions from there.
+ * The cluster profile a stack was provisioned with, from its configuration (the workspace's
+ * stacks/<stack>.yaml, read as the infra program reads it): a shell without a spec takes the
+ * partitions from there.
  */
 function stackProfile(opts: ShellOptions): ClusterProfile {
-  const file = join(opts.infraDir, `Pulumi.${opts.stack}.yaml`);
-  if (!existsSync(file))
+  const declared = readDeclaredSite(configsOf(opts), opts.stack);
+  if (declared === undefined)
     throw new UsageError(
-      `a shell without --spec takes the cluster profile from the stack's configuration, and ${file} does not exist: pass --spec FILE.yaml [--stage ID]`,
+      `a shell without --spec takes the cluster profile from the stack's configuration, and ${declaredStackFile(configsOf(opts), opts.stack)} does not exist: pass --spec FILE.yaml [--stage ID]`,
     );
-  const project = parseYaml(readFileSync(join(opts.infraDir, 'Pulumi.yaml'), 'utf8')).value as {
-    name?: unknown;
-  };
-  if (typeof project?.name !== 'string')
-    throw new Error(`${join(opts.infraDir, 'Pulumi.yaml')} names no project`);
-  return siteFromStackConfig(
-    rawSiteConfigFromStackFile(readFileSync(file, 'utf8'), project.name, file),
-    opts.repoRoot,
-  ).profile;
+  return declared.site.profile;
 }
 
 /** The site of a shell without a spec: the stack's outputs, which must be of the profile read. */
@@ -392,7 +384,7 @@ async function siteOf(opts: ShellOptions, profile: ClusterProfile): Promise<Site
   const outputs = await opts.stackSource.read(opts.stack);
   if (outputs.profile !== profile.name)
     throw new Error(
-      `stack ${opts.stack} was provisioned with cluster profile ${outputs.profile}, but its configuration (${opts.infraDir}) declares ${profile.name}: run \`pulumi up\` on it, or pass --spec`,
+      `stack ${opts.stack} was provisioned with cluster profile ${outputs.profile}, but its configuration (${declaredStackFile(configsOf(opts), opts.stack)}) declares ${profile.name}: run \`pulumi up\` on it, or pass --spec`,
     );
   const connection = outputs.connection;
   const remote = connection.kind === 'ssh';
@@ -401,7 +393,7 @@ async function siteOf(opts: ShellOptions, profile: ClusterProfile): Promise<Site
     outputs,
     source: opts.stackSource,
     connection,
-    runsRoot: remote ? localRunsRoot(opts.repoRoot, opts.stack) : outputs.scratch.runsDir,
+    runsRoot: remote ? localRunsRoot(configsOf(opts).workspace, opts.stack) : outputs.scratch.runsDir,
     ...(remote ? { files: new SiteFiles(sessionFor(connection)) } : {}),
     inputs: [],
   };
@@ -462,7 +454,7 @@ export const shellCommand: Command = async (ctx) => {
     ...(values.scheduler ? { scheduler: values.scheduler as 'slurm' | 'local' } : {}),
     allowDirty: values['allow-dirty'] === true,
     repoRoot: REPO_ROOT,
-    infraDir: process.env['HPC_INFRA_DIR'] ?? join(REPO_ROOT, 'infra'),
+    configs: stackConfigs(values),
     terminal: () => process.stdin.isTTY === true,
     log: ctx.say,
   });

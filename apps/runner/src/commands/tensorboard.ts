@@ -16,7 +16,7 @@ import {
   tensorboardDirs,
 } from '@kdgat/run-record';
 import { localRunsRoot } from '../pipeline/prepare.ts';
-import { REPO_ROOT, openRun, stackSource, type Command, type CommandContext } from './kit.ts';
+import { openRun, stackSource, workspaceOf, type Command, type CommandContext } from './kit.ts';
 
 /** TensorBoard's own default port. */
 export const DEFAULT_PORT = 6006;
@@ -77,7 +77,10 @@ async function studyLogDir(ctx: CommandContext, study: string): Promise<LogDir> 
   const name = ctx.values.stack ?? 'local';
   const stack = await stackSource(ctx.values).read(name);
   const remote = stack.connection.kind === 'ssh';
-  const dir = resolveStudyDir(study, remote ? localRunsRoot(REPO_ROOT, name) : stack.scratch.runsDir);
+  const dir = resolveStudyDir(
+    study,
+    remote ? localRunsRoot(workspaceOf(ctx.values), name) : stack.scratch.runsDir,
+  );
   const runDir = dirname(dir);
   if (!existsSync(join(runDir, MANIFEST_FILE))) return { local: dir, stack };
   const manifest = readManifest(runDir);

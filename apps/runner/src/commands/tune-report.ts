@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { resolveStudyDir, runTuneReport } from '@kdgat/planning';
 import { MANIFEST_FILE, copyLine, isRemote, readManifest, refreshCopy } from '@kdgat/run-record';
 import { existsSync } from 'node:fs';
-import { REPO_ROOT, stackSource, type Command } from './kit.ts';
+import { stackSource, workspaceOf, type Command } from './kit.ts';
 import { localRunsRoot } from '../pipeline/prepare.ts';
 
 export const tuneReportCommand: Command = async (ctx) => {
@@ -14,7 +14,10 @@ export const tuneReportCommand: Command = async (ctx) => {
   const name = values.stack ?? 'local';
   const stack = await stackSource(values).read(name);
   const remote = stack.connection.kind === 'ssh';
-  const dir = resolveStudyDir(studyArg, remote ? localRunsRoot(REPO_ROOT, name) : stack.scratch.runsDir);
+  const dir = resolveStudyDir(
+    studyArg,
+    remote ? localRunsRoot(workspaceOf(ctx.values), name) : stack.scratch.runsDir,
+  );
   // A study in the local copy of a run on a site over SSH: its journal as the site has it now.
   const runDir = dirname(dir);
   if (existsSync(join(runDir, MANIFEST_FILE))) {

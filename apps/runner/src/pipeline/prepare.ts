@@ -5,25 +5,30 @@ import { existsSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import {
   checkSpecAgainstSite,
+  ensureHpcDir,
   type CacheIdentity,
   type Connection,
   loadExperimentSpec,
   type LoadedSpec,
   type ResolvedExperiment,
+  type Workspace,
 } from '@kdgat/config';
 import {
   applyBestTrial,
   asStudyPlan,
   buildPlan,
   checkEnvironmentMatches,
+  checkoutStackConfigs,
   isDeclaredOnly,
   readSpecFile,
   readStackOrDeclared,
   resolveStudyDir,
+  stackFileLabel,
   throttlePlan,
   type FromStudy,
   type Placement,
   type RunPlan,
+  type StackConfigs,
   type StackOutputs,
   type StackOutputsSource,
 } from '@kdgat/planning';
@@ -68,7 +73,10 @@ export interface RunOptions {
   rightSize?: boolean;
   /** A site over SSH: send python/ with uncommitted changes (the diff is kept with the run). */
   allowDirty?: boolean;
+  /** The tool's own checkout: the default pipeline's code, the Pulumi program. */
   repoRoot: string;
+  /** Where stacks are declared and the runner's local files go (the workspace; default: repoRoot's own). */
+  configs?: StackConfigs;
   log?: (line: string) => void;
 }
 
@@ -119,7 +127,12 @@ export async function prepare(
 async function withPipelineCode(spec: Spec, opts: RunOptions, log: (line: string) => void): Promise<Spec> {
   const pipeline = spec.resolved.pipeline;
   if (!pipeline.codeGit || pipeline.codeDir) return spec;
-  const codeDir = await materializeGitCode(opts.repoRoot, pipeline.name, pipeline.codeGit, log);
+  const codeDir = await materializeGitCode(
+    configsOf(opts).workspace.root,
+    pipeline.name,
+    pipeline.codeGit,
+    log,
+  );
   return { ...spec, resolved: { ...spec.resolved, pipeline: { ...pipeline, codeDir } } };
 }
 
@@ -171,7 +184,7 @@ async function studyHere(
   log: (line: string) => void,
 ): Promise<string> {
   if (stack.connection.kind !== 'ssh') return study;
-  const dir = resolveStudyDir(study, localRunsRoot(opts.repoRoot, stackName));
+  const dir = resolveStudyDir(study, localRunsRoot(configsOf(opts).workspace, stackName));
   const runDir = dirname(dir);
   if (existsSync(join(runDir, MANIFEST_FILE))) {
     const manifest = readManifest(runDir);
@@ -223,7 +236,13 @@ export async function checkStack(
     log,
   });
   const declaredIn = isDeclaredOnly(outputs) ? outputs.declared.file : undefined;
-  checkEnvironmentMatches(name, outputs, resolved.environments, declaredIn);
+  checkEnvironmentMatches(
+    name,
+    outputs,
+    resolved.environments,
+    declaredIn,
+    stackFileLabel(configsOf(opts), name),
+  );
   checkSpecAgainstSite(spec.loaded, { stack: name, cacheDirs: outputs.scratch.cacheDirs });
   const envChanges = source ? compareRecordedLocks(source, outputs, opts.allowEnvChange === true) : undefined;
   for (const [env, change] of Object.entries(envChanges ?? {})) {
@@ -235,7 +254,7 @@ export async function checkStack(
   const connection = outputs.connection;
   // A provisioned site over SSH: runs are written here first (a local copy), then put on the site.
   const remote = connection.kind === 'ssh' && !isDeclaredOnly(outputs);
-  const runsRoot = remote ? localRunsRoot(opts.repoRoot, name) : outputs.scratch.runsDir;
+  const runsRoot = remote ? localRunsRoot(configsOf(opts).workspace, name) : outputs.scratch.runsDir;
   const files = remote ? new SiteFiles(sessionFor(connection)) : undefined;
   const copies = files ? await siteCopies(spec, outputs, files, runsRoot) : undefined;
   const inputs = stageInputs(spec, name, outputs, log, copies);
@@ -289,8 +308,13 @@ async function siteCopies(
 }
 
 /** Where this machine keeps its copies of a remote site's runs. */
-export function localRunsRoot(repoRoot: string, stack: string): string {
-  return join(repoRoot, '.hpc', 'sites', stack, 'runs');
+/** The run's workspace and stack files: the ones the command line found, else the checkout's own. */
+export function configsOf(opts: Pick<RunOptions, 'repoRoot' | 'configs'>): StackConfigs {
+  return opts.configs ?? checkoutStackConfigs(opts.repoRoot);
+}
+
+export function localRunsRoot(workspace: Workspace, stack: string): string {
+  return join(ensureHpcDir(workspace), 'sites', stack, 'runs');
 }
 
 /** The site's path of a run whose local directory is `localRunDir`. */

@@ -21,9 +21,16 @@ import {
   uploadSnapshot,
   type Manifest,
 } from '@kdgat/run-record';
-import { codeRootFor, siteUserOf, type Pipeline, type ResolvedExperiment } from '@kdgat/config';
+import {
+  codeRootFor,
+  ensureHpcDir,
+  siteUserOf,
+  type Pipeline,
+  type ResolvedExperiment,
+  type Workspace,
+} from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
-import { siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
+import { configsOf, siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
 import type { Planned } from './cost.ts';
 import type { RunResult, StudyHooks } from './run.ts';
 
@@ -47,7 +54,7 @@ export async function newRun(
   const rendered = render(spec, site, planned, scheduler, runDir, code?.recorded.dir);
   const note = rendered[0] && jobLibraryNote(site.outputs, rendered[0].library, site.name);
   if (note && !isDeclaredOnly(site.outputs)) log(`note: ${note}`);
-  const written = writeRun(site, spec.resolved, runDir, rendered, opts.repoRoot, log, code);
+  const written = writeRun(site, spec.resolved, runDir, rendered, configsOf(opts).workspace, log, code);
   const study = studyHooks?.write(spec, written.outDir, runDir);
   const run = {
     runDir,
@@ -130,12 +137,12 @@ export function writeRun(
   resolved: ResolvedExperiment,
   runDir: string,
   rendered: readonly RenderedJob[],
-  repoRoot: string,
+  workspace: Workspace,
   log: (line: string) => void,
   code?: { diff?: string },
 ): { outDir: string; lockFiles: Record<string, string> } {
   const outDir = isDeclaredOnly(site.outputs)
-    ? join(repoRoot, '.hpc', 'plans', site.name, basename(dirname(runDir)), basename(runDir))
+    ? join(ensureHpcDir(workspace), 'plans', site.name, basename(dirname(runDir)), basename(runDir))
     : site.files
       ? join(site.runsRoot, relative(site.outputs.scratch.runsDir, runDir))
       : runDir;

@@ -3,7 +3,7 @@
 import { ClusterProfileSchema, type ClusterProfile, type ClusterProfileInput } from './schema.ts';
 
 const oscCommon = {
-  connection: { kind: 'local' as const }, // a site stack sets its ssh connection (infra/Pulumi.osc-*.yaml)
+  connection: { kind: 'local' as const }, // a site stack sets its ssh connection (stacks/osc-*.yaml)
   scheduler: 'slurm' as const,
   accountRequired: true,
   gpuDirective: 'gres' as const,

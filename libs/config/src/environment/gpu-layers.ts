@@ -3,6 +3,8 @@
 // `bash scripts/lock-gpu.sh`). docs/decisions/0006-one-lock-and-gpu-layers.md says why there is one
 // layer per GPU generation. This module is the one reader of those files; tests pass the texts in.
 import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { workspaceRootInUse } from '../workspace/workspace.ts';
 import { linuxX86_64 } from './markers.ts';
 import type { EnvironmentSpec } from './schema.ts';
 import { requirementsPins } from './requirements.ts';
@@ -32,19 +34,30 @@ export interface PipelineSources {
 
 const REPO = new URL('../../../../', import.meta.url);
 const cache = new Map<string, string>();
-function repoFile(path: string): string {
-  let text = cache.get(path);
+function repoFile(path: string, base: URL = REPO): string {
+  const key = new URL(path, base).href;
+  let text = cache.get(key);
   if (text === undefined) {
     try {
-      text = readFileSync(new URL(path, REPO), 'utf8');
+      text = readFileSync(new URL(path, base), 'utf8');
     } catch (e) {
       throw new LockfileError(
         `${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)}): the site environments are built from it`,
       );
     }
-    cache.set(path, text);
+    cache.set(key, text);
   }
   return text;
+}
+
+/**
+ * A file an environment declares (its `pipelineLock.file`): relative to the workspace the command
+ * works in ($KDGAT_HPC_WORKSPACE, set by the runner and by infra's stack script), else to this
+ * checkout, whose own stacks and examples are a workspace at its root.
+ */
+function workspaceFile(path: string): string {
+  const root = workspaceRootInUse();
+  return repoFile(path, root ? pathToFileURL(root.endsWith('/') ? root : `${root}/`) : REPO);
 }
 
 /** The repository's own files (read once per process). */
@@ -106,10 +119,13 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
     const python = env.python;
     const own = env.pipelineLock;
     if (own)
-      return remembered(sources, `lock:${own.file}:${own.project ?? ''}:${python}`, () =>
-        own.file.endsWith('.txt')
-          ? requirementsPins(repoFile(own.file), linuxX86_64(python), own.file)
-          : pipelinePins(repoFile(own.file), linuxX86_64(python), own.project!, own.file),
+      return remembered(
+        sources,
+        `lock:${workspaceRootInUse() ?? ''}:${own.file}:${own.project ?? ''}:${python}`,
+        () =>
+          own.file.endsWith('.txt')
+            ? requirementsPins(workspaceFile(own.file), linuxX86_64(python), own.file)
+            : pipelinePins(workspaceFile(own.file), linuxX86_64(python), own.project!, own.file),
       ).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return remembered(sources, `pipeline:${python}`, () => pipelinePins(sources.uvLock, linuxX86_64(python)))
       .map((p) => ({ ...p }))

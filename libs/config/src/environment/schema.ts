@@ -74,7 +74,7 @@ export const VenvEnvironmentSchema = z
     pipelinePins: z.boolean().default(false),
     /**
      * With `pipelinePins`: the pins come from this lock instead of python/uv.lock — a researcher's own
-     * pipeline with its own lock (`file`, relative to the repository): a uv.lock, with `project`, the
+     * pipeline with its own lock (`file`, relative to the workspace root): a uv.lock, with `project`, the
      * package in it whose runtime dependencies are installed; or a fully pinned requirements file
      * (`*.txt`, every requirement `name==version`, as `pip-compile` or `uv export` write it).
      */
@@ -84,7 +84,7 @@ export const VenvEnvironmentSchema = z
           .string()
           .regex(
             /^(?!\/)(?!.*(^|\/)\.\.(\/|$))([A-Za-z0-9_./-]+\/)?(uv\.lock|[A-Za-z0-9_.-]+\.txt)$/,
-            'a uv.lock or requirements .txt path relative to the repository (no ..)',
+            'a uv.lock or requirements .txt path relative to the workspace root (no ..)',
           ),
         project: z
           .string()

@@ -20,7 +20,7 @@ export function siteProblems(resolved: ResolvedExperiment, site: SiteView): Prob
   const expected = known.length
     ? `a dataset with a cache dir on stack ${site.stack}: one of ${known.join(', ')}`
     : `a dataset with a cache dir on stack ${site.stack} (it declares none)`;
-  const fix = `add it to the stack's datasets (infra/Pulumi.${site.stack}.yaml, kdgat-hpc:datasets) and run \`nx run infra:up --stack ${site.stack}\``;
+  const fix = `add it to the stack's datasets (stacks/${site.stack}.yaml of the workspace, kdgat-hpc:datasets) and run \`nx run infra:up --stack ${site.stack}\``;
   const problems: Problem[] = [];
   const { staging } = resolved;
   if (staging.enabled && staging.datasets.length > 0) {

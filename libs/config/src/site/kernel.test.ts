@@ -43,7 +43,7 @@ describe('KernelDeclarationSchema', () => {
       expect(line).toContain('expected a display name of 1 to 100 printable characters');
     }
     expect(refusal({})).toEqual([
-      'displayName: undefined: expected a display name of 1 to 100 printable characters without leading or trailing spaces, e.g. "KD-GAT (gnn-rapids)"',
+      'displayName: undefined: expected a display name of 1 to 100 printable characters without leading or trailing spaces, e.g. "My project (gnn-rapids)"',
     ]);
   });
 

@@ -20,7 +20,7 @@ const KERNEL_RULES = {
       `^(?![\\s])[^\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}]{1,${DISPLAY_NAME_MAX}}(?<![\\s])$`,
       'u',
     ),
-    expected: `a display name of 1 to ${DISPLAY_NAME_MAX} printable characters without leading or trailing spaces, e.g. "KD-GAT (gnn-rapids)"`,
+    expected: `a display name of 1 to ${DISPLAY_NAME_MAX} printable characters without leading or trailing spaces, e.g. "My project (gnn-rapids)"`,
   },
   code: {
     pattern: /^\/[A-Za-z0-9_./+@,=-]*$/,
@@ -41,7 +41,7 @@ export const KernelDeclarationSchema = z.strictObject(
   {
     /** The kernel's directory name and Jupyter's kernel name. Default: the environment's name. */
     name: ruled(SCRIPT_VALUES.name).optional(),
-    /** What the notebook's kernel menu shows, e.g. "KD-GAT (gnn-rapids, CUDA 12)". */
+    /** What the notebook's kernel menu shows, e.g. "My project (gnn-rapids, CUDA 12)". */
     displayName: ruled(KERNEL_RULES.displayName),
     /**
      * Lmod modules the kernel loads after the environment's activation (which loads the conda

@@ -9,7 +9,7 @@ import {
 
 const repo = new URL('../../../../', import.meta.url).pathname;
 const stackFile = (name: string) =>
-  readFileSync(new URL(`../../../../infra/Pulumi.${name}.yaml`, import.meta.url), 'utf8');
+  readFileSync(new URL(`../../../../stacks/${name}.yaml`, import.meta.url), 'utf8');
 
 describe('a stack file read as the site it declares', () => {
   it('osc-pitzer: every environment the examples use, each with its build and kernel; datasets', () => {

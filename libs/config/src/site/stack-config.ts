@@ -1,4 +1,4 @@
-// A stack's declared configuration (infra/Pulumi.<stack>.yaml) -> the validated site it declares:
+// A stack's declared configuration (stacks/<stack>.yaml) -> the validated site it declares:
 // cluster profile, environment spec, datasets and how the environment is built. The one reading of
 // stack config: infra's program builds its resources from it, and the runner predicts the stack's
 // outputs from it before the site is provisioned (`runner plan`).

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { StackOutputsSchema } from '@kdgat/config';
 import { describe, expect, it } from 'vitest';
 import { DeclaredStackOutputs, isDeclaredOnly, readStackOrDeclared } from './declared.ts';
+import { checkoutStackConfigs } from './configs.ts';
 import { StackNotProvisionedError, type StackOutputsSource } from './outputs.ts';
 import { sampleOutputs } from '../testing.ts';
 
@@ -11,9 +12,9 @@ const notProvisioned: StackOutputsSource = {
   read: (stack) => Promise.reject(new StackNotProvisionedError(stack, `stack ${stack} has no outputs`)),
 };
 
-describe('DeclaredStackOutputs (a stack predicted from infra/Pulumi.<stack>.yaml)', () => {
+describe("DeclaredStackOutputs (a stack predicted from the workspace's stacks/<stack>.yaml)", () => {
   it('osc-pitzer: the scratch layout, environments and scripts ClusterSite would export', async () => {
-    const o = await new DeclaredStackOutputs(REPO).read('osc-pitzer');
+    const o = await new DeclaredStackOutputs(checkoutStackConfigs(REPO)).read('osc-pitzer');
     expect(o.scratch).toEqual({
       root: '/fs/scratch/PAS1266/kd-gat',
       cacheDirs: {
@@ -32,25 +33,29 @@ describe('DeclaredStackOutputs (a stack predicted from infra/Pulumi.<stack>.yaml
       expect(e.prefix).toBe(`/fs/ess/PAS1266/kd-gat/envs/${e.name}`);
     }
     expect(o.scripts.stageData).toBe(`${o.scripts.dir}/stage_data.sh`);
-    expect(o.declared.file).toBe('infra/Pulumi.osc-pitzer.yaml');
+    expect(o.declared.file).toBe('stacks/osc-pitzer.yaml');
     expect(o.declared.unknown.join(' ')).toContain('lock');
   });
 
   it.each(['osc-pitzer', 'local'])(
     '%s: the predicted outputs parse against the one contract (StackOutputsSchema of @kdgat/config)',
     async (stack) => {
-      const { declared: _how, ...outputs } = await new DeclaredStackOutputs(REPO).read(stack);
+      const { declared: _how, ...outputs } = await new DeclaredStackOutputs(checkoutStackConfigs(REPO)).read(
+        stack,
+      );
       expect(StackOutputsSchema.parse(outputs)).toEqual(outputs);
     },
   );
 
   it('a stack with no declared configuration is still "not provisioned"', async () => {
-    await expect(new DeclaredStackOutputs(REPO).read('nowhere')).rejects.toThrow(StackNotProvisionedError);
+    await expect(new DeclaredStackOutputs(checkoutStackConfigs(REPO)).read('nowhere')).rejects.toThrow(
+      StackNotProvisionedError,
+    );
   });
 });
 
 describe('readStackOrDeclared', () => {
-  const declared = new DeclaredStackOutputs(REPO);
+  const declared = new DeclaredStackOutputs(checkoutStackConfigs(REPO));
 
   it('plans from the declaration when the stack has no outputs, and says what is predicted', async () => {
     const lines: string[] = [];

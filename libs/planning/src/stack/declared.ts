@@ -1,14 +1,22 @@
 // `runner plan` against a site that is not provisioned yet: the stack's outputs predicted from its
-// declared configuration (infra/Pulumi.<stack>.yaml), read and validated by the same @kdgat/config
+// declared configuration (the workspace's stacks/<stack>.yaml), read and validated by the same @kdgat/config
 // functions the infra program uses, and the paths derived by the same function ClusterSite uses.
 // What only the live site can say (the environment's lock, the scheduler's limits and its
 // `sbatch --test-only` verdict) is reported as skipped or unknown, never made up.
 import { existsSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { parseYaml, rawSiteConfigFromStackFile, siteFromStackConfig } from '@kdgat/config';
+import { join } from 'node:path';
+import {
+  parseYaml,
+  rawSiteConfigFromStackFile,
+  siteFromStackConfig,
+  type SiteDeclaration,
+} from '@kdgat/config';
 import { declaredSiteOutputs } from '@kdgat/slurm-templates';
 import { DEFAULT_MAX_ARRAY_SIZE } from '@kdgat/schedulers';
+import { declaredStackFile, stackFileLabel, type StackConfigs } from './configs.ts';
 import { StackNotProvisionedError, type StackOutputs, type StackOutputsSource } from './outputs.ts';
+
+export { declaredStackFile, stackFileLabel, type StackConfigs };
 
 /** Which outputs are predicted from the declaration, and which cannot be known before `pulumi up`. */
 export interface DeclaredOnly {
@@ -24,34 +32,45 @@ export function isDeclaredOnly(outputs: StackOutputs): outputs is PredictedStack
   return 'declared' in outputs && outputs.declared !== undefined;
 }
 
-/** The stack outputs a stack will have, from `infra/Pulumi.<stack>.yaml`. */
+/**
+ * A stack's declared site, read and validated as the infra program reads it: relative paths
+ * against the workspace root. Undefined when the stack has no configuration file.
+ */
+export function readDeclaredSite(
+  configs: StackConfigs,
+  stack: string,
+): { site: SiteDeclaration; file: string } | undefined {
+  const file = declaredStackFile(configs, stack);
+  if (!existsSync(file)) return undefined;
+  const projectFile = join(configs.repoRoot, 'infra', 'Pulumi.yaml');
+  const project = parseYaml(readFileSync(projectFile, 'utf8')).value as { name?: unknown };
+  if (typeof project?.name !== 'string') throw new Error(`${projectFile} names no project`);
+  const raw = rawSiteConfigFromStackFile(readFileSync(file, 'utf8'), project.name, file);
+  return { site: siteFromStackConfig(raw, configs.workspace.root), file };
+}
+
+/** The stack outputs a stack will have, from its declared configuration. */
 export class DeclaredStackOutputs implements StackOutputsSource {
-  readonly repoRoot: string;
+  readonly configs: StackConfigs;
   readonly description = 'declared stack configuration (not provisioned)';
-  constructor(repoRoot: string) {
-    this.repoRoot = repoRoot;
+  constructor(configs: StackConfigs) {
+    this.configs = configs;
   }
 
   async read(stack: string): Promise<PredictedStackOutputs> {
-    const infra = join(this.repoRoot, 'infra');
-    const file = join(infra, `Pulumi.${stack}.yaml`);
-    if (!existsSync(file))
+    const declared = readDeclaredSite(this.configs, stack);
+    if (declared === undefined)
       throw new StackNotProvisionedError(
         stack,
-        `stack ${stack} has no outputs and no declared configuration (${file})`,
+        `stack ${stack} has no outputs and no declared configuration (${declaredStackFile(this.configs, stack)})`,
       );
-    const project = parseYaml(readFileSync(join(infra, 'Pulumi.yaml'), 'utf8')).value as { name?: unknown };
-    if (typeof project?.name !== 'string') throw new Error(`${join(infra, 'Pulumi.yaml')} names no project`);
-    const site = siteFromStackConfig(
-      rawSiteConfigFromStackFile(readFileSync(file, 'utf8'), project.name, file),
-      this.repoRoot,
-    );
+    const { site } = declared;
     const d = declaredSiteOutputs(site);
     const outputs: PredictedStackOutputs = {
       ...d,
       environments: d.environments.map((e) => ({ ...e, lockHash: '' })),
       declared: {
-        file: relative(this.repoRoot, file),
+        file: stackFileLabel(this.configs, stack),
         predicted: [
           'environments (name, prefix, activation, spec hash, lock path of each)',
           'scratch (cache dirs, runs dir, logs dir)',

@@ -2,11 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  FileStackOutputs,
-  StackNotProvisionedError,
-  checkEnvironmentMatches,
-} from './outputs.ts';
+import { FileStackOutputs, StackNotProvisionedError, checkEnvironmentMatches } from './outputs.ts';
 import { loadEnvironmentSpec } from '@kdgat/config';
 import { outputsFor, sampleOutputs } from '../testing.ts';
 
@@ -45,13 +41,15 @@ describe('checkEnvironmentMatches', () => {
     expect(() =>
       checkEnvironmentMatches('osc-pitzer', outputs, { 'cpu-local': cpuLocal, 'gnn-rapids': rapids }),
     ).toThrow(
-      /stack osc-pitzer has environment\(s\) cpu-local, but the experiment asks for gnn-rapids: add it to kdgat-hpc:environments in infra\/Pulumi\.osc-pitzer\.yaml/,
+      /stack osc-pitzer has environment\(s\) cpu-local, but the experiment asks for gnn-rapids: add it to kdgat-hpc:environments in stacks\/osc-pitzer\.yaml/,
     );
   });
 
   it('refuses a stack provisioned from another spec of the same name', () => {
     const other = { ...cpuLocal, requirements: ['optuna==4.1.0'] } as typeof cpuLocal;
-    expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': other })).toThrow(StackNotProvisionedError);
+    expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': other })).toThrow(
+      StackNotProvisionedError,
+    );
     expect(() => checkEnvironmentMatches('local', outputs, { 'cpu-local': other })).toThrow(
       /provisioned with environment cpu-local \(spec hash [0-9a-f]{12}\), but the experiment asks for another cpu-local/,
     );

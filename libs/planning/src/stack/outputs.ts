@@ -10,6 +10,7 @@ import {
   type StackOutputs,
 } from '@kdgat/config';
 import { runCommand } from '@kdgat/schedulers';
+import { workspaceBackendEnv, type StackConfigs } from './configs.ts';
 
 // The schema is the one contract's (@kdgat/config); re-exported for the runner's callers.
 export { StackOutputsSchema, type StackOutputs };
@@ -17,7 +18,9 @@ export { StackOutputsSchema, type StackOutputs };
 export class StackNotProvisionedError extends Error {
   readonly stackName: string;
   constructor(stack: string, why: string) {
-    super(`${why}: run \`pulumi up\` on stack ${stack} first (npx nx run infra:up --stack ${stack})`);
+    super(
+      `${why}: run \`pulumi up\` on stack ${stack} first (kdgat-runner infra up --stack ${stack}; in the kdgat-hpc checkout: npx nx run infra:up --stack ${stack})`,
+    );
     this.name = 'StackNotProvisionedError';
     this.stackName = stack;
   }
@@ -41,22 +44,29 @@ function validate(stack: string, value: unknown, from: string): StackOutputs {
   return parsed.data;
 }
 
-/** `pulumi stack output --json --stack <s>` run in infra/ through scripts/with-toolchain.sh. */
+/**
+ * `pulumi stack output --json --stack <s>` run in infra/ through scripts/with-toolchain.sh, on the
+ * workspace's backend (its state) unless PULUMI_BACKEND_URL names another.
+ */
 export class PulumiStackOutputs implements StackOutputsSource {
-  readonly repoRoot: string;
+  readonly configs: StackConfigs;
   readonly description = 'pulumi stack output';
-  constructor(repoRoot: string) {
-    this.repoRoot = repoRoot;
+  constructor(configs: StackConfigs) {
+    this.configs = configs;
   }
 
   async read(stack: string): Promise<StackOutputs> {
-    const wrapper = join(this.repoRoot, 'scripts', 'with-toolchain.sh');
+    const { repoRoot } = this.configs;
+    const wrapper = join(repoRoot, 'scripts', 'with-toolchain.sh');
     const [cmd, args] = existsSync(wrapper)
       ? ['bash', [wrapper, 'pulumi', 'stack', 'output', '--json', '--stack', stack]]
       : ['pulumi', ['stack', 'output', '--json', '--stack', stack]];
     let r;
     try {
-      r = await runCommand(cmd, args as string[], { cwd: join(this.repoRoot, 'infra') });
+      r = await runCommand(cmd, args as string[], {
+        cwd: join(repoRoot, 'infra'),
+        env: workspaceBackendEnv(this.configs),
+      });
     } catch (e) {
       throw new StackNotProvisionedError(stack, `cannot run pulumi (${(e as Error).message})`);
     }
@@ -110,8 +120,10 @@ export function checkEnvironmentMatches(
   wanted: Readonly<Record<string, EnvironmentSpec>>,
   /** The stack file, when the outputs are predicted from it (the stack is not provisioned). */
   declaredIn?: string,
+  /** The stack's configuration file, as the user reads it (where an environment is added). */
+  stackFile = `stacks/${stack}.yaml`,
 ): void {
-  const file = declaredIn ?? `infra/Pulumi.${stack}.yaml`;
+  const file = declaredIn ?? stackFile;
   const declared = outputs.environments.map((e) => e.name).join(', ');
   for (const [name, spec] of Object.entries(wanted)) {
     const hash = environmentSpecHash(spec);
