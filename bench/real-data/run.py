@@ -31,8 +31,12 @@ pipeline builds it; until the sixth session it read every benign message of the 
 recordings, which in ``known`` and ``known-targeted`` included the test windows');
 ``novelty_mean_or_max`` is scored with the VGAE's mean and
 largest node loss (the pipeline's ``vgae_pools``), the other modes with ``--vgae-pool``. Beside
-window F1 / precision / recall: the event figures of
-``kdgat.scoring.events`` (episodes detected, delay, false alarms per hour of benign traffic).
+window F1 / precision / recall / specificity: the event figures of
+``kdgat.scoring.events`` (episodes detected, delay to the first flagged window's verdict time — the
+last message its features read, ``kdgat.data.verdict``, per variant — and false alarms per hour of
+benign traffic, overall and per test recording), and for ``novelty_timing`` the timing rule against
+the models per recording (``kdgat.scoring.rules``: on the test recordings, and on each training
+recording's validation windows with the models' bars fitted on the other training recordings').
 
 - ``paper``          the published 11 + 11 features with the CAN-ID vocabulary index
 - ``vi``             vehicle-independent features (``data.features=vehicle_independent``)
