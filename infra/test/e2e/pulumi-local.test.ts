@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StackOutputs } from '@kdgat/config';
+import { JOB_LIBRARY } from '@kdgat/slurm-templates';
 import { TempStack, ok } from './pulumi-harness.ts';
 import { localConfig } from './pulumi-local.config.ts';
 import { makeWheels } from './tools.ts';
@@ -99,6 +100,13 @@ describe('local stack with the Pulumi CLI', () => {
     for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu'] as const) {
       expect(statSync(out.scripts[key]).mode & 0o111).toBe(0o111);
     }
+    // The job library every job script loads, named by its sha256, and the hand-use script loading it.
+    expect(out.scripts.jobLibrary).toEqual({
+      path: join(out.scripts.dir, 'lib', JOB_LIBRARY.file),
+      sha256: JOB_LIBRARY.sha256,
+    });
+    expect(readFileSync(out.scripts.jobLibrary!.path, 'utf8')).toBe(JOB_LIBRARY.text);
+    expect(readFileSync(out.scripts.trainGpu, 'utf8')).toContain(`hpc_job_library=${out.scripts.jobLibrary!.path}`);
   });
 
   it('a second up reports no changes', () => {
@@ -255,6 +263,9 @@ describe('local stack with the Pulumi CLI', () => {
     expect(existsSync(out.environments[0]!.prefix)).toBe(false);
     for (const key of ['stageData', 'epilog', 'trainGpu', 'preprocessGpu'] as const)
       expect(existsSync(out.scripts[key])).toBe(false);
+    // The job library stays (retained): jobs rendered for it may still be queued.
+    expect(r.stdout).toMatch(/site-scripts-job-library deleted \([^)]*\)\[retain\]/);
+    expect(readFileSync(out.scripts.jobLibrary!.path, 'utf8')).toBe(JOB_LIBRARY.text);
     expect(readFileSync(join(out.scratch.cacheDirs.hcrl_sa!, 'graphs.pt'), 'utf8')).toBe('cached');
     expect(existsSync(join(out.scratch.root, 'README.md'))).toBe(true);
   });
