@@ -72,7 +72,7 @@ describe('the job library of a run', () => {
     expect(statSync(join(out, rendered[0]!.job.scriptFile)).mode & 0o111).not.toBe(0);
     expect(jobLibraryNote(stack, rendered[0]!.library, 'local')).toBe(
       `the site has no job library installed (provisioned before it existed): this run carries its own, ${file} ` +
-        `(sha256 ${JOB_LIBRARY.sha256.slice(0, 12)}); npx nx run infra:up --stack local installs this version beside the site's scripts`,
+        `(sha256 ${JOB_LIBRARY.sha256.slice(0, 12)}); kdgat-runner infra up --stack local (in the kdgat-hpc checkout: npx nx run infra:up --stack local) installs this version beside the site's scripts`,
     );
   });
 

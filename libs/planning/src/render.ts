@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import {
   JOB_LIBRARY,
   JOB_LIBRARY_DIR,
+  jobLibraryInstallFix,
   renderTrainJob,
   type JobLibraryRef,
   type TrainJobInput,
@@ -75,7 +76,7 @@ export function jobLibraryFor(
       path: sitePath,
       sha256,
       source: 'site',
-      fix: `install it with the other site scripts: npx nx run infra:up --stack ${opts.stack ?? "<this site's stack>"}`,
+      fix: jobLibraryInstallFix(opts.stack),
     };
   const file = `scripts/${JOB_LIBRARY_DIR}/${JOB_LIBRARY.file}`;
   return {
@@ -83,7 +84,7 @@ export function jobLibraryFor(
     sha256,
     source: 'run',
     file,
-    fix: `it is written with the scripts of the run: render the run again (npx nx run runner:train --from-manifest ${runDir})`,
+    fix: `it is written with the scripts of the run: render the run again (kdgat-runner train --from-manifest ${runDir})`,
   };
 }
 
@@ -98,7 +99,7 @@ export function jobLibraryNote(
   return (
     `the site ${installed ? `has another version of the job library (sha256 ${installed.sha256.slice(0, 12)})` : 'has no job library installed (provisioned before it existed)'}: ` +
     `this run carries its own, ${library.file} (sha256 ${library.sha256.slice(0, 12)}); ` +
-    `npx nx run infra:up --stack ${stackName} installs this version beside the site's scripts`
+    `kdgat-runner infra up --stack ${stackName} (in the kdgat-hpc checkout: npx nx run infra:up --stack ${stackName}) installs this version beside the site's scripts`
   );
 }
 

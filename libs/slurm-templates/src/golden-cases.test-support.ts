@@ -156,7 +156,7 @@ export function goldenFiles(): Record<string, string> {
     // A site without this version of the library: the runner writes it into the run's scripts/lib/.
     jobLibrary: {
       path: `${localLayout.runsDir}/quickstart/scripts/lib/${JOB_LIBRARY.file}`,
-      fix: `it is written with the scripts of the run: render the run again (npx nx run runner:train --from-manifest ${localLayout.runsDir}/quickstart)`,
+      fix: `it is written with the scripts of the run: render the run again (kdgat-runner train --from-manifest ${localLayout.runsDir}/quickstart)`,
     },
     requeue: { enabled: false, signal: 'USR1', leadSeconds: 60, maxRestarts: 0 },
     staging: { enabled: true, datasets: ['hcrl_sa'] },

@@ -30,6 +30,7 @@ export { renderEpilog } from './epilog/render-epilog.ts';
 export {
   renderSiteScripts,
   siteJobLibrary,
+  jobLibraryInstallFix,
   renderTrainGpu,
   renderPreprocessGpu,
   cacheRootFor,

@@ -43,7 +43,7 @@ hpc_env_target=/work/main/.hpc/envs/cpu-local/bin/activate
 # The shell every job shares: the job library, checked by its sha256, then sourced (it runs the job).
 hpc_job_library=/work/main/.hpc/scratch/scripts/lib/job-0716dc5842e16bc2.sh
 hpc_job_library_sha256=0716dc5842e16bc2730037729268e745eda3ab7b5d3345638d5566488c419027
-hpc_job_library_fix='install it with the other site scripts: npx nx run infra:up --stack local'
+hpc_job_library_fix='install it with the other site scripts: kdgat-runner infra up --stack local (in the kdgat-hpc checkout: npx nx run infra:up --stack local)'
 hpc_job_library_found=$({ sha256sum || shasum -a 256; } 2>/dev/null <"$hpc_job_library") || hpc_job_library_found='no readable file'
 if [[ ${hpc_job_library_found%% *} != "$hpc_job_library_sha256" ]]; then
   echo "kdgat-hpc: the job library $hpc_job_library is not the one this script was rendered for (sha256 $hpc_job_library_sha256; found: ${hpc_job_library_found%%  -}); to fix: $hpc_job_library_fix" >&2

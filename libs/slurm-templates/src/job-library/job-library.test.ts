@@ -41,6 +41,7 @@ describe('the job library', () => {
       `kdgat-hpc: the job library ${site.jobLibrary.path} is not the one this script was rendered for ` +
         `(sha256 ${JOB_LIBRARY.sha256}; found: no readable file); to fix: ${site.jobLibrary.fix}\n`,
     );
+    expect(site.jobLibrary.fix).toContain('kdgat-runner infra up --stack sandbox');
     expect(site.jobLibrary.fix).toContain('npx nx run infra:up --stack sandbox');
     expect(sb.calls('python')).toEqual([]);
     expect(sb.calls('module')).toEqual([]);

@@ -55,10 +55,12 @@ export function renderSiteScripts(
  * installed by the same `pulumi up` as the other site scripts.
  */
 export function siteJobLibrary(scriptsDir: string, stack?: string): JobLibraryRef {
-  return {
-    path: jobLibraryPath(scriptsDir),
-    fix: `install it with the other site scripts: npx nx run infra:up --stack ${stack ?? "<this site's stack>"}`,
-  };
+  return { path: jobLibraryPath(scriptsDir), fix: jobLibraryInstallFix(stack) };
+}
+
+/** What installs the site's job library: the stack's `up`, as a workspace and this checkout spell it. */
+export function jobLibraryInstallFix(stack = "<this site's stack>"): string {
+  return `install it with the other site scripts: kdgat-runner infra up --stack ${stack} (in the kdgat-hpc checkout: npx nx run infra:up --stack ${stack})`;
 }
 
 export function scriptsDirFor(layout: Pick<LayoutView, 'root'>, options: SiteScriptOptions = {}): string {
