@@ -10,18 +10,47 @@ cd "$REPO" || exit 1
 
 bash scripts/bootstrap.sh || { echo "test: bootstrap failed" >&2; exit 1; }
 
+# Everything the suites make in a temp folder goes under one of this run's own (every tool they
+# run honours TMPDIR), removed when the run ends, however it ends; the boxes they start (sites,
+# SLURM clusters of their own under /var/tmp) are stopped then too if a suite could not.
+RUN_TMP=$(mktemp -d /tmp/kdgat-test-run.XXXXXX) || exit 1
+export TMPDIR=$RUN_TMP
+boxes_before=$(find /var/tmp -mindepth 1 -maxdepth 1 \( -name 'kdgat-ssh-site-*' -o -name 'kdgat-slurm-test-*' \) -print | sort)
+
 # SLURM for the suites that submit real jobs; stopped at the end only if this run started it.
 started_slurm=0
+cleanup() {
+  local box
+  trap - EXIT
+  trap '' INT TERM
+  # A signal: the suites first (the lanes and every command they started share our process group;
+  # this shell ignores the TERM it sends them).
+  if [[ ${1:-} == signal ]]; then
+    kill -TERM 0
+    wait
+  fi
+  while IFS= read -r box; do
+    [[ -n $box ]] || continue
+    echo "test: stopping $box (left by a suite that did not finish)" >&2
+    case $box in
+      */kdgat-ssh-site-*) bash scripts/site/site.sh down "$box" >/dev/null 2>&1 ;;
+      */kdgat-slurm-test-*) HPC_SLURM_DIR=$box SLURM_CONF=$box/slurm.conf bash scripts/slurm-local.sh down >/dev/null 2>&1 ;;
+    esac
+    rm -rf -- "$box"
+  done < <(comm -13 <(printf '%s\n' "$boxes_before") <(find /var/tmp -mindepth 1 -maxdepth 1 \( -name 'kdgat-ssh-site-*' -o -name 'kdgat-slurm-test-*' \) -print | sort))
+  if ((started_slurm)); then bash scripts/slurm-local.sh down; fi
+  rm -rf -- "$RUN_TMP"
+}
+trap cleanup EXIT
+trap 'echo "test: stopped by a signal; removing what the suites made" >&2; cleanup signal; exit 130' INT TERM
 if ! bash scripts/slurm-local.sh status >/dev/null 2>&1; then
   bash scripts/slurm-local.sh up || { echo "test: could not start the local SLURM" >&2; exit 1; }
   started_slurm=1
 fi
-stop_slurm() { if ((started_slurm)); then bash scripts/slurm-local.sh down; fi; }
-trap stop_slurm EXIT
 
 # Each suite's output is also kept, so that the summary can name the failing tests of a failed
 # suite: on CI only the tail of the output may be visible.
-LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kdgat-test.XXXXXX")
+LOGS=$(mktemp -d "$RUN_TMP/logs.XXXXXX")
 passed=() failed=() failures=()
 # The lines of a suite's log that name a failing test or its error (vitest, node --test, pytest),
 # without colour codes; at most 40.

@@ -12,9 +12,11 @@ usage:
                                                              hpc/specs/NAME.yaml from its pyproject.toml,
                                                              uv.lock and CLI; a TODO(kdgat-hpc) line for
                                                              each value it cannot know; overwrites nothing
-  kdgat-runner infra  preview|up|refresh|destroy [--stack NAME]
+  kdgat-runner infra  preview|up|refresh|destroy [--stack NAME] [-- FLAGS]
                                                              the workspace's stack (stacks/NAME.yaml) through
                                                              Pulumi: environments, scratch, site scripts
+                                                             (FLAGS: infra/bin/pulumi-stack.sh's, e.g.
+                                                             --summary, or pulumi's own)
   kdgat-runner train  --spec FILE.yaml [--stack NAME] [--cluster NAME|auto] [--wait] [--force] [--right-size] [--allow-dirty]
   kdgat-runner train  --from-manifest RUN_DIR|manifest.json [--stack NAME] [--wait] [--force] [--allow-env-change]
   kdgat-runner train  --spec FILE.yaml --from-study STUDY --best [--stack NAME] [--wait]

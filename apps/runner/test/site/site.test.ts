@@ -7,6 +7,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, statSync, w
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { JUPYTER_DRIVER, shq } from '@kdgat/slurm-templates';
 import {
   KERNELS,
@@ -15,6 +16,7 @@ import {
   expectOk,
   runDirsOf,
   said,
+  siteStackConfig,
   startSite,
   statusOfRun,
   waitFor,
@@ -190,6 +192,63 @@ describe('the laptop reaches the site only over ssh', () => {
     const sync = expectOk(await site.runner(['sync', dirs.local, '--stack', site.stack]));
     expect(sync.out).toContain(`tracking-sync of ${dirs.site} on ${site.user}@${site.host}:${site.port}`);
     expect(sync.out).toContain(`kdgat: no offline W&B runs below ${dirs.site}`);
+  });
+
+  it('runs over SSH brings back the catalogue its writers keep compacted, not a file per row: 300 more rows written on the site one at a time', async () => {
+    expect(chainRun, 'the chain test ran first').toBeDefined();
+    // The site's writers (write_row of the default pipeline, one row per finished stage), as the
+    // site user on the login node: bench/catalogue's rows, 300 stages of other runs.
+    const catalogue = `${SCRATCH}/runs/catalogue`;
+    const write = [
+      join(REPO, 'python', '.venv', 'bin', 'python'),
+      join(REPO, 'bench', 'catalogue', 'rows.py'),
+      catalogue,
+      '--rows',
+      '300',
+      '--start',
+      '1000000',
+    ];
+    expectOk(await site.ssh(write.map(shq).join(' ')));
+    const onSite = readdirSync(site.onSite(catalogue))
+      .filter((f) => f.endsWith('.parquet'))
+      .sort();
+    // Under 64 one-row files and a few merged parts (the chain's 3 rows and the 300).
+    expect(onSite.length).toBeLessThan(64 + 8);
+    expect(onSite.some((f) => f.startsWith('part-'))).toBe(true);
+
+    const runs = expectOk(
+      await site.runner([
+        'runs',
+        '--stack',
+        site.stack,
+        '--where',
+        'experiment~sweep-*',
+        '--json',
+        '--columns',
+        'row_key,state',
+      ]),
+    );
+    expect(new Set((JSON.parse(runs.out) as { row_key: string }[]).map((r) => r.row_key)).size).toBe(300);
+    // The local copy is the site's folder as it is now: its files, the merged-away ones gone.
+    const local = /brought back to (\S+)/.exec(runs.err)?.[1];
+    expect(local, runs.err).toBeDefined();
+    expect(
+      readdirSync(local!)
+        .filter((f) => f.endsWith('.parquet'))
+        .sort(),
+    ).toEqual(onSite);
+    // The chain's rows are among them still.
+    const chain = expectOk(
+      await site.runner([
+        'runs',
+        '--stack',
+        site.stack,
+        '--where',
+        `run_id=${basename(chainRun!.site)}`,
+        '--json',
+      ]),
+    );
+    expect((JSON.parse(chain.out) as unknown[]).length).toBe(3);
   });
 
   it("the environment's notebook kernel starts on a compute node, imports the shipped code and prints its lock", async () => {
@@ -642,6 +701,209 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(existsSync(join(site.onSite(manifest.code.dir), 'src', 'tiny_lightning', 'train.py'))).toBe(true);
     const local = join(dirs.local, 'outputs', 'synth', 'mlp_small_train');
     expect(JSON.parse(readFileSync(join(local, 'metrics.json'), 'utf8'))).toMatchObject({ epochs: 1 });
+  });
+
+  it("a researcher's own repository is the workspace: runner init, a teacher → student chain over SSH, a requeue, report, runs and --from-manifest", async () => {
+    // Their repository, outside this checkout: tiny-lightning as a research project of that shape —
+    // Lightning's own CSVLogger (a version_<n> folder per attempt), its raw data only through
+    // $TINY_RAW_ROOT (refused without it), a student that distils from --teacher-path.
+    const repo = join(site.dir, 'laptop', 'kd-research');
+    cpSync(join(REPO, 'examples', 'pipelines', 'tiny-lightning'), repo, { recursive: true });
+    const trainPy = join(repo, 'src', 'tiny_lightning', 'train.py');
+    const appending =
+      'logger=AppendingCSVLogger(output_dir, name="csv", version="", flush_logs_every_n_steps=1),';
+    expect(readFileSync(trainPy, 'utf8')).toContain(appending);
+    writeFileSync(
+      trainPy,
+      readFileSync(trainPy, 'utf8').replace(
+        appending,
+        'logger=CSVLogger(output_dir, name="logs", flush_logs_every_n_steps=1),',
+      ),
+    );
+    const cliPy = join(repo, 'src', 'tiny_lightning', 'cli.py');
+    const teacherCheck = '    if args.teacher_path is not None and not args.teacher_path.is_file():';
+    expect(readFileSync(cliPy, 'utf8')).toContain(teacherCheck);
+    writeFileSync(
+      cliPy,
+      readFileSync(cliPy, 'utf8').replace(
+        teacherCheck,
+        [
+          '    import os',
+          '    raw = os.environ.get("TINY_RAW_ROOT", "")',
+          '    if not os.path.isdir(os.path.join(raw, args.dataset)):',
+          '        parser.exit(2, f"TINY_RAW_ROOT={raw!r}: no raw data for {args.dataset} there\\n")',
+          '    print(f"raw data: {os.path.join(raw, args.dataset)}", flush=True)',
+          teacherCheck,
+        ].join('\n'),
+      ),
+    );
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-C', repo, '-c', 'user.email=r@lab', '-c', 'user.name=r', ...args], {
+        encoding: 'utf8',
+      }).trim();
+    git('init', '--quiet');
+    git('add', '-A');
+    git('commit', '--quiet', '-m', 'the research code');
+    const ours = execFileSync('git', ['-C', REPO, 'status', '--porcelain'], { encoding: 'utf8' });
+
+    // runner init reads the repository; the test fills what it could not know, as the researcher would.
+    const init = expectOk(await site.runner(['init', repo]));
+    expect(init.out).toMatch(
+      /found project tiny-lightning \(Python 3\.11\), its uv\.lock, CLI python -m tiny_lightning\.cli .*Lightning, its CSVLogger, ModelCheckpoint in checkpoints\//,
+    );
+    expect(init.out).toMatch(/next: fill the \d+ lines marked TODO\(kdgat-hpc\)/);
+    const pipelineFile = join(repo, 'hpc', 'tiny-lightning.pipeline.yaml');
+    const pipeline = readFileSync(pipelineFile, 'utf8');
+    expect(pipeline).toContain('"history":"logs/version_*/metrics.csv"');
+    expect(pipeline).toContain('"checkpoint":["checkpoints/last.ckpt","hpc_ckpt_*.ckpt"]');
+    expect(pipeline).toContain('requeue: lightning');
+    writeFileSync(
+      pipelineFile,
+      pipeline.replace(
+        /^# TODO\(kdgat-hpc\): rawData.*$/m,
+        'rawData: { variable: TINY_RAW_ROOT, points: root }',
+      ),
+    );
+    // The stack: this box, as a second project of the group (its own scratch and environments).
+    const stack = `${site.stack}-kd`;
+    const config = siteStackConfig(site.facts) as { clusterOverrides: { paths: Record<string, string> } };
+    const own = (p: string) => p.replace('/kd-gat', '/kd-research');
+    const paths = Object.fromEntries(
+      Object.entries(config.clusterOverrides.paths).map(([k, v]) => [k, own(v)]),
+    );
+    const stackConfig = {
+      ...config,
+      clusterOverrides: { ...config.clusterOverrides, paths },
+      clusters: [],
+      environments: [{ file: 'hpc/tiny-lightning.environment.yaml' }],
+      datasets: ['synth'],
+    };
+    writeFileSync(
+      join(repo, 'stacks', `${stack}.yaml`),
+      stringify({
+        config: Object.fromEntries(Object.entries(stackConfig).map(([k, v]) => [`kdgat-hpc:${k}`, v])),
+      }),
+    );
+    const specFile = join(repo, 'hpc', 'specs', 'kd.yaml');
+    const stage = (id: string, scale: string, extra: string[]) =>
+      [
+        `  - id: ${id}`,
+        '    stage: train',
+        '    model: mlp',
+        `    scale: ${scale}`,
+        '    dataset: synth',
+        ...extra,
+        '    resources: { cpus: 1, memGB: 3, gpus: { count: 0 }, time: "0:20:00" }',
+      ].join('\n');
+    writeFileSync(
+      specFile,
+      [
+        'name: kd-research',
+        'cluster: local',
+        'environment: ../tiny-lightning.environment.yaml',
+        'pipeline: ../tiny-lightning.pipeline.yaml',
+        'stages:',
+        stage('teacher', 'large', ['    overrides: { max_epochs: 2 }']),
+        stage('student', 'small', [
+          '    args: [--teacher-path, "{output:teacher.checkpoint}"]',
+          '    overrides: { max_epochs: 4, epoch_sleep: 4 }',
+        ]),
+        '',
+      ].join('\n'),
+    );
+    git('add', '-A');
+    git('commit', '--quiet', '-m', 'kdgat-hpc workspace');
+
+    // Everything from the workspace: its stack file, its own Pulumi state, its .hpc/ for local copies.
+    const env = { ...site.env };
+    delete env['HPC_INFRA_DIR'];
+    delete env['PULUMI_BACKEND_URL'];
+    const ws = ['--workspace', repo];
+    expectOk(await site.runner(['infra', 'up', '--stack', stack, ...ws, '--', '--summary'], { env }));
+    expect(existsSync(join(repo, '.hpc', 'pulumi-state', '.pulumi'))).toBe(true);
+    const planned = expectOk(
+      await site.runner(['plan', '--spec', specFile, '--stack', stack, '--scheduler', 'slurm', ...ws], {
+        env,
+      }),
+    );
+    expect(planned.out).toMatch(/student: job/);
+
+    const runsOf = site.onSite(`${own(SCRATCH)}/runs/kd-research`);
+    const before = new Set(existsSync(runsOf) ? readdirSync(runsOf) : []);
+    const waiting = site.runner(
+      ['train', '--spec', specFile, '--stack', stack, '--scheduler', 'slurm', '--wait', ...ws],
+      {
+        env,
+      },
+    );
+    const runDir = await waitFor('the run directory on the site', () =>
+      existsSync(runsOf)
+        ? readdirSync(runsOf).filter((d) => !d.includes('.partial.') && !before.has(d))[0]
+        : undefined,
+    );
+    const manifestFile = join(runsOf, runDir, 'manifest.json');
+    const studentJob = await waitFor('the student job id in the site manifest', () => {
+      const m = JSON.parse(readFileSync(manifestFile, 'utf8')) as { jobs: { key: string; jobId?: string }[] };
+      return m.jobs.find((j) => j.key === 'student')?.jobId;
+    });
+    const studentDir = join(runsOf, runDir, 'outputs', 'synth', 'mlp_small_train');
+    await waitFor(
+      "the student's first epoch",
+      () => existsSync(join(studentDir, 'checkpoints', 'last.ckpt')) || undefined,
+    );
+    expectOk(await site.ssh(`scancel --signal=USR1 --batch ${studentJob}`));
+    await waitFor(`the student ${studentJob} requeued by Lightning`, async () => {
+      const job = (await site.ssh(`scontrol show job -o ${studentJob}`)).out;
+      return /Restarts=1/.test(job) && /JobState=PENDING/.test(job) ? job : undefined;
+    });
+    expectOk(await site.ssh(`scontrol update JobId=${studentJob} StartTime=now`));
+    const r = expectOk(await waiting);
+    expect(r.out).toMatch(/all 2 task\(s\) completed/);
+    const dirs = runDirsOf(r.out);
+    expect(dirs.local.startsWith(join(repo, '.hpc', 'sites', stack))).toBe(true);
+    const local = join(dirs.local, 'outputs', 'synth', 'mlp_small_train');
+    const logs = readdirSync(join(dirs.local, 'logs'))
+      .map((f) => readFileSync(join(dirs.local, 'logs', f), 'utf8'))
+      .join('\n');
+    // The raw data came through the variable the stack's rawDataRoot set; the student read the
+    // teacher's declared checkpoint on the site, and resumed from Lightning's own after the requeue.
+    expect(logs).toMatch(/raw data: \/fs\/ess\/data\/raw\/synth/);
+    expect(logs).toMatch(
+      /distilling from \S+\/mlp_large_train\/checkpoints\/last\.ckpt \(teacher hidden=256/,
+    );
+    expect(logs).toMatch(/Restoring states from the checkpoint path at \S+hpc_ckpt_1\.ckpt/);
+    expect(readdirSync(join(local, 'logs')).sort()).toEqual(['version_0', 'version_1']);
+    expect(JSON.parse(readFileSync(join(local, 'metrics.json'), 'utf8'))).toMatchObject({ epochs: 4 });
+    const manifest = JSON.parse(readFileSync(join(dirs.local, 'manifest.json'), 'utf8')) as {
+      jobs: { key: string; reads?: unknown }[];
+    };
+    expect(JSON.stringify(manifest)).toContain('mlp_large_train/checkpoints/last.ckpt');
+
+    // The report merges the two attempts' histories in order and shows the scores; runs has the rows.
+    expectOk(await site.runner(['report', dirs.local, ...ws], { env }));
+    const html = readFileSync(join(dirs.local, 'report', 'report.html'), 'utf8');
+    expect(html).toContain('<h2>Pipeline tiny-lightning</h2>');
+    expect(html).toContain('logs/version_*/metrics.csv');
+    const runs = expectOk(await site.runner(['runs', '--stack', stack, '--json', ...ws], { env }));
+    const rows = JSON.parse(runs.out) as { stage_id?: string; state?: string }[];
+    expect(
+      rows
+        .filter((row) => row.state === 'COMPLETED')
+        .map((row) => row.stage_id)
+        .sort(),
+    ).toEqual(['student', 'teacher']);
+    const again = expectOk(
+      await site.runner(
+        ['plan', '--from-manifest', dirs.local, '--stack', stack, '--scheduler', 'slurm', ...ws],
+        {
+          env,
+        },
+      ),
+    );
+    expect(again.out + again.err).toMatch(/byte/i);
+    // Nothing tracked was written: not in their repository (the runner's .hpc/ ignores itself), not in ours.
+    expect(git('status', '--porcelain')).toBe('');
+    expect(execFileSync('git', ['-C', REPO, 'status', '--porcelain'], { encoding: 'utf8' })).toBe(ours);
   });
 
   it('with the site unreachable, status, logs and report show the local copy and say how old it is', async () => {

@@ -180,50 +180,12 @@ export function writeBoxProfile(
   return file;
 }
 
-export async function startSite(): Promise<SshSite> {
-  const dir = mkdtempSync('/var/tmp/kdgat-ssh-site-');
-  // A stack of its own per site: the laptop keeps its copies of a stack's runs under .hpc/sites/<stack>.
-  const stack = `site-${dir
-    .slice(-6)
-    .toLowerCase()
-    .replace(/[^a-z0-9]/g, 'x')}`;
-  const up = spawnSync('bash', [SITE_SH, 'up', dir], { encoding: 'utf8', timeout: 180_000 });
-  if (up.status !== 0) {
-    spawnSync('bash', [SITE_SH, 'down', dir]);
-    throw new Error(`the site did not start:\n${up.stdout}${up.stderr}`);
-  }
-  const facts = Object.fromEntries(
-    up.stdout
-      .trim()
-      .split('\n')
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  ) as Record<string, string>;
-  const siteRoot = facts['SITE_ROOT']!;
-  const onSite = (p: string) => join(siteRoot, 'fs', relative('/fs', p));
-  // The site's raw data, as a site has it on its project space before anyone runs anything.
-  cpSync(synthData(), onSite('/fs/ess/data/raw/synth'), { recursive: true });
-
-  // A Pulumi project of the laptop's: a temporary backend and stack, main = the repository's infra.
-  const project = join(dir, 'laptop', 'pulumi');
-  mkdirSync(join(project, 'backend'), { recursive: true });
-  const pulumiYaml = parse(readFileSync(join(REPO, 'infra', 'Pulumi.yaml'), 'utf8')) as Record<
-    string,
-    unknown
-  >;
-  pulumiYaml['main'] = relative(project, join(REPO, 'infra', 'index.ts'));
-  writeFileSync(join(project, 'Pulumi.yaml'), stringify(pulumiYaml));
-  symlinkSync(join(REPO, 'node_modules'), join(project, 'node_modules'));
-  const bin = pulumiBinDir();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PATH: `${bin}${delimiter}${process.env['PATH']}`,
-    PULUMI_BACKEND_URL: `file://${join(project, 'backend')}`,
-    PULUMI_CONFIG_PASSPHRASE: 'kdgat-site-e2e',
-    PULUMI_HOME: join(project, '.pulumi-home'),
-    HPC_INFRA_DIR: project,
-    NO_COLOR: '1',
-  };
-  const config = {
+/**
+ * The site stack's configuration (its `kdgat-hpc:` keys without the namespace): the box's SSH
+ * connection, partitions, charging, paths, clusters, environments, datasets and build.
+ */
+export function siteStackConfig(facts: Record<string, string>): Record<string, unknown> {
+  return {
     cluster: 'local',
     clusterOverrides: {
       name: 'kdgat-site',
@@ -281,6 +243,52 @@ export async function startSite(): Promise<SshSite> {
       inheritEnvironments: [join(REPO, 'python', '.venv')],
     },
   };
+}
+
+export async function startSite(): Promise<SshSite> {
+  const dir = mkdtempSync('/var/tmp/kdgat-ssh-site-');
+  // A stack of its own per site: the laptop keeps its copies of a stack's runs under .hpc/sites/<stack>.
+  const stack = `site-${dir
+    .slice(-6)
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, 'x')}`;
+  const up = spawnSync('bash', [SITE_SH, 'up', dir], { encoding: 'utf8', timeout: 180_000 });
+  if (up.status !== 0) {
+    spawnSync('bash', [SITE_SH, 'down', dir]);
+    throw new Error(`the site did not start:\n${up.stdout}${up.stderr}`);
+  }
+  const facts = Object.fromEntries(
+    up.stdout
+      .trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  ) as Record<string, string>;
+  const siteRoot = facts['SITE_ROOT']!;
+  const onSite = (p: string) => join(siteRoot, 'fs', relative('/fs', p));
+  // The site's raw data, as a site has it on its project space before anyone runs anything.
+  cpSync(synthData(), onSite('/fs/ess/data/raw/synth'), { recursive: true });
+
+  // A Pulumi project of the laptop's: a temporary backend and stack, main = the repository's infra.
+  const project = join(dir, 'laptop', 'pulumi');
+  mkdirSync(join(project, 'backend'), { recursive: true });
+  const pulumiYaml = parse(readFileSync(join(REPO, 'infra', 'Pulumi.yaml'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
+  pulumiYaml['main'] = relative(project, join(REPO, 'infra', 'index.ts'));
+  writeFileSync(join(project, 'Pulumi.yaml'), stringify(pulumiYaml));
+  symlinkSync(join(REPO, 'node_modules'), join(project, 'node_modules'));
+  const bin = pulumiBinDir();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${bin}${delimiter}${process.env['PATH']}`,
+    PULUMI_BACKEND_URL: `file://${join(project, 'backend')}`,
+    PULUMI_CONFIG_PASSPHRASE: 'kdgat-site-e2e',
+    PULUMI_HOME: join(project, '.pulumi-home'),
+    HPC_INFRA_DIR: project,
+    NO_COLOR: '1',
+  };
+  const config = siteStackConfig(facts);
   const namespaced = Object.fromEntries(Object.entries(config).map(([k, v]) => [`kdgat-hpc:${k}`, v]));
   const init = spawnSync('pulumi', ['stack', 'init', stack, '--non-interactive'], {
     cwd: project,
