@@ -1,6 +1,6 @@
 // One lint config for every TypeScript project. The module-boundary rule keeps the
 // dependency arrows of docs/ARCHITECTURE: config <- slurm-templates <- {runner, infra}, and the
-// runner's libraries: schedulers <- planning <- run-record <- runner (no lib imports an app).
+// runner's libraries: schedulers <- planning <- run-record <- runs <- runner (no lib imports an app).
 import js from '@eslint/js';
 import nx from '@nx/eslint-plugin';
 import prettier from 'eslint-config-prettier';
@@ -46,6 +46,18 @@ export default [
                 'scope:planning',
                 'scope:schedulers',
                 'scope:transport',
+              ],
+            },
+            {
+              sourceTag: 'scope:runs',
+              onlyDependOnLibsWithTags: [
+                'scope:config',
+                'scope:templates',
+                'scope:usage',
+                'scope:planning',
+                'scope:schedulers',
+                'scope:transport',
+                'scope:run-record',
               ],
             },
           ],

@@ -3,5 +3,4 @@ export { main, USAGE } from './cli/main.ts';
 export { train } from './commands/train.ts';
 export { plan } from './commands/plan.ts';
 export { tune } from './commands/tune.ts';
-export type { RunOptions } from './pipeline/prepare.ts';
-export type { RunResult } from './pipeline/run.ts';
+export type { RunOptions, RunResult } from '@kdgat/runs';

@@ -3,7 +3,7 @@ import { loadExperimentSpec } from '@kdgat/config';
 import { buildPlan, estimatePlanCost, sizeStages, type PlanCosting } from '@kdgat/planning';
 import { ddpCostSpec } from '@kdgat/planning/testing';
 import { describe, expect, it } from 'vitest';
-import { balanceWarning, costLines } from './output.ts';
+import { balanceWarning, costLines } from './cost-lines.ts';
 
 const DDP_SPEC = ddpCostSpec('gpu-quad');
 

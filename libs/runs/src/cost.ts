@@ -1,7 +1,7 @@
 // Phases 2–3 and the budget guard: right-sizing (new stages, the loaded spec unchanged), what the
 // plan will charge and the balance, then the budget (refused over it, before anything is written)
-// and the cost printed. The figures are @kdgat/planning's and @kdgat/usage's; the lines are the
-// command's output (commands/output.ts).
+// and the cost printed. The figures are @kdgat/planning's and @kdgat/usage's; the lines are
+// cost-lines.ts's.
 import {
   checkBudget,
   estimatePlanCost,
@@ -9,33 +9,10 @@ import {
   sizeStages,
   stageHistories,
   withRecordedSizes,
-  type Placement,
-  type PlanCosting,
-  type RightSized,
   type RunPlan,
-  type Sizing,
 } from '@kdgat/planning';
-import type { StageHistory } from '@kdgat/usage';
-import { balanceWarning, costLines } from '../commands/output.ts';
-import type { RunOptions, Site, Spec } from './prepare.ts';
-
-/** The jobs and what they cost, as the record phase writes them into the manifest. */
-export interface Planned {
-  plan: RunPlan;
-  costing: PlanCosting;
-  /** The sizes applied: by this run (`--right-size`) or by the run it reproduces. */
-  rightSized?: RightSized;
-  /** A site of several clusters: where the run goes and why (place.ts). */
-  placement?: Placement;
-}
-
-/** What the size phase made: the spec as it will be rendered, and the history it read. */
-export interface Sized {
-  /** The spec with each stage's requests as they will be rendered. */
-  spec: Spec;
-  sizing: Sizing;
-  histories: Map<string, StageHistory>;
-}
+import { balanceWarning, costLines } from './cost-lines.ts';
+import type { Planned, RunOptions, Site, Sized, Spec } from './types.ts';
 
 /**
  * Size: a reproduction keeps the sizes its run applied; history's suggestions are applied with

@@ -18,7 +18,7 @@ import {
   type RunRecord,
 } from '@kdgat/run-record';
 import { ConnectionError, sessionFor } from '@kdgat/transport';
-import type { Io } from './kit.ts';
+import type { Io } from './types.ts';
 
 /**
  * Polls of a remote site: at most one every 5 s, backing off to one every 30 s while no state

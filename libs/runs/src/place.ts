@@ -19,13 +19,8 @@ import {
 } from '@kdgat/planning';
 import { parseTestOnlyStart, schedulerFor, UnprovisionedSlurm, type Scheduler } from '@kdgat/schedulers';
 import { size } from './cost.ts';
-import { planJobs, type RunOptions, type Site, type Spec } from './prepare.ts';
-
-/** Where the run goes: its spec resolved for that cluster, and the placement the manifest keeps. */
-export interface Placed {
-  spec: Spec;
-  placement?: Placement;
-}
+import { planJobs } from './jobs.ts';
+import type { Placed, RunOptions, Site, Spec } from './types.ts';
 
 /** The spec resolved against another cluster of the site (its pipeline's code kept). */
 export function specFor(spec: Spec, profile: ClusterProfile): Spec {

@@ -2,35 +2,18 @@
 // the command's say on it (tune: its study), the stack's site checked, the scheduler chosen and
 // the jobs planned (stages → jobs; sweeps → arrays chunked under MaxArraySize; the study variant).
 import { existsSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
-import {
-  checkSpecAgainstSite,
-  ensureHpcDir,
-  type CacheIdentity,
-  type Connection,
-  loadExperimentSpec,
-  type LoadedSpec,
-  type ResolvedExperiment,
-  type Workspace,
-} from '@kdgat/config';
+import { dirname, join, resolve } from 'node:path';
+import { checkSpecAgainstSite, type CacheIdentity, loadExperimentSpec } from '@kdgat/config';
 import {
   applyBestTrial,
-  asStudyPlan,
-  buildPlan,
   checkEnvironmentMatches,
-  checkoutStackConfigs,
   isDeclaredOnly,
   readSpecFile,
   readStackOrDeclared,
   resolveStudyDir,
   stackFileLabel,
-  throttlePlan,
   type FromStudy,
-  type Placement,
-  type RunPlan,
-  type StackConfigs,
   type StackOutputs,
-  type StackOutputsSource,
 } from '@kdgat/planning';
 import {
   COPY_EXCLUDES,
@@ -46,60 +29,11 @@ import {
   type SiteCopies,
 } from '@kdgat/run-record';
 import { UnprovisionedSlurm, schedulerFor, type Scheduler } from '@kdgat/schedulers';
-import { jobNameFor } from '@kdgat/slurm-templates';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
+import { planJobs } from './jobs.ts';
+import { configsOf, localRunsRoot } from './paths.ts';
 import { clusterScheduler, place } from './place.ts';
-import type { RunCommand, StudyHooks } from './run.ts';
-
-/** What `train`, `plan` and `tune` are asked (the CLI's flags, or a test's). */
-export interface RunOptions {
-  specPath?: string;
-  fromManifest?: string;
-  /** A study name or directory: train its best trial's values (`train --from-study S --best`). */
-  fromStudy?: string;
-  stack?: string;
-  stackSource: StackOutputsSource;
-  /** `plan` of a stack that is not provisioned: its outputs predicted from the declared config. */
-  declaredSource?: StackOutputsSource;
-  /** `--from-manifest`: run even though the environment's lock changed since the recorded run. */
-  allowEnvChange?: boolean;
-  scheduler?: 'slurm' | 'local';
-  /** A site of several clusters: run on this one (its name or SLURM name), or `auto` (place.ts). */
-  cluster?: string;
-  /** For tests and bench: a scheduler to use instead of constructing one. */
-  schedulerInstance?: Scheduler;
-  force?: boolean;
-  /** Apply the requests sized from history (`train --right-size`); recorded in the manifest. */
-  rightSize?: boolean;
-  /** A site over SSH: send python/ with uncommitted changes (the diff is kept with the run). */
-  allowDirty?: boolean;
-  /** The tool's own checkout: the default pipeline's code, the Pulumi program. */
-  repoRoot: string;
-  /** Where stacks are declared and the runner's local files go (the workspace; default: repoRoot's own). */
-  configs?: StackConfigs;
-  log?: (line: string) => void;
-}
-
-export interface Spec {
-  file: string;
-  text: string;
-  loaded: LoadedSpec;
-  resolved: ResolvedExperiment;
-  /** `--from-manifest`: the recorded run. */
-  source?: Manifest;
-  fromStudy?: FromStudy;
-}
-
-/** What the prepare phase hands on: the spec, where it runs, the scheduler, the jobs, the study. */
-export interface Prepared {
-  spec: Spec;
-  site: Site;
-  scheduler: Scheduler;
-  plan: RunPlan;
-  study?: StudyHooks;
-  /** A site of several clusters: where the run goes and why (place.ts). */
-  placement?: Placement;
-}
+import type { Prepared, RunCommand, RunOptions, Site, Spec } from './types.ts';
 
 /**
  * Prepare: load spec → the command's hook (tune: its study; train, plan: the tune: section
@@ -203,21 +137,6 @@ function stackNameOf(opts: RunOptions, source?: Manifest): string {
   return opts.stack ?? source?.stack.name ?? 'local';
 }
 
-export interface Site {
-  name: string;
-  outputs: StackOutputs;
-  source: StackOutputsSource;
-  /** How the site is reached (the stack's `connection` output). */
-  connection: Connection;
-  /** Where this machine keeps runs: the site's runs dir, or its local copy for a site over SSH. */
-  runsRoot: string;
-  /** The site's files over SSH (undefined when the runs dir is on this machine). */
-  files?: SiteFiles;
-  /** `--from-manifest --allow-env-change`: the environments whose lock changed, by name. */
-  envChanges?: Record<string, { changed: boolean; differences: string[] }>;
-  inputs: ResolvedInput[];
-}
-
 /**
  * Check stack: its outputs (predicted from the declaration for a plan of a site not
  * provisioned), its environment against the spec's, the spec's datasets against its caches, the
@@ -307,23 +226,6 @@ async function siteCopies(
   return { runsRoot, cacheMeta };
 }
 
-/** Where this machine keeps its copies of a remote site's runs. */
-/** The run's workspace and stack files: the ones the command line found, else the checkout's own. */
-export function configsOf(opts: Pick<RunOptions, 'repoRoot' | 'configs'>): StackConfigs {
-  return opts.configs ?? checkoutStackConfigs(opts.repoRoot);
-}
-
-export function localRunsRoot(workspace: Workspace, stack: string): string {
-  return join(ensureHpcDir(workspace), 'sites', stack, 'runs');
-}
-
-/** The site's path of a run whose local directory is `localRunDir`. */
-export function siteRunDirOf(site: Site, localRunDir: string): string {
-  return site.files
-    ? `${site.outputs.scratch.runsDir.replace(/\/+$/, '')}/${relative(site.runsRoot, localRunDir)}`
-    : localRunDir;
-}
-
 /**
  * Outputs of earlier runs the stages read, found and checked before anything is written or queued.
  * A reproduction reads the very runs its manifest recorded; a site not provisioned has none here yet.
@@ -360,43 +262,4 @@ export function schedulerOf(spec: Spec, site: Site, opts: RunOptions): Scheduler
   return isDeclaredOnly(site.outputs) && kind === 'slurm'
     ? new UnprovisionedSlurm(site.name)
     : schedulerFor(kind, site.runsRoot, site.files ? site.connection : { kind: 'local' });
-}
-
-/** The jobs: stages in dependency order, sweeps as arrays chunked to MaxArraySize; tune's workers. */
-export async function planJobs(spec: Spec, scheduler: Scheduler, study?: StudyHooks): Promise<RunPlan> {
-  const { resolved } = spec;
-  const experiment = resolved.spec.name;
-  const plan = buildPlan({
-    experiment,
-    specHash: resolved.specHash,
-    stages: resolved.stages,
-    sweepPoints: resolved.sweepPoints,
-    maxArraySize: (await scheduler.limits()).maxArraySize,
-    jobName: (stageId) => jobNameFor(experiment, stageId, resolved.pipeline.name),
-  });
-  if (study) asStudyPlan(plan, study.tune);
-  return throttled(plan, spec.resolved, scheduler);
-}
-
-/**
- * The run's throttle (libs/planning/src/throttle.ts): the spec's concurrency within the site's
- * per-user limits, less the user's jobs queued or running there now (asked only where the profile
- * declares a limit).
- */
-async function throttled(
-  plan: RunPlan,
-  resolved: ResolvedExperiment,
-  scheduler: Scheduler,
-): Promise<RunPlan> {
-  // A profile recorded before limits were declared has none.
-  const limits = (resolved.cluster as Partial<ResolvedExperiment['cluster']>).limits ?? {};
-  const siteLimited =
-    limits.maxRunningJobsPerUser !== undefined || limits.maxSubmittedJobsPerUser !== undefined;
-  const activeJobs = siteLimited ? await scheduler.activeJobsOfUser?.() : undefined;
-  const concurrency = resolved.spec.concurrency;
-  return throttlePlan(plan, {
-    limits,
-    ...(concurrency !== undefined ? { concurrency } : {}),
-    ...(activeJobs !== undefined ? { activeJobs } : {}),
-  }).plan;
 }

@@ -10,7 +10,7 @@ import {
 } from '@kdgat/planning';
 import type { RunRecord } from '@kdgat/run-record';
 import type { Scheduler } from '@kdgat/schedulers';
-import type { Site } from './prepare.ts';
+import type { Site } from './types.ts';
 
 export class SubmissionFailedError extends Error {
   readonly runDir: string;

@@ -30,9 +30,8 @@ import {
   type Workspace,
 } from '@kdgat/config';
 import type { Scheduler } from '@kdgat/schedulers';
-import { configsOf, siteRunDirOf, type RunOptions, type Site, type Spec } from './prepare.ts';
-import type { Planned } from './cost.ts';
-import type { RunResult, StudyHooks } from './run.ts';
+import { configsOf, siteRunDirOf } from './paths.ts';
+import type { Planned, RunOptions, RunResult, Site, Spec, StudyHooks } from './types.ts';
 
 /**
  * Record: a new run's directory (a local copy for a site over SSH), the code it imports there, its

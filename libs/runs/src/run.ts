@@ -1,6 +1,6 @@
 // One run of `train`, `plan` and `tune`, written once: its phases in order, each a named function
-// in this folder. A command fills the few hooks below (dry run or not, a study), like submitit's
-// executors fill the hooks of its one submission loop.
+// in this folder. A command fills the few hooks of `RunCommand` (types.ts: dry run or not, a study),
+// like submitit's executors fill the hooks of its one submission loop.
 //
 //   prepare   load spec, check stack, scheduler, plan the jobs               prepare.ts
 //   size      requests from history (--right-size), new stages              cost.ts
@@ -10,42 +10,16 @@
 //   record    run dir, code, scripts, study file, manifest.json             record.ts
 //   preflight sbatch --test-only of every script                            queue.ts
 //   submit    sbatch in dependency order (not in a dry run)                 queue.ts
-//   follow    --wait, by the command after it printed the run               commands/follow.ts
+//   follow    --wait, by the command after it printed the run               follow.ts
 import { join } from 'node:path';
-import type { ResolvedTune } from '@kdgat/config';
-import type { PlanCosting, PreflightReport, RunPlan } from '@kdgat/planning';
-import {
-  acquireLock,
-  refuseActiveRuns,
-  RUNS_LOCK_FILE,
-  type Manifest,
-  type Reproduction,
-  type RunRecord,
-} from '@kdgat/run-record';
+import type { PreflightReport } from '@kdgat/planning';
+import { acquireLock, refuseActiveRuns, RUNS_LOCK_FILE, type RunRecord } from '@kdgat/run-record';
 import type { Scheduler } from '@kdgat/schedulers';
-import { cost, guardBudget, size, type Planned } from './cost.ts';
-import { prepare, type RunOptions, type Site, type Spec } from './prepare.ts';
+import { cost, guardBudget, size } from './cost.ts';
+import { prepare } from './prepare.ts';
 import { preflight, submit } from './queue.ts';
 import { newRun, reproduce } from './record.ts';
-
-/** What a command sets of the run: the hooks it fills. */
-export interface RunCommand {
-  /** Stop after the preflight: no runs lock, no check of active runs, nothing queued (`plan`, `--dry-run`). */
-  dryRun: boolean;
-  /** Called with the loaded spec: refuse a spec the command cannot run, or say what it ignores; tune: its study. */
-  studyOf?: (spec: Spec, log: (line: string) => void) => StudyHooks | undefined;
-}
-
-/** `tune`: the spec's tune: stage planned as one array of study workers, and the study's files. */
-export interface StudyHooks {
-  tune: ResolvedTune;
-  /** Guard: refuse a study name that is taken. */
-  guard(site: Site): void;
-  /** Record: study.json beside the scripts (of `spec`, as sized); the study's name and directory. */
-  write(spec: Spec, outDir: string, runDir: string): { name: string; dir: string };
-  /** After the submit: the name points at the run's study. */
-  submitted(site: Site, record: RunRecord): void;
-}
+import type { Planned, RunCommand, RunOptions, RunResult, Site, Spec, StudyHooks } from './types.ts';
 
 /** `plan` and `train` run no study: the spec's tune: section is said to be ignored. */
 export function ignoreTuneSection(spec: Spec, log: (line: string) => void): undefined {
@@ -96,24 +70,6 @@ export async function guardRuns(
   study?.guard(site);
   if (!command.dryRun && !opts.force)
     await refuseActiveRuns(site.runsRoot, spec.resolved.spec.name, spec.resolved.specHash);
-}
-
-/** What train, plan and tune made: the run, its plan and preflight verdicts, and what they printed. */
-export interface RunResult {
-  /** Where the run's files are (a plan of a site not provisioned: under .hpc/plans/). */
-  runDir: string;
-  manifest: Manifest;
-  /** The run's record (its manifest's one writer). */
-  record: RunRecord;
-  plan: RunPlan;
-  preflight: PreflightReport[];
-  scheduler: Scheduler;
-  /** With --from-manifest: the scripts re-rendered for the recorded run dir vs the recorded hashes. */
-  reproduction?: Reproduction;
-  /** A tune run's study: its name and directory. */
-  study?: { name: string; dir: string };
-  /** Cost, sizes from history and balance, as printed before anything was queued. */
-  costing?: PlanCosting;
 }
 
 export function resultOf(

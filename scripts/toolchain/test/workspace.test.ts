@@ -9,7 +9,7 @@ import { test } from 'node:test';
 
 const repo = resolve(import.meta.dirname, '../../..');
 
-test('nx graph shows the ten projects with exactly the architecture edges', () => {
+test('nx graph shows the eleven projects with exactly the architecture edges', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kdgat-graph-'));
   try {
     const file = join(dir, 'graph.json');
@@ -29,7 +29,17 @@ test('nx graph shows the ten projects with exactly the architecture edges', () =
       schedulers: ['transport'],
       planning: ['config', 'schedulers', 'slurm-templates', 'transport', 'usage'],
       'run-record': ['config', 'planning', 'schedulers', 'transport', 'usage'],
-      runner: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'transport', 'usage'],
+      runs: ['config', 'planning', 'run-record', 'schedulers', 'slurm-templates', 'transport', 'usage'],
+      runner: [
+        'config',
+        'planning',
+        'run-record',
+        'runs',
+        'schedulers',
+        'slurm-templates',
+        'transport',
+        'usage',
+      ],
       infra: ['config', 'slurm-templates', 'transport'],
       python: [],
     });

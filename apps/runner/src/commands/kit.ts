@@ -21,8 +21,9 @@ import {
   refreshCopy,
   siteFilesOf,
 } from '@kdgat/run-record';
-import type { Manifest, Output } from '@kdgat/run-record';
-import type { RunOptions } from '../pipeline/prepare.ts';
+import { UsageError, type Io, type OpenedRun, type RunOptions } from '@kdgat/runs';
+
+export { UsageError, type Io, type OpenedRun };
 
 /** The tool's own checkout: its Pulumi program, the default pipeline's code, its own workspace. */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
@@ -49,14 +50,6 @@ export function stackConfigs(values: Flags): StackConfigs {
     repoRoot: REPO_ROOT,
     ...(projectDir ? { projectDir } : {}),
   };
-}
-
-/** Bad arguments: the command line prints the message with a pointer to --help (exit 2). */
-export class UsageError extends Error {}
-
-export interface Io {
-  out: Output;
-  err: NodeJS.WritableStream;
 }
 
 /** The flags a command may read, as parsed (cli/args.ts `OPTIONS` declares each one). */
@@ -151,13 +144,6 @@ export function runOptions(ctx: CommandContext): RunOptions {
     configs,
     log: ctx.say,
   };
-}
-
-/** A run as a command reads it: its record, and its manifest with paths where its files are here. */
-export interface OpenedRun {
-  record: RunRecord;
-  /** The manifest with every path under the run dir pointing into the local copy (a site over SSH). */
-  view: Manifest;
 }
 
 /**

@@ -1,9 +1,8 @@
-// `runner plan`: the run's phases up to the preflight (pipeline/run.ts), with nothing submitted.
+// `runner plan`: the run's phases up to the preflight (runPipeline of @kdgat/runs), with nothing submitted.
 // A stack not provisioned yet is planned from its declared configuration (written under
 // .hpc/plans/, sbatch --test-only skipped, saying why).
 import { runOptions, type Command } from './kit.ts';
-import type { RunOptions } from '../pipeline/prepare.ts';
-import { ignoreTuneSection, runPipeline, type RunResult } from '../pipeline/run.ts';
+import { ignoreTuneSection, runPipeline, type RunOptions, type RunResult } from '@kdgat/runs';
 import { printRun } from './output.ts';
 
 export function plan(opts: RunOptions): Promise<RunResult> {

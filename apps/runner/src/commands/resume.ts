@@ -3,44 +3,12 @@
 // OOM, a TIMEOUT without the requeue handshake, the jobs cancelled after them) resubmitted within
 // requeue.maxRecoveries and the budget; the others stopped with their triage line. With --wait it
 // then follows the run like `train --wait` (recovering again as jobs end).
-import { isFailure, type Scheduler } from '@kdgat/schedulers';
-import { jobIdsOf, progressOf, recoverRun, schedulerForManifest, statusLine } from '@kdgat/run-record';
-import { openRun, type Command, type OpenedRun } from './kit.ts';
-import { follow } from './follow.ts';
+import { schedulerForManifest } from '@kdgat/run-record';
+import { follow, resume } from '@kdgat/runs';
+import { openRun, type Command } from './kit.ts';
 
 export const resumeCommand: Command = async (ctx) => {
   const opened = await openRun(ctx);
   if (ctx.values.wait) return follow(opened.record, ctx.io);
   return resume(opened, ctx.say, schedulerForManifest(opened.record.manifest));
 };
-
-/** One look at the run and one recovery of what ended; 1 when a failure stays (stopped). */
-export async function resume(
-  { record, view }: OpenedRun,
-  say: (line: string) => void,
-  scheduler: Scheduler,
-): Promise<number> {
-  const progress = progressOf(record.manifest, await scheduler.query(jobIdsOf(record.manifest)));
-  record.seen(progress);
-  const outcome = await recoverRun({
-    record,
-    view,
-    progress,
-    scheduler,
-    say,
-    checkpointsHere: view === record.manifest,
-  });
-  const { plan } = outcome;
-  if (plan.active.length > 0) say(`still pending or running (left alone): ${plan.active.join(', ')}`);
-  const failed = progress.filter(
-    (p) => !outcome.resubmitted.has(p.job.key) && p.tasks.some((t) => isFailure(t.state)),
-  );
-  if (outcome.resubmitted.size === 0 && failed.length === 0 && plan.active.length === 0) {
-    say(`every job of ${record.manifest.experiment} completed: nothing to resume`);
-    return 0;
-  }
-  for (const p of progress) say(`  ${statusLine(p)}`);
-  if (outcome.resubmitted.size > 0) say(`follow it: nx run runner:resume ${record.dir} --wait`);
-  // 1 while a failure stays (stopped); the resubmitted and running ones are not ended yet.
-  return plan.stops.length > 0 ? 1 : 0;
-}

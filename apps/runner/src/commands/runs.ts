@@ -4,7 +4,7 @@
 // prints it (the `runs` site helper: the --where language, the columns).
 import { catalogueOfRunsRoot, pullCatalogue, runsTable } from '@kdgat/run-record';
 import { SiteFiles, sessionFor } from '@kdgat/transport';
-import { localRunsRoot } from '../pipeline/prepare.ts';
+import { localRunsRoot } from '@kdgat/runs';
 import { stackSource, workspaceOf, type Command, type CommandContext } from './kit.ts';
 
 /** The flags of `runs`, checked before the stack is read (their grammar is the pipeline's: it says what is wrong). */

@@ -15,7 +15,7 @@ import {
   refreshCopy,
   tensorboardDirs,
 } from '@kdgat/run-record';
-import { localRunsRoot } from '../pipeline/prepare.ts';
+import { localRunsRoot } from '@kdgat/runs';
 import { openRun, stackSource, workspaceOf, type Command, type CommandContext } from './kit.ts';
 
 /** TensorBoard's own default port. */

@@ -1,9 +1,7 @@
-// `runner train`: the run's phases (pipeline/run.ts) through the submit, under the runs lock,
+// `runner train`: the run's phases (runPipeline of @kdgat/runs) through the submit, under the runs lock,
 // then follow the run with --wait. `train --dry-run` is `plan`.
 import { runOptions, type Command } from './kit.ts';
-import type { RunOptions } from '../pipeline/prepare.ts';
-import { ignoreTuneSection, runPipeline, type RunResult } from '../pipeline/run.ts';
-import { follow } from './follow.ts';
+import { follow, ignoreTuneSection, runPipeline, type RunOptions, type RunResult } from '@kdgat/runs';
 import { printRun } from './output.ts';
 import { plan } from './plan.ts';
 

@@ -5,7 +5,7 @@ import { resolveStudyDir, runTuneReport } from '@kdgat/planning';
 import { MANIFEST_FILE, copyLine, isRemote, readManifest, refreshCopy } from '@kdgat/run-record';
 import { existsSync } from 'node:fs';
 import { stackSource, workspaceOf, type Command } from './kit.ts';
-import { localRunsRoot } from '../pipeline/prepare.ts';
+import { localRunsRoot } from '@kdgat/runs';
 
 export const tuneReportCommand: Command = async (ctx) => {
   const { values, say } = ctx;

@@ -1,4 +1,4 @@
-// `runner tune`: the run's phases (pipeline/run.ts) with the spec's tune: stage planned as one
+// `runner tune`: the run's phases (runPipeline of @kdgat/runs) with the spec's tune: stage planned as one
 // array of study workers. The study's name is refused when taken, study.json is written with the
 // scripts, and after the submit the name links to the run's study dir. `--dry-run` stops after the
 // preflight.
@@ -6,9 +6,14 @@ import { join } from 'node:path';
 import { linkStudy, refuseTakenStudy, runTuneReport, studyDirOf, writeStudyFile } from '@kdgat/planning';
 import { localView } from '@kdgat/run-record';
 import { runOptions, type Command } from './kit.ts';
-import type { RunOptions, Spec } from '../pipeline/prepare.ts';
-import { runPipeline, type RunResult, type StudyHooks } from '../pipeline/run.ts';
-import { follow } from './follow.ts';
+import {
+  follow,
+  runPipeline,
+  type RunOptions,
+  type RunResult,
+  type Spec,
+  type StudyHooks,
+} from '@kdgat/runs';
 import { printRun } from './output.ts';
 
 export function tune(opts: RunOptions & { dryRun?: boolean }): Promise<RunResult> {

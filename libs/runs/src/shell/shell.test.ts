@@ -13,8 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { join, resolve } from 'node:path';
 import {
   clusterPresets,
   environmentPresets,
@@ -33,17 +32,13 @@ import {
 } from '@kdgat/planning';
 import { ddpCostSpec, sampleOutputs } from '@kdgat/planning/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { main } from '../cli/main.ts';
-import { REPO_ROOT, UsageError } from './kit.ts';
-import { costLines } from './output.ts';
-import {
-  SHELL_DEFAULTS,
-  chargeLines,
-  openShell,
-  shellFlags,
-  shellResources,
-  type ShellOptions,
-} from './shell.ts';
+import { costLines } from '../cost-lines.ts';
+import { UsageError } from '../errors.ts';
+import { openShell, type ShellOptions } from './open.ts';
+import { SHELL_DEFAULTS, chargeLines, shellResources } from './resources.ts';
+
+/** The tool's own checkout (the runner's REPO_ROOT). */
+const REPO_ROOT = resolve(import.meta.dirname, '../../../..');
 
 const pitzer = clusterPresets['osc-pitzer'];
 /** The cluster in the box's shape: 2 cores and 6 GB a node; GPU and CPU partitions. */
@@ -75,30 +70,6 @@ function refusal(f: () => unknown): string {
   }
   throw new Error('not refused');
 }
-
-describe('the flags', () => {
-  it('are read as numbers and a SLURM time, each refused naming the flag, the value and what was expected', () => {
-    expect(shellFlags({ cpus: '4', 'mem-gb': '12.5', gpus: '0', time: '2:00:00', partition: 'cpu' })).toEqual(
-      {
-        cpus: 4,
-        memGB: 12.5,
-        gpus: 0,
-        time: '2:00:00',
-        partition: 'cpu',
-      },
-    );
-    expect(refusal(() => shellFlags({ cpus: '0' }))).toBe('--cpus 0: expected a whole number >= 1');
-    expect(refusal(() => shellFlags({ cpus: '2.5' }))).toBe('--cpus 2.5: expected a whole number >= 1');
-    expect(refusal(() => shellFlags({ gpus: '-1' }))).toBe('--gpus -1: expected a whole number >= 0');
-    expect(refusal(() => shellFlags({ 'mem-gb': 'lots' }))).toMatch(
-      /^--mem-gb lots: expected a number of GB > 0/,
-    );
-    expect(refusal(() => shellFlags({ time: '2h' }))).toMatch(/^--time 2h: expected /);
-    expect(refusal(() => shellFlags({ partition: 'gpu;reboot' }))).toMatch(
-      /^--partition gpu;reboot: expected /,
-    );
-  });
-});
 
 describe('the resources', () => {
   it("without a stage: the profile's default partition, modest requests capped by its nodes, a GPU where it has them", () => {
@@ -448,12 +419,5 @@ describe('openShell on a local stack (a stub salloc)', () => {
       openShell(options({ specPath: file, stageId: 'train', cluster: 'annex', flags: { cpus: 8 } })),
     ).rejects.toThrow('--cpus 8: 8 cpus x 1 task(s) per node do not fit a node of gpu; expected at most 4');
     expect(existsSync(join(bin, 'salloc.argv'))).toBe(false);
-  });
-
-  it('on the command line: --stage goes with --spec (exit 2)', async () => {
-    let err = '';
-    const sink = new Writable({ write: (c, _e, cb) => ((err += String(c)), cb()) });
-    expect(await main(['shell', '--stage', 'train'], { out: sink, err: sink })).toBe(2);
-    expect(err).toMatch(/--stage names a stage of a spec: pass --spec FILE\.yaml too/);
   });
 });
