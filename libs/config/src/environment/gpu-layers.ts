@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { workspaceRootInUse } from '../workspace/workspace.ts';
 import { linuxX86_64 } from './markers.ts';
 import type { EnvironmentSpec } from './schema.ts';
-import { requirementsPins } from './requirements.ts';
+import { requirementsPins, requirementsSources } from './requirements.ts';
 import { LockfileError, normaliseName, pipelinePins, type Pin } from './uv-lock.ts';
 
 /** The GPU layers there are (each is python/gpu/<name>.in, locked into <name>.lock). */
@@ -141,6 +141,16 @@ export function sitePackages(env: EnvironmentSpec, sources: PipelineSources = re
   const pins = new Map(pipelinePinsFor(env.gpuLayer, sources).map((p) => [p.name, { ...p }]));
   for (const p of gpuLayerPins(env.gpuLayer, sources)) if (!pins.has(p.name)) pins.set(p.name, { ...p });
   return [...pins.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/**
+ * The package sources an environment's own requirements-file lock names (`--extra-index-url …`,
+ * `--find-links …`), passed to the site's pip as they are; none for a uv.lock (its second indexes
+ * reach the build per package, by direct reference) or any other environment.
+ */
+export function siteSourceOptions(env: EnvironmentSpec): string[] {
+  if (env.backend !== 'venv' || !env.pipelinePins || !env.pipelineLock?.file.endsWith('.txt')) return [];
+  return requirementsSources(workspaceFile(env.pipelineLock.file), env.pipelineLock.file);
 }
 
 /** The `3.x` of a conda environment's `python=3.x` dependency, if it pins one. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { repositorySources, sitePackages, type PipelineSources } from './gpu-layers.ts';
+import { repositorySources, sitePackages, siteSourceOptions, type PipelineSources } from './gpu-layers.ts';
 import type { EnvironmentSpec } from './schema.ts';
 
 /**
@@ -16,7 +16,9 @@ export function pipRequirements(
   const site = sitePackages(env, sources).map((p) =>
     p.url ? `${p.name} @ ${p.url}` : `${p.name}==${p.version}`,
   );
-  if (env.backend === 'venv') return [...new Set([...site, ...env.requirements])].sort();
+  // A requirements-file lock's package sources first, in its order: pip reads them as options.
+  if (env.backend === 'venv')
+    return [...siteSourceOptions(env), ...[...new Set([...site, ...env.requirements])].sort()];
   return [...new Set([...site, ...env.pip])].sort();
 }
 
