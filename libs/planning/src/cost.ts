@@ -1,7 +1,7 @@
 // Before anything is queued, in steps of their own: the requests history suggests (right-sizing,
 // new stages; the spec is not changed), what the plan will charge (worst and expected case), the
 // account's balance, and the budget check. The figures come from @kdgat/usage; what is printed
-// about them is the runner's (apps/runner/src/commands/output.ts).
+// about them is the guard phase's (libs/runs/src/cost-lines.ts).
 import type { ResolvedExperiment, ResolvedStage } from '@kdgat/config';
 import {
   applyRightSizing,

@@ -1,7 +1,7 @@
 // Placement across a site's clusters (`train --cluster NAME|auto`, `plan`): per cluster, whether the
 // spec fits there, when the controller says each stage would start (`sbatch --test-only -M`) and
 // what the run would charge; `auto` takes the earliest expected start within the budget, a tie
-// going to the cheaper. Pure: the runner's pipeline/place.ts asks the clusters and records the choice.
+// going to the cheaper. Pure: libs/runs/src/place.ts asks the clusters and records the choice.
 
 /** What `sbatch --test-only` said of one stage's first job on one cluster. */
 export interface PlacementStage {
