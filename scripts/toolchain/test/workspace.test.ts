@@ -83,6 +83,20 @@ test('a runner library importing the runner app is a lint error', () => {
   assert.match(r.out, /@nx\/enforce-module-boundaries/);
 });
 
+test('run-record importing the runs library (the wrong way round) is a lint error', () => {
+  const file = join(repo, 'libs/run-record/src/__boundary_probe__.ts');
+  const r = lint(file, "import '@kdgat/runs';\nexport const probe = 1;\n");
+  assert.notEqual(r.code, 0, r.out);
+  assert.match(r.out, /@nx\/enforce-module-boundaries/);
+});
+
+test('the runs library importing the runner app is a lint error', () => {
+  const file = join(repo, 'libs/runs/src/__boundary_probe__.ts');
+  const r = lint(file, "import '@kdgat/runner';\nexport const probe = 1;\n");
+  assert.notEqual(r.code, 0, r.out);
+  assert.match(r.out, /@nx\/enforce-module-boundaries/);
+});
+
 test('slurm-templates importing config (the right way round) lints clean', () => {
   const file = join(repo, 'libs/slurm-templates/src/__boundary_probe__.ts');
   const r = lint(file, "import type {} from '@kdgat/config';\nexport const probe = 1;\n");
