@@ -26,7 +26,8 @@ export function pipRequirements(
  * The canonical environment.yml: name, channels in priority order, dependencies sorted one per
  * line, pip requirements sorted. Stable for the same spec, so a change diffs line by line
  * (`- pytorch=2.7` / `+ pytorch=2.8`, `- numpy==2.4.6` / `+ numpy==2.4.7` after a uv.lock bump).
- * A venv renders its interpreter and requirements the same way.
+ * A venv renders its interpreter and requirements the same way. The environment's site modules,
+ * when it names any, follow as comment lines in their load order.
  */
 export function renderEnvironmentYml(
   env: EnvironmentSpec,
@@ -40,6 +41,14 @@ export function renderEnvironmentYml(
   }
   lines.push('dependencies:', ...conda.map((d) => `  - ${d}`));
   if (pip.length > 0) lines.push('  - pip:', ...pip.map((p) => `      - ${p}`));
+  // The site modules, in their load order, as comments: part of the spec (a change rebuilds and
+  // shows in the preview's diff) that no frontend reads. None: the text (and hash) as before.
+  const modules = env.modules ?? [];
+  if (modules.length > 0)
+    lines.push(
+      '# modules (module load, in this order, before the interpreter runs):',
+      ...modules.map((m) => `#   - ${m}`),
+    );
   return `${lines.join('\n')}\n`;
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SafeName } from '../cluster/schema.ts';
+import { SCRIPT_VALUES } from '../script-values.ts';
 import { GPU_LAYER_NAMES } from './gpu-layers.ts';
 import { MatchSpecError, normaliseMatchSpec } from './matchspec.ts';
 
@@ -21,10 +22,23 @@ const PipRequirement = z
   )
   .transform((s) => s.replace(/\s+/g, ''));
 
+/** A site module's name, as the cluster profile's (`ModuleName`); a refusal names the value. */
+const EnvironmentModule = z
+  .string({ error: (i) => `${JSON.stringify(i.input)}: expected ${SCRIPT_VALUES.moduleName.expected}` })
+  .regex(SCRIPT_VALUES.moduleName.pattern, {
+    error: (i) => `${JSON.stringify(i.input)}: expected ${SCRIPT_VALUES.moduleName.expected}`,
+  });
+
 const common = {
   name: SafeName.default('gnn-rapids'),
   /** An environment of this name that this stack did not create is taken over only when true. */
   adopt: z.boolean().default(false),
+  /**
+   * Site modules the environment's interpreter needs, loaded in this order (`module load`) after the
+   * cluster profile's: for the build, its checks and refreshes, and before every activation (jobs,
+   * `runner shell`, kernels, the `activate` output). E.g. `python/3.12` for a uv venv on OSC.
+   */
+  modules: z.array(EnvironmentModule).default([]),
 };
 
 export const CondaEnvironmentSchema = z

@@ -3,7 +3,7 @@
 // the stack file before `pulumi up`). Declared once, here: ClusterSite's outputs, slurm-templates'
 // `declaredSiteOutputs` and the runner's reader take their types from this schema.
 import { z } from 'zod';
-import { ClusterProfileSchema, ConnectionSchema, SafeName } from '../cluster/schema.ts';
+import { ClusterProfileSchema, ConnectionSchema, ModuleName, SafeName } from '../cluster/schema.ts';
 import { CondaEnvironmentSchema, VenvEnvironmentSchema } from '../environment/schema.ts';
 
 export const StackEnvironmentOutputsSchema = z
@@ -11,6 +11,11 @@ export const StackEnvironmentOutputsSchema = z
     name: SafeName,
     backend: z.union([CondaEnvironmentSchema.shape.backend, VenvEnvironmentSchema.shape.backend]),
     prefix: z.string(),
+    /**
+     * The site modules the environment's interpreter needs (its spec's `modules`), loaded before
+     * it is activated; absent when it names none (and in older stacks).
+     */
+    modules: z.array(ModuleName).optional(),
     /** The activation text a user sources (`activationSnippet` of @kdgat/slurm-templates). */
     activate: z.string(),
     /** `environmentSpecHash` of the spec the environment was built from. */
