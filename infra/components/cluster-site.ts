@@ -17,6 +17,7 @@ import {
   JOB_LIBRARY,
   SITE_SCRIPT_NAMES,
   activationSnippet,
+  environmentModulesOutput,
   renderSiteScripts,
   siteClustersOutput,
   siteJobEnvironment,
@@ -93,6 +94,7 @@ export class ClusterSite extends pulumi.ComponentResource {
           ...build,
           profile: profile.name,
           modules: profile.modules,
+          environmentModules: spec.modules,
         },
         // A stack of one environment, provisioned before there were several, kept it as `<name>-env`.
         { parent: this, ...(i === 0 ? { aliases: [{ name: `${name}-env` }] } : {}) },
@@ -126,6 +128,7 @@ export class ClusterSite extends pulumi.ComponentResource {
         name: env.name,
         backend: env.backend,
         prefix: env.prefix,
+        ...environmentModulesOutput(spec),
         activate: activationSnippet(view, profile),
         specHash: env.specHash,
         lockPath: env.lockPath,

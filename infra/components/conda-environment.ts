@@ -30,6 +30,8 @@ export interface CondaEnvironmentArgs {
   /** The cluster profile's name and modules: the frontend runs after they are loaded (module-shell.ts). */
   profile?: string;
   modules?: SiteModules;
+  /** The environment's own site modules (spec `modules`), loaded after the profile's. */
+  environmentModules?: readonly string[];
 }
 
 /** The `gnn-rapids` environment (or a venv on CPU machines), built from the spec on the target. */
@@ -84,6 +86,10 @@ export class CondaEnvironment extends pulumi.ComponentResource {
         timeoutSeconds: args.timeoutSeconds ?? 3 * 3600,
         profile: args.profile ?? '',
         modules: args.modules ?? {},
+        // Only where there are some: the inputs of an environment without them stay as they were.
+        ...(args.environmentModules !== undefined && args.environmentModules.length > 0
+          ? { environmentModules: [...args.environmentModules] }
+          : {}),
       },
       { parent: this },
     );

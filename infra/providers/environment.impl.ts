@@ -8,9 +8,11 @@
 // Updates rebuild the environment from scratch, because `conda env update --prune` does not
 // reliably remove dropped packages. Delete removes only what this stack built.
 //
-// Modules: where the cluster profile names modules (the conda frontend's, CUDA's), every command that
-// runs the frontend or the environment goes through a login shell that loads them first
-// (module-shell.ts). Before anything on the target changes, a check loads them and finds the
+// Modules: where the cluster profile names modules (the conda frontend's, CUDA's) or the environment
+// names its own (spec `modules`, loaded after the profile's), every command that runs the frontend or
+// the environment goes through a login shell that loads them first (module-shell.ts): the build,
+// the checks, `pulumi refresh`. The environment's own are part of its spec (environmentYml), so a
+// change of them rebuilds it. Before anything on the target changes, a check loads them and finds the
 // frontend, so a missing module stops `up` with the module system's own message and nothing built.
 import type * as pulumi from '@pulumi/pulumi';
 import type { EnvironmentFrontend } from '@kdgat/config';
@@ -57,6 +59,11 @@ export interface EnvironmentInputs {
    */
   profile?: string;
   modules?: SiteModules;
+  /**
+   * The environment's own site modules (its spec's `modules`), loaded after the profile's. Absent in
+   * state written before they existed, which means none.
+   */
+  environmentModules?: string[];
 }
 
 export interface EnvironmentOutputs extends EnvironmentInputs {
@@ -155,12 +162,18 @@ const SPEC_KEYS = [
   'frontendCommand',
   'specPath',
   'lockPath',
+  // The environment's own modules: the interpreter it is built with (also in environmentYml).
+  'environmentModules',
 ] as const;
 
 /** What needs a rebuild: the spec or how it is built changed, or packages drifted by hand since the last build. */
 function rebuildReasons(olds: EnvironmentOutputs, news: EnvironmentInputs): string[] {
-  // State from before solveEnvironment existed has none.
-  const solve = (e: EnvironmentInputs) => ({ ...e, solveEnvironment: e.solveEnvironment ?? {} });
+  // State from before solveEnvironment (or the environment's own modules) existed has none.
+  const solve = (e: EnvironmentInputs) => ({
+    ...e,
+    solveEnvironment: e.solveEnvironment ?? {},
+    environmentModules: e.environmentModules ?? [],
+  });
   const changed = changedKeys(solve(olds) as never, solve(news) as never, SPEC_KEYS);
   if (olds.installedPackages !== olds.builtPackages) changed.push('installedPackages');
   return changed;

@@ -1,5 +1,6 @@
-// Commands that need the cluster profile's modules (the conda frontend's, CUDA's) run in a login
-// shell that loads them first. The script is rendered by @kdgat/slurm-templates from the validated
+// Commands that need the cluster profile's modules (the conda frontend's, CUDA's) and the
+// environment's own (its spec's `modules`, e.g. the Python a venv is made from) run in a login
+// shell that loads them first, the profile's then the environment's. The script is rendered by @kdgat/slurm-templates from the validated
 // profile (module names and the Lmod init path through its one quoting helper), the same lines a
 // batch job uses to find `module`; the command itself follows as arguments (`exec "$@"`), so on SSH
 // it is quoted word by word like any other argv.
@@ -9,10 +10,14 @@ import type { Executor } from '@kdgat/transport';
 
 export type SiteModules = ClusterProfile['modules'];
 
-/** What a command needs to know about the site: the profile's name (for messages) and its modules. */
+/**
+ * What a command needs to know about the site: the profile's name (for messages) and its modules,
+ * and the environment's own modules, loaded after the profile's.
+ */
 export interface ModuleSite {
   profile?: string;
   modules?: SiteModules;
+  environmentModules?: readonly string[];
 }
 
 /** Status of the module preamble when the module system or a module is missing (EX_UNAVAILABLE). */
@@ -20,9 +25,15 @@ const MODULES_UNAVAILABLE = 69;
 /** `$0` of the login shell, so `ps` on the login node says what it is. */
 const SHELL_NAME = 'kdgat-modules';
 
-/** argv that runs `argv` after the site's modules are loaded in a login shell; `argv` itself when there are none. */
+/**
+ * argv that runs `argv` after the site's modules (the profile's, then the environment's) are loaded
+ * in a login shell; `argv` itself when there are none.
+ */
 export function withModules(site: ModuleSite, argv: readonly string[]): string[] {
-  const script = renderModuleShell({ name: site.profile ?? 'unnamed', modules: site.modules ?? {} });
+  const script = renderModuleShell(
+    { name: site.profile ?? 'unnamed', modules: site.modules ?? {} },
+    { modules: site.environmentModules ?? [] },
+  );
   return script === null ? [...argv] : ['bash', '-l', '-c', script, SHELL_NAME, ...argv];
 }
 
@@ -35,7 +46,8 @@ export async function checkFrontend(
   ex: Executor,
   env: ModuleSite & { name: string; frontendCommand: string },
 ): Promise<void> {
-  const modules = loginModules({ modules: env.modules ?? {} });
+  const modules = loginModules({ modules: env.modules ?? {} }, { modules: env.environmentModules ?? [] });
+  const own = env.environmentModules ?? [];
   const r = await ex.run(withModules(env, ['sh', '-c', 'command -v "$1"', 'sh', env.frontendCommand]), {
     timeoutSeconds: 120,
   });
@@ -54,11 +66,12 @@ export async function checkFrontend(
   }
   if (modules.length > 0 && r.code === MODULES_UNAVAILABLE) {
     throw new Error(
-      `environment '${env.name}': the modules of cluster profile ${env.profile ?? ''} could not be loaded on ${ex.target}; nothing was changed.\n` +
+      `environment '${env.name}': the modules of cluster profile ${env.profile ?? ''}` +
+        `${own.length > 0 ? ` and of the environment (${own.join(' ')})` : ''} could not be loaded on ${ex.target}; nothing was changed.\n` +
         `${said}\n` +
         (/there is no module command/.test(said)
           ? `Set modules.init in the cluster profile to the site's Lmod init script (now ${env.modules?.init ?? DEFAULT_LMOD_INIT}).`
-          : `Check the names in the profile's modules (conda, cuda) with \`module spider NAME\` on the login node.`),
+          : `Check the names in the profile's modules (conda, cuda)${own.length > 0 ? ` and the environment's modules` : ''} with \`module spider NAME\` on the login node.`),
     );
   }
   throw new Error(

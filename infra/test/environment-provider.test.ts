@@ -1,8 +1,8 @@
 // The environment provider's rules that need no build: ownership, and what counts as a change.
-import { mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import * as env from '../providers/environment.impl.ts';
 import { specPackages, ymlForDisplay, ymlFromDisplay } from '../providers/environment-spec.ts';
 import { ENVIRONMENT_FRONTENDS, lockPackages } from '@kdgat/config';
@@ -179,6 +179,21 @@ describe('commands with the profile modules', () => {
     // The profile's modules as values for environment.sh, loaded by one call before the command.
     expect(argv[3]).toContain('hpc_login_modules=(\n  miniconda3/24.1.2-py310 cuda/12.4.1\n)\n');
     expect(argv[3]).toMatch(/^hpc_load_login_modules\nexec "\$@"\n$/m);
+    // The environment's own modules after the profile's; alone where the profile names none.
+    const own = withModules(
+      {
+        profile: 'osc-pitzer',
+        modules: { conda: 'miniconda3/24.1.2-py310' },
+        environmentModules: ['python/3.12'],
+      },
+      ['python3', '-m', 'venv', '/fs/ess/envs/tiny'],
+    );
+    expect(own[3]).toContain('hpc_login_modules=(\n  miniconda3/24.1.2-py310 python/3.12\n)\n');
+    const alone = withModules({ profile: 'local', modules: {}, environmentModules: ['python/3.12'] }, [
+      'true',
+    ]);
+    expect(alone.slice(0, 3)).toEqual(['bash', '-l', '-c']);
+    expect(alone[3]).toContain('hpc_login_modules=(\n  python/3.12\n)\n');
     expect(argv.slice(4)).toEqual([
       'kdgat-modules',
       'conda',
@@ -187,6 +202,110 @@ describe('commands with the profile modules', () => {
       '--prefix',
       "/fs/ess/it's here",
     ]);
+  });
+});
+
+describe("an environment's own site modules (a venv that needs the site's Python module)", () => {
+  /**
+   * The site's `module` as a login shell has it: every command runs in `bash -l`, which reads the
+   * user's ~/.bash_profile after the system's files, so a `module` defined there (recording each
+   * call; failing for `*9.99`, as Lmod does for an unknown module) is the one used, whether or not
+   * this machine has Lmod (whose init is re-read through BASH_ENV unless that is unset). HOME
+   * points at it for the test.
+   */
+  function site(root: string) {
+    const log = join(root, 'module-calls');
+    const home = join(root, 'home');
+    mkdirSync(home);
+    writeFileSync(
+      join(home, '.bash_profile'),
+      'unset BASH_ENV\nmodule() {\n' +
+        `  printf '%s\\n' "$*" >>'${log}'\n` +
+        '  case $* in *9.99*) echo "Lmod has detected the following error: unknown module(s): $*" >&2; return 1 ;; esac\n' +
+        '}\n',
+    );
+    const calls = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
+    return { init: join(root, 'no-lmod-init.sh'), calls, home };
+  }
+  let savedHome: string | undefined;
+  const asUser = (home: string) => {
+    savedHome = process.env['HOME'];
+    process.env['HOME'] = home;
+  };
+  afterEach(() => {
+    if (savedHome === undefined) delete process.env['HOME'];
+    else process.env['HOME'] = savedHome;
+    savedHome = undefined;
+  });
+  const venv = (root: string, init: string, environmentModules: string[]): env.EnvironmentInputs => ({
+    ...inputs(root),
+    name: 'tiny-venv',
+    backend: 'venv',
+    frontend: 'pip',
+    frontendCommand: 'python3',
+    prefix: join(root, 'envs', 'tiny-venv'),
+    environmentYml: ymlForDisplay(
+      `name: tiny-venv\ndependencies:\n  - python=3.12\n${environmentModules.map((m) => `#   - ${m}\n`).join('')}`,
+    ),
+    specPath: join(root, 'envs', 'tiny-venv.environment.yml'),
+    lockPath: join(root, 'envs', 'tiny-venv.lock.txt'),
+    profile: 'osc-pitzer',
+    modules: { init },
+    environmentModules,
+  });
+
+  it('loads them, after the profile modules, for every command of the build and of a refresh', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-modules-'));
+    const lmod = site(root);
+    asUser(lmod.home);
+    const i = {
+      ...venv(root, lmod.init, ['python/3.12', 'gcc/12.3.0']),
+      modules: { init: lmod.init, cuda: 'cuda/12.4.1' },
+    };
+    const { outs } = await env.create(i);
+    expect(existsSync(join(i.prefix, 'bin', 'activate'))).toBe(true);
+    expect(outs.lock).toMatch(/^pip==/m);
+    // The check, `-m venv`, the lock and the package list: each after the same modules, in order.
+    expect(lmod.calls().length).toBeGreaterThanOrEqual(4);
+    expect(new Set(lmod.calls())).toEqual(new Set(['load cuda/12.4.1 python/3.12 gcc/12.3.0']));
+    const before = lmod.calls().length;
+    await env.read('id', outs);
+    expect(lmod.calls().slice(before)).toEqual(['load cuda/12.4.1 python/3.12 gcc/12.3.0']);
+  }, 60_000);
+
+  it('a change of them rebuilds the environment; a change of only the profile modules keeps it', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-modules-'));
+    const lmod = site(root);
+    asUser(lmod.home);
+    const i = venv(root, lmod.init, ['python/3.11']);
+    const { outs } = await env.create(i);
+    const mark = join(i.prefix, 'built-by-the-first-build');
+    writeFileSync(mark, '');
+    // The profile's modules only provide the tools: re-checked, the build kept.
+    const profileOnly = { ...i, modules: { init: lmod.init, cuda: 'cuda/12.4.1' } };
+    expect((await env.diff('id', outs, profileOnly)).changes).toBe(true);
+    const kept = (await env.update('id', outs, profileOnly)).outs;
+    expect(existsSync(mark)).toBe(true);
+    // The environment's own: the interpreter it is made from, so it is built again.
+    const other = { ...venv(root, lmod.init, ['python/3.12']), modules: profileOnly.modules };
+    expect(await env.diff('id', kept, other)).toMatchObject({ changes: true, replaces: [] });
+    await env.update('id', kept, other);
+    expect(existsSync(mark)).toBe(false);
+    expect(lmod.calls().at(-1)).toBe('load cuda/12.4.1 python/3.12');
+    // State written before the field existed, for an environment that names none: no change.
+    const { environmentModules: _none, ...old } = outputs(inputs(root));
+    expect((await env.diff('id', old, { ...inputs(root), environmentModules: [] })).changes).toBe(false);
+  }, 60_000);
+
+  it('a module that cannot be loaded refuses before anything is built, naming the environment and its modules', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kdgat-env-modules-'));
+    const lmod = site(root);
+    asUser(lmod.home);
+    const i = venv(root, lmod.init, ['python/9.99']);
+    await expect(env.create(i)).rejects.toThrow(
+      /environment 'tiny-venv': the modules of cluster profile osc-pitzer and of the environment \(python\/9\.99\) could not be loaded on local; nothing was changed\.\n.*unknown module\(s\): load python\/9\.99/s,
+    );
+    expect(existsSync(i.prefix)).toBe(false);
   });
 });
 

@@ -94,3 +94,19 @@ describe('the job library of a run', () => {
     );
   });
 });
+
+describe("the stage's environment as the stack provisioned it", () => {
+  it('loads the site modules the stack says its interpreter needs before the activation; none: no such lines', () => {
+    const base = withLibrary(installed);
+    const withModules: StackOutputs = {
+      ...base,
+      environments: base.environments.map((e) => ({ ...e, modules: ['python/3.12'] })),
+    };
+    const [job] = renderPlan(plan, resolved, withModules, RUN_DIR, 'slurm', undefined, {
+      stack: 'osc-pitzer',
+    });
+    expect(job!.script).toMatch(/\nhpc_env_modules=\(\n {2}python\/3\.12\n\)\n(.*\n)*hpc_env_backend=/);
+    const [plain] = renderPlan(plan, resolved, base, RUN_DIR, 'slurm', undefined, { stack: 'osc-pitzer' });
+    expect(plain!.script).not.toContain('hpc_env_modules');
+  });
+});

@@ -286,7 +286,12 @@ function environmentView(stack: StackOutputs, name: string): TrainJobInput['envi
     throw new Error(
       `stack has no environment ${name} (it has ${stack.environments.map((e) => e.name).join(', ')})`,
     );
-  return { name: env.name, backend: env.backend, prefix: env.prefix };
+  return {
+    name: env.name,
+    backend: env.backend,
+    prefix: env.prefix,
+    ...(env.modules !== undefined && env.modules.length > 0 ? { modules: env.modules } : {}),
+  };
 }
 
 /**

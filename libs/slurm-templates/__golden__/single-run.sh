@@ -51,7 +51,7 @@ hpc_overrides=(
 )
 hpc_override_style=dash-O
 
-# The environment: the profile's CUDA module, then the environment's activation.
+# The environment: the profile's CUDA module, then the environment's own modules and activation.
 hpc_lmod_init=/etc/profile.d/lmod.sh
 hpc_cuda_module=cuda/12.4.1
 hpc_conda_module=miniconda3/24.1.2-py310
@@ -59,8 +59,8 @@ hpc_env_backend=conda
 hpc_env_target=/fs/ess/PAS1266/envs/gnn-rapids
 
 # The shell every job shares: the job library, checked by its sha256, then sourced (it runs the job).
-hpc_job_library=/fs/scratch/PAS1266/kd-gat/scripts/lib/job-0716dc5842e16bc2.sh
-hpc_job_library_sha256=0716dc5842e16bc2730037729268e745eda3ab7b5d3345638d5566488c419027
+hpc_job_library=/fs/scratch/PAS1266/kd-gat/scripts/lib/job-c1c7db529766cdc4.sh
+hpc_job_library_sha256=c1c7db529766cdc4a1dba816062cd7d61366f121610a5fb762ebab3ecff6efc6
 hpc_job_library_fix='install it with the other site scripts: kdgat-runner infra up --stack osc-pitzer (in the kdgat-hpc checkout: npx nx run infra:up --stack osc-pitzer)'
 hpc_job_library_found=$({ sha256sum || shasum -a 256; } 2>/dev/null <"$hpc_job_library") || hpc_job_library_found='no readable file'
 if [[ ${hpc_job_library_found%% *} != "$hpc_job_library_sha256" ]]; then

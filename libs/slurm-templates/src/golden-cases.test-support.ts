@@ -179,6 +179,26 @@ export function goldenFiles(): Record<string, string> {
   files['declared-pipeline-array.sh'] = tiny.script;
   files['declared-pipeline-array.tsv'] = tiny.arrayTable ?? '';
 
+  // The same pipeline in a researcher's uv venv that needs the site's Python module (OSC's
+  // `module load python/3.12`) before the venv's python runs: the job loads it, then activates.
+  files['declared-pipeline-venv-modules.sh'] = renderTrainJob(
+    pitzerJob({
+      experiment: 'tiny-lightning',
+      stage: stage({ id: 'fit', stage: 'train', model: 'mlp', scale: 'small', overrides: { max_epochs: 3 } }),
+      pipeline: tinyLightning(),
+      environment: {
+        name: 'tiny-venv',
+        backend: 'venv',
+        prefix: '/fs/ess/PAS1266/envs/tiny-venv',
+        modules: ['python/3.12'],
+        code: `${scratch}/code/0123abcd`,
+        codePaths: ['src'],
+      },
+      runRoot: `${scratch}/runs/tiny-lightning-venv`,
+      requeue: { enabled: true, signal: 'USR1', leadSeconds: 300, maxRestarts: 3, contract: 'lightning' },
+    }),
+  ).script;
+
   // The shell every job script above loads (one file for all of them, named by its sha256).
   files['job-library.sh'] = JOB_LIBRARY.text;
   const site = (profile: typeof pitzer, env: typeof condaEnv, layout: typeof pitzerLayout) =>

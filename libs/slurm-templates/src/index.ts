@@ -42,6 +42,7 @@ export {
 export {
   declaredSiteOutputs,
   siteClustersOutput,
+  environmentModulesOutput,
   siteJobEnvironment,
   siteJobLibraryOutput,
   type DeclaredSiteOutputs,

@@ -35,6 +35,11 @@ export interface EnvironmentView {
   backend: 'conda' | 'venv';
   prefix?: string;
   /**
+   * Site modules the environment's interpreter needs (its spec's `modules`), loaded in this order
+   * before the activation. Absent or empty: none.
+   */
+  modules?: readonly string[];
+  /**
    * A job only: the pipeline's code where the job runs (the run's snapshot on a site over SSH, a
    * declared pipeline's directory on this machine), imported before the environment's own
    * packages. Absent: the environment's installed pipeline.

@@ -130,6 +130,9 @@ export async function openShell(opts: ShellOptions): Promise<number> {
       name: environment.name,
       backend: environment.backend as 'conda' | 'venv',
       prefix: environment.prefix,
+      ...(environment.modules !== undefined && environment.modules.length > 0
+        ? { modules: environment.modules }
+        : {}),
       ...(code
         ? { code: code.recorded.dir, ...(pipeline ? { codePaths: pipeline.codePaths } : {}) }
         : pipeline?.codeDir
@@ -142,7 +145,8 @@ export async function openShell(opts: ShellOptions): Promise<number> {
   };
   const { argv, init } = renderInteractiveShell(input);
   log(
-    `environment: ${environment.name} (${environment.backend}, ${environment.prefix})` +
+    `environment: ${environment.name} (${environment.backend}, ${environment.prefix}` +
+      `${environment.modules?.length ? `, modules ${environment.modules.join(' ')}` : ''})` +
       `${profile.modules.cuda ? `, module ${profile.modules.cuda}` : ''}; ` +
       `code: ${code ? `snapshot ${code.recorded.dir}` : "the environment's installed pipeline"}`,
   );

@@ -171,6 +171,27 @@ describe('renderInteractiveShell: the init', () => {
     expect(r.stderr).toContain('(hpc autoencoder) ');
   });
 
+  it("in bash: the environment's own site modules are loaded before its activation", () => {
+    sb.write('venv/bin/activate', 'export VIRTUAL_ENV=$HOME/venv\n');
+    const { data: _none, ...noStage } = input({
+      environment: { ...venvEnv, prefix: join(sb.dir, 'venv'), modules: ['python/3.12'] },
+    });
+    const { init: rc } = renderInteractiveShell(noStage);
+    const file = sb.write('init.sh', rc);
+    const r = spawnSync('bash', ['--rcfile', file, '-i'], {
+      input: 'echo "venv=$VIRTUAL_ENV"\nexit\n',
+      encoding: 'utf8',
+      env: sb.env({ SLURM_JOB_ID: '43' }),
+    });
+    expect(r.status, r.stderr).toBe(0);
+    // The profile's CUDA module, then the environment's own, then its activation.
+    expect(sb.calls('module')).toEqual([
+      ['load', 'cuda/12.4.1'],
+      ['load', 'python/3.12'],
+    ]);
+    expect(r.stdout).toContain(`venv=${sb.dir}/venv\n`);
+  });
+
   it('without staging, points HPC_CACHE_ROOT at the scratch caches and copies nothing', () => {
     const cache = join(sb.dir, 'scratch', 'cache', 'hcrl_sa');
     sb.write('scratch/cache/hcrl_sa/graphs.pt', 'graphs');

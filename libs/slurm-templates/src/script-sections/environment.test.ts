@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { condaEnv, localProfile, pitzer, venvEnv } from '../fixtures.test-support.ts';
@@ -40,14 +40,19 @@ describe('the environment section (values, environment.sh, one call)', () => {
       const end = lines.indexOf('', header);
       const section = lines.slice(header + 1, end);
       // A job with its pipeline's code (a declared pipeline) adds the code dir and its PYTHONPATH
-      // entries, an array of words: `hpc_code_paths=(`, one word a line, `)`.
-      const array = section.indexOf('hpc_code_paths=(');
-      const before =
-        array < 0 ? section : [...section.slice(0, array), ...section.slice(section.indexOf(')', array) + 1)];
-      if (array >= 0)
-        for (const word of section.slice(array + 1, section.indexOf(')', array)))
-          expect(word, name).toMatch(/^ {2}[A-Za-z0-9_./-]+$/);
-      expect(before.length, name).toBe(array < 0 ? 5 : 6);
+      // entries, an array of words: `hpc_code_paths=(`, one word a line, `)`; an environment with
+      // its own site modules adds its name and `hpc_env_modules=(` likewise.
+      let before = section;
+      for (const arrayName of ['hpc_code_paths', 'hpc_env_modules']) {
+        const array = before.indexOf(`${arrayName}=(`);
+        if (array < 0) continue;
+        const close = before.indexOf(')', array);
+        for (const word of before.slice(array + 1, close))
+          expect(word, name).toMatch(/^ {2}[A-Za-z0-9_./+-]+$/);
+        before = [...before.slice(0, array), ...before.slice(close + 1)];
+      }
+      const extra = ['hpc_code=', 'hpc_env_name='].filter((v) => before.some((l) => l.startsWith(v)));
+      expect(before.length, name).toBe(5 + extra.length);
       for (const line of before) expect(line, name).toMatch(ASSIGNMENT);
     }
     const library = around(files['job-library.sh']!, 0, (l) => l === '');
@@ -116,6 +121,123 @@ describe('activationSnippet (the stack output environment.activate)', () => {
     expect(r.status).toBe(69);
     expect(r.stderr).toBe(
       `kdgat-hpc: conda is not on PATH, so environment ${condaEnv.prefix} cannot be activated\n`,
+    );
+  });
+
+  /**
+   * A site's Lmod as its init defines it: `module` records each call; `load python/*` puts that
+   * Python's name where the venv's activate script can see it; `load missing/*` fails as Lmod does.
+   */
+  function siteLmod(): string {
+    return sb.write(
+      'lmod-init.sh',
+      [
+        'module() {',
+        `  printf '%s\\0' "$@" >"$STUB_LOG/module.$(date +%s%N).argv"`,
+        '  case $2 in',
+        '    missing/*) echo "Lmod has detected the following error: The following module(s) are unknown: $2" >&2; return 1 ;;',
+        '    python/*) export SITE_PYTHON_MODULE=$2 ;;',
+        '  esac',
+        '}',
+        '',
+      ].join('\n'),
+    );
+  }
+  const uvVenv = (prefix: string, modules: string[]) => ({
+    name: 'tiny-venv',
+    backend: 'venv' as const,
+    prefix,
+    modules,
+  });
+
+  it("loads a venv's own site modules before its activation, so its python is the module's", () => {
+    const prefix = join(sb.dir, 'venv');
+    sb.write(
+      'venv/bin/activate',
+      'printf "%s with %s" "$BASH_SOURCE" "${SITE_PYTHON_MODULE:-no python module}" >"$STUB_LOG/venv-activated"\n',
+    );
+    const snippet = activationSnippet(uvVenv(prefix, ['python/3.12', 'gcc/12.3.0']), {
+      ...localProfile,
+      modules: { init: siteLmod() },
+    });
+    // The values, each quoted by the one helper: the name for messages, the modules one a line.
+    expect(snippet).toContain('hpc_env_name=tiny-venv\nhpc_env_modules=(\n  python/3.12 gcc/12.3.0\n)\n');
+    const r = source(snippet);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(sb.calls('module')).toEqual([
+      ['load', 'python/3.12'],
+      ['load', 'gcc/12.3.0'],
+    ]);
+    expect(readFileSync(join(sb.log, 'venv-activated'), 'utf8')).toBe(
+      `${join(prefix, 'bin', 'activate')} with python/3.12`,
+    );
+    expect(bashSyntax([r.file])).toBe('');
+    expect(shellcheck([r.file])).toBe('');
+  });
+
+  it("stops with status 69 naming the module and the environment when the environment's module cannot be loaded", () => {
+    sb.write('venv/bin/activate', 'touch "$STUB_LOG/venv-activated"\n');
+    const snippet = activationSnippet(uvVenv(join(sb.dir, 'venv'), ['missing/3.12', 'gcc/12.3.0']), {
+      ...pitzer,
+      modules: { init: siteLmod() },
+    });
+    const r = source(snippet);
+    expect(r.status).toBe(69);
+    expect(r.stderr).toContain('The following module(s) are unknown: missing/3.12');
+    expect(r.stderr).toMatch(
+      /kdgat-hpc: environment tiny-venv: module load missing\/3\.12 failed on \S+ \(the module system says why above\)\n$/,
+    );
+    // Nothing after the failing module: not the next one, not the activation.
+    expect(sb.calls('module')).toEqual([['load', 'missing/3.12']]);
+    expect(existsSync(join(sb.log, 'venv-activated'))).toBe(false);
+  });
+
+  it("a conda environment's own modules come after the profile's conda module, before `conda activate`", () => {
+    const condaBin = join(sb.dir, 'conda-module', 'bin');
+    mkdirSync(condaBin, { recursive: true });
+    writeFileSync(
+      join(condaBin, 'conda'),
+      '#!/bin/bash\necho \'conda() { printf "%s\\0" "$@" >"$STUB_LOG/conda.$(date +%s%N).argv"; }\'\n',
+      { mode: 0o755 },
+    );
+    const init = sb.write(
+      'lmod-init.sh',
+      `module() { printf '%s\\0' "$@" >"$STUB_LOG/module.$(date +%s%N).argv"; PATH=${condaBin}:$PATH; }\n`,
+    );
+    const r = source(
+      activationSnippet(
+        { ...condaEnv, modules: ['gcc/12.3.0'] },
+        { ...pitzer, modules: { ...pitzer.modules, init } },
+      ),
+    );
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(sb.calls('module')).toEqual([
+      ['load', 'miniconda3/24.1.2-py310'],
+      ['load', 'gcc/12.3.0'],
+    ]);
+    expect(sb.calls('conda')).toEqual([['activate', condaEnv.prefix]]);
+  });
+
+  it('a text without the modules array (an environment that names none) activates under set -u', () => {
+    sb.write('venv/bin/activate', 'touch "$STUB_LOG/venv-activated"\n');
+    const snippet = activationSnippet({ ...venvEnv, prefix: join(sb.dir, 'venv') }, localProfile);
+    expect(snippet).not.toContain('hpc_env_modules=');
+    expect(snippet).not.toContain('hpc_env_name=');
+    const file = sb.write('activate.sh', snippet);
+    const r = spawnSync('bash', ['-c', 'set -euo pipefail; source "$1"; echo activated', 'job', file], {
+      encoding: 'utf8',
+      env: sb.env(),
+    });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('activated\n');
+    expect(existsSync(join(sb.log, 'venv-activated'))).toBe(true);
+  });
+
+  it('refuses a module name that is not one, naming its field and value', () => {
+    expect(() => activationSnippet(uvVenv('/fs/ess/envs/tiny', ['python/3.12', '$(id)']), pitzer)).toThrow(
+      /environment\.modules\[1\] = "\$\(id\)"/,
     );
   });
 

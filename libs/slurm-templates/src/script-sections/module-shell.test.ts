@@ -44,6 +44,27 @@ describe('renderModuleShell (commands on a login node after the profile modules)
     expect(r.stdout).toBe("it's|$HOME|a b|");
   });
 
+  it("loads the environment's own modules after the profile's, and alone where the profile has none", () => {
+    const fake = fakeModuleCommand();
+    const both = renderModuleShell(pitzer, { modules: ['python/3.12', 'gcc/12.3.0'] })!;
+    expect(run(both, ['true'], `${fake.bin}:/usr/bin:/bin`).status).toBe(0);
+    expect(readFileSync(fake.log, 'utf8')).toBe(
+      'load miniconda3/24.1.2-py310 cuda/12.4.1 python/3.12 gcc/12.3.0\n',
+    );
+    // A profile without modules (the venv's site names only the Python module): the usual Lmod init.
+    const own = renderModuleShell(localProfile, { modules: ['python/3.12'] })!;
+    expect(own).toContain('hpc_lmod_init=/etc/profile.d/lmod.sh\n');
+    const fakeOwn = fakeModuleCommand();
+    const r = run(own, ['printf', 'built'], `${fakeOwn.bin}:/usr/bin:/bin`);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('built');
+    expect(readFileSync(fakeOwn.log, 'utf8')).toBe('load python/3.12\n');
+    expect(renderModuleShell(localProfile, { modules: [] })).toBeNull();
+    expect(() => renderModuleShell(localProfile, { modules: ['-rf'] })).toThrow(
+      /environment\.modules\[0\] = "-rf"/,
+    );
+  });
+
   it('stops with status 69 and the module system message when a module is missing', () => {
     const fake = fakeModuleCommand();
     const script = renderModuleShell({ ...pitzer, modules: { ...pitzer.modules, cuda: 'missing/1' } })!;

@@ -9,7 +9,13 @@
 import { RUN_CONTRACT, SITE_HELPER_MODULE } from '@kdgat/config';
 import type { EnvironmentView, ProfileView, RequeuePolicy } from '../inputs.ts';
 import { TemplateInputError } from '../quote/errors.ts';
-import { RULES, requireAbsolutePath, requireMatch, requirePositiveInt } from '../quote/validate.ts';
+import {
+  RULES,
+  requireAbsolutePath,
+  requireMatch,
+  requireName,
+  requirePositiveInt,
+} from '../quote/validate.ts';
 import { assign, assignArray, shellFileLines } from '../shell/shell-files.ts';
 import { loadLines, type JobLibraryRef } from '../job-library/job-library.ts';
 
@@ -128,7 +134,7 @@ export function environmentValueLines(env: EnvironmentView, profile: ProfileView
   const lmodInit = cuda !== '' ? lmodInitValue(profile) : '';
   const activation = activationValues(env, profile);
   return [
-    "# The environment: the profile's CUDA module, then the environment's activation.",
+    "# The environment: the profile's CUDA module, then the environment's own modules and activation.",
     // The init is validated where it is needed: for the CUDA module, else for the conda module.
     assign('hpc_lmod_init', lmodInit || activation.lmodInit),
     assign('hpc_cuda_module', cuda),
@@ -163,24 +169,35 @@ export function lmodInitValue(profile: Pick<ProfileView, 'modules'>): string {
   return requireMatch('profile.modules.init', profile.modules.init ?? DEFAULT_LMOD_INIT, RULES.lmodInit);
 }
 
-/** The profile's modules a login node loads to build environments: the conda frontend's, then CUDA's. */
-export function loginModules(profile: Pick<ProfileView, 'modules'>): string[] {
-  return (['conda', 'cuda'] as const).flatMap((key) => {
+/**
+ * The modules a login node loads to build an environment: the profile's (the conda frontend's,
+ * then CUDA's), then the environment's own (its spec's `modules`), in their order.
+ */
+export function loginModules(
+  profile: Pick<ProfileView, 'modules'>,
+  env: Pick<EnvironmentView, 'modules'> = {},
+): string[] {
+  const site = (['conda', 'cuda'] as const).flatMap((key) => {
     const m = profile.modules[key];
     if (m === undefined || m === '') return [];
     return [requireMatch(`profile.modules.${key}`, m, RULES.moduleName)];
   });
+  return [...site, ...environmentModules(env)];
 }
 
 /**
  * A `bash -c` script for commands on a login node (infra's environment builds over SSH): the
  * profile's values, src/shell/environment.sh, `hpc_load_login_modules` (makes `module` available
  * from the profile's Lmod init where the login did not define it, loads the profile's conda and
- * CUDA modules), then runs its arguments (`exec "$@"`). A missing module system or module ends it
- * with status 69 after the module system's own message. Null without modules.
+ * CUDA modules, then the environment's own), then runs its arguments (`exec "$@"`). A missing
+ * module system or module ends it with status 69 after the module system's own message. Null
+ * without modules.
  */
-export function renderModuleShell(profile: Pick<ProfileView, 'name' | 'modules'>): string | null {
-  const modules = loginModules(profile);
+export function renderModuleShell(
+  profile: Pick<ProfileView, 'name' | 'modules'>,
+  env: Pick<EnvironmentView, 'modules'> = {},
+): string | null {
+  const modules = loginModules(profile, env);
   if (modules.length === 0) return null;
   return [
     assign('hpc_profile', profile.name),
@@ -212,11 +229,35 @@ export function activationSnippet(env: EnvironmentView, profile: ProfileView): s
   ].join('\n');
 }
 
+/** The environment's own site modules (its spec's `modules`), each checked, in their load order. */
+export function environmentModules(env: Pick<EnvironmentView, 'modules'>): string[] {
+  return (env.modules ?? []).map((m, i) => requireMatch(`environment.modules[${i}]`, m, RULES.moduleName));
+}
+
 /**
- * The values of the activation (hpc_conda_module, hpc_env_backend, hpc_env_target), and the
- * Lmod init it needs ('' unless conda comes from a module).
+ * The values of the activation (hpc_conda_module, hpc_env_backend, hpc_env_target; with the
+ * environment's own modules, hpc_env_name and hpc_env_modules first), and the Lmod init it needs
+ * ('' unless conda or the environment's own modules come from modules).
  */
 function activationValues(env: EnvironmentView, profile: ProfileView): { lines: string[]; lmodInit: string } {
+  const own = environmentModules(env);
+  const activation = backendActivationValues(env, profile);
+  if (own.length === 0) return activation;
+  // Only where there are some: an environment without modules keeps its text as it was.
+  return {
+    lines: [
+      assign('hpc_env_name', requireName('environment.name', env.name)),
+      ...assignArray('hpc_env_modules', [own]),
+      ...activation.lines,
+    ],
+    lmodInit: activation.lmodInit || lmodInitValue(profile),
+  };
+}
+
+function backendActivationValues(
+  env: EnvironmentView,
+  profile: ProfileView,
+): { lines: string[]; lmodInit: string } {
   if (env.backend === 'venv') {
     if (env.prefix === undefined) {
       throw new TemplateInputError(

@@ -120,7 +120,7 @@ describe('kernel.sh, run by bash as Jupyter runs it', () => {
    * hash), and a site Lmod whose `module load` puts another python first: the kernel must keep the
    * environment's.
    */
-  function site(code: string) {
+  function site(code: string, environmentModules: string[] = []) {
     const prefix = join(sb.dir, 'envs', 'cpu-local');
     sb.write(
       'envs/cpu-local/bin/python',
@@ -137,7 +137,7 @@ printf '%s\\n%s\\n' "$PYTHONPATH" "$HPC_ENV_LOCK_HASH" >"$STUB_LOG/python.env"
       `module() { printf '%s\\0' "$@" >"$STUB_LOG/module.$(date +%s%N).argv"; PATH=${sb.dir}/module-python:$PATH; }\n`,
     );
     const profile = { ...localProfile, modules: { init } };
-    const environment = { name: 'cpu-local', backend: 'venv' as const, prefix };
+    const environment = { name: 'cpu-local', backend: 'venv' as const, prefix, modules: environmentModules };
     return renderKernelFiles({
       kernel: { displayName: 'KD-GAT (cpu)', modules: ['cuda/12.4.1', 'git/2.39'] },
       environment: { ...environment, activate: activationSnippet(environment, profile), lockHash: LOCK },
@@ -171,6 +171,19 @@ printf '%s\\n%s\\n' "$PYTHONPATH" "$HPC_ENV_LOCK_HASH" >"$STUB_LOG/python.env"
     expect(readFileSync(join(sb.log, 'python.env'), 'utf8')).toBe(`${code}/src\n${LOCK}\n`);
     expect(bashSyntax([r.script])).toBe('');
     expect(shellcheck([r.script])).toBe('');
+  });
+
+  it("an environment's own site modules load with its activation, before the kernel's, and its python still runs", () => {
+    const code = join(sb.dir, 'code', 'current');
+    mkdirSync(join(code, 'src', 'kdgat'), { recursive: true });
+    const r = run(site(code, ['python/3.12']));
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(sb.calls('module')).toEqual([
+      ['load', 'python/3.12'],
+      ['load', 'cuda/12.4.1', 'git/2.39'],
+    ]);
+    expect(sb.calls('python')).toEqual([['-m', 'ipykernel_launcher', '-f', join(sb.tmp, 'kernel-1.json')]]);
   });
 
   it('stops with status 69 and says why when the code is not on the site', () => {

@@ -39,6 +39,7 @@ export function declaredSiteOutputs(
         name: spec.name,
         backend: spec.backend,
         prefix: paths.prefix,
+        ...environmentModulesOutput(spec),
         activate: activationSnippet({ ...spec, prefix: paths.prefix }, profile),
         specHash: environmentSpecHash(spec),
         lockPath: paths.lockPath,
@@ -54,6 +55,14 @@ export function declaredSiteOutputs(
     ...siteClustersOutput(site.clusters),
     jobEnvironment: siteJobEnvironment(site),
   };
+}
+
+/** The environment's `modules` output: its spec's site modules, absent when it names none. */
+export function environmentModulesOutput(spec: {
+  modules?: readonly string[];
+}): Pick<StackOutputs['environments'][number], 'modules'> {
+  const modules = spec.modules ?? [];
+  return modules.length > 0 ? { modules: [...modules] } : {};
 }
 
 /** The `scripts.jobLibrary` output: where the site keeps this version of the job library, and its sha256. */

@@ -365,6 +365,48 @@ describe('train job script in a sandbox', () => {
   });
 });
 
+describe("an environment's own site modules in a job", () => {
+  it("a researcher's uv venv on Pitzer: the CUDA module, the venv's Python module, then its activation", () => {
+    const venvSite = makeSite(sb, {
+      env: { name: 'tiny-venv', backend: 'venv', prefix: join(sb.dir, 'venv'), modules: ['python/3.12'] },
+      scratchName: 'venv-scratch',
+    });
+    const script = writeJob(sb, jobInput(venvSite), 'venv-job.sh');
+    const r = runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '77' }) });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(sb.calls('module')).toEqual([
+      ['load', 'cuda/12.4.1'],
+      ['load', 'python/3.12'],
+    ]);
+    expect(readFileSync(join(sb.log, 'venv-activated'), 'utf8')).toBe(
+      join(sb.dir, 'venv', 'bin', 'activate'),
+    );
+    expect(sb.calls('python')).toHaveLength(1);
+  });
+
+  it('a module that cannot be loaded ends the job with status 69 before the pipeline, naming it and the environment', () => {
+    // The site's `module` fails for this one name, as Lmod does for an unknown module.
+    sb.write(
+      'bin/module',
+      '#!/bin/bash\nprintf \'%s\\0\' "$@" >"$STUB_LOG/module.$(date +%s%N).argv"\n' +
+        '[[ $2 != python/9.99 ]] || { echo "Lmod has detected the following error: unknown module $2" >&2; exit 1; }\n',
+      0o755,
+    );
+    const venvSite = makeSite(sb, {
+      env: { name: 'tiny-venv', backend: 'venv', prefix: join(sb.dir, 'venv'), modules: ['python/9.99'] },
+      scratchName: 'venv-scratch',
+    });
+    const script = writeJob(sb, jobInput(venvSite), 'venv-job.sh');
+    const r = runBash(script, [], { cwd: sb.dir, env: sb.env({ SLURM_JOB_ID: '78' }) });
+    expect(r.status).toBe(69);
+    expect(r.stderr).toContain('unknown module python/9.99');
+    expect(r.stderr).toContain('kdgat-hpc: environment tiny-venv: module load python/9.99 failed on');
+    expect(existsSync(join(sb.log, 'venv-activated'))).toBe(false);
+    expect(sb.calls('python')).toEqual([]);
+  });
+});
+
 describe('site scripts in a sandbox', () => {
   it('train_gpu.sh runs any pipeline command given as arguments, with staging and the epilog', () => {
     const r = runBash(
