@@ -274,7 +274,11 @@ function environmentText(d: Detected, lockPath: string | undefined, reqPath: str
   } else {
     lines.push(todo('no uv.lock or requirements file: run `uv lock` in your repository and name it here'));
   }
-  lines.push(todo('the site modules the interpreter needs, e.g. modules: [python/3.12] at OSC'));
+  lines.push(
+    "# The site modules the interpreter needs, loaded in this order (after the cluster profile's) for the",
+    '# build and before every activation; at OSC a uv venv needs the Python it was made with:',
+    '# modules: [python/3.12]',
+  );
   return `${lines.join('\n')}\n`;
 }
 

@@ -2,6 +2,8 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { EnvironmentSpecSchema } from '../environment/schema.ts';
 import { SpecValidationError } from '../errors.ts';
 import { detectProject, initWorkspace, InitError, TODO } from './init.ts';
 import {
@@ -139,6 +141,16 @@ describe('runner init: a starting workspace for an existing repository', () => {
     // The scale it cannot know, and where the CLI writes, are left as TODO lines.
     expect(pipeline).toMatch(new RegExp(`${TODO.replace(/[()]/g, '\\$&')}: the scales your CLI accepts`));
     expect(r.files.find((f) => f.path === 'hpc/kdpkg.pipeline.yaml')!.todos).toBeGreaterThan(0);
+  });
+
+  it("the environment file's commented modules line is the field itself: uncommented, it parses", () => {
+    const root = project();
+    initWorkspace(root);
+    const text = readFileSync(join(root, 'hpc', 'tiny-lightning.environment.yaml'), 'utf8');
+    expect(text).toMatch(/^# modules: \[python\/3\.12\]$/m);
+    const parse = (t: string) => EnvironmentSpecSchema.parse(parseYaml(t));
+    expect(parse(text).modules).toEqual([]);
+    expect(parse(text.replace(/^# (modules: .*)$/m, '$1')).modules).toEqual(['python/3.12']);
   });
 
   it('writes nothing over what exists, and nothing at all then', () => {
