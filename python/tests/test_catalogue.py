@@ -32,9 +32,18 @@ from kdgat.catalogue import (
     stage_row,
     write_row,
 )
-from kdgat.catalogue.query import QueryError, parse_columns, parse_sort, parse_where, select, select_table
+from kdgat.catalogue.query import (
+    QueryError,
+    format_table,
+    format_table_of,
+    parse_columns,
+    parse_sort,
+    parse_where,
+    select,
+    select_table,
+)
 from kdgat.catalogue.schema import SCHEMA
-from kdgat.catalogue.store import FAN_IN, LOCK_FILE, PART_PREFIX, size_class
+from kdgat.catalogue.store import FAN_IN, LOCK_FILE, PART_PREFIX, read_table, size_class
 from kdgat.contract import CATALOGUE_DIR, CONTRACT
 from kdgat.training.requeue import RequeueRequested
 
@@ -439,6 +448,46 @@ def test_the_table_query_reads_nan_as_absent_and_compares_times_and_booleans_as_
 def test_the_where_language_refuses_what_it_cannot_answer(where: str, message: str) -> None:
     with pytest.raises(QueryError, match=message):
         parse_where([where])
+
+
+def test_the_table_prints_the_same_text_column_by_column_as_row_by_row() -> None:
+    rows: list[dict[str, Any]] = [
+        {
+            **r,
+            "finished_at": datetime(2026, 11, 1 + i, 12, 30, 15, 999_999, tzinfo=UTC),
+            "git_dirty": i % 2 == 0,
+            "git_commit": "c0ffee" * 7,
+            "point_index": i,
+            "cost_expected": [1.5, float("nan"), 123456.0, 0.000123][i],
+        }
+        for i, r in enumerate(ROWS)
+    ]
+    rows.append({"experiment": "ünïcode-ëxp", "state": None, "elapsed_s": 1234.56})
+    columns = [
+        "experiment",
+        "point_index",
+        "state",
+        "f1",
+        "elapsed_s",
+        "cost_expected",
+        "git_commit",
+        "git_dirty",
+        "finished_at",
+    ]
+    assert format_table_of(_table(rows), columns) == format_table(rows, columns)
+
+
+def test_a_read_of_some_columns_reads_those_and_the_keys_and_a_file_without_one_reads_null(
+    tmp_path: Path,
+) -> None:
+    run_dir = make_run(tmp_path / "runs")
+    catalogue = tmp_path / "runs" / CATALOGUE_DIR
+    _, row = stage_row(make_stage(run_dir / "outputs", "vgae_small_autoencoder", None), "COMPLETED")
+    path = write_row(catalogue, row)
+    pq.write_table(pq.read_table(path).drop_columns(["mcc"]), path)
+    table = read_table(catalogue, columns=["mcc", "state"])
+    assert table.column_names == ["state", "mcc", "finished_at", "row_key"]  # the contract's order
+    assert table.to_pylist()[0]["mcc"] is None and table.to_pylist()[0]["state"] == "COMPLETED"
 
 
 def test_sort_puts_nulls_last_either_way_and_columns_are_checked() -> None:

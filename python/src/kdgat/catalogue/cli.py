@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _runs(args: argparse.Namespace) -> int:
     from kdgat.catalogue.query import (
+        DEFAULT_COLUMNS,
         format_table_of,
         parse_columns,
         parse_sort,
@@ -89,7 +90,11 @@ def _runs(args: argparse.Namespace) -> int:
     where, sort = parse_where(args.where), parse_sort(args.sort) or [("finished_at", False)]
     columns = parse_columns(args.columns)
     folder: Path = args.catalogue if args.catalogue is not None else args.runs_root / CATALOGUE_DIR
-    table = select_table(read_table(folder), where, sort)
+    # Only the columns the answer needs are read: those asked for (all for --json without --columns),
+    # those the conditions and the order name.
+    shown = columns or (None if args.json else [*DEFAULT_COLUMNS, "experiment", "state"])
+    needed = None if shown is None else [*shown, *(c.column for c in where), *(c for c, _ in sort)]
+    table = select_table(read_table(folder, columns=needed), where, sort)
     if args.json:
         rows = (table.select(columns) if columns else table).to_pylist()
         print(json.dumps([jsonable(r) for r in rows], indent=2))

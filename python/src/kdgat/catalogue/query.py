@@ -284,8 +284,9 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join([line(columns), *(line(r) for r in cells)])
 
 
-def _cells(column: str, values: pa.ChunkedArray) -> list[str]:
-    """:func:`format_cell` of every value of a column, a kernel per column where Arrow has one."""
+def _cells(column: str, values: pa.ChunkedArray) -> pa.Array:
+    """:func:`format_cell` of every value of a column, as Arrow strings: a kernel per column where
+    Arrow has one, else each distinct value formatted once."""
     values = _nan_as_null(values)
     kind = TYPES[column]
     if kind == "timestamp":
@@ -299,17 +300,24 @@ def _cells(column: str, values: pa.ChunkedArray) -> list[str]:
     elif kind == "string":
         text = pc.utf8_slice_codeunits(values, 0, _SHORT[column]) if column in _SHORT else values
     else:
+        distinct = pc.unique(values).drop_null()
         spec = ".1f" if column == "elapsed_s" else ".4g"
-        return ["-" if v is None else format(v, spec) for v in values.to_pylist()]
-    return pc.fill_null(text, "-").to_pylist()
+        shown = pa.array([format(v, spec) for v in distinct.to_pylist()], type=pa.string())
+        text = pc.take(shown, pc.index_in(values, value_set=distinct))
+    text = pc.fill_null(text, "-")
+    return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
 
 
 def format_table_of(table: pa.Table, columns: Sequence[str]) -> str:
-    """:func:`format_table` of a table's rows, column by column (what ``runs`` prints)."""
-    out: list[list[str]] = []
+    """:func:`format_table` of a table's rows (what ``runs`` prints), column by column with Arrow's
+    string kernels: the same text."""
+    head: list[str] = []
+    padded: list[pa.Array] = []
     for c in columns:
         cells = _cells(c, table.column(c))
-        width = max([len(c), *map(len, cells)])
-        pad = str.rjust if TYPES[c] in _NUMERIC else str.ljust
-        out.append([pad(c, width), *(pad(v, width) for v in cells)])
-    return "\n".join("  ".join(line).rstrip() for line in zip(*out, strict=True))
+        width = max(len(c), pc.max(pc.utf8_length(cells)).as_py() or 0)
+        numeric = TYPES[c] in _NUMERIC
+        head.append(c.rjust(width) if numeric else c.ljust(width))
+        padded.append(pc.utf8_lpad(cells, width) if numeric else pc.utf8_rpad(cells, width))
+    lines = pc.utf8_rtrim_whitespace(pc.binary_join_element_wise(*padded, "  "))
+    return "\n".join(["  ".join(head).rstrip(), *lines.to_pylist()])

@@ -25,7 +25,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -115,8 +115,8 @@ def _loose(files: list[Path]) -> list[Path]:
 def _newest_per_key(table: pa.Table) -> pa.Table:
     """One row per row_key: the newest (finished_at; the later file on a tie), in the files' order."""
     n = table.num_rows
-    if n <= 1:
-        return table
+    if n <= 1 or pc.count_distinct(table.column("row_key"), mode="all").as_py() == n:
+        return table  # no stage run twice: every row is its key's newest
     order = pc.sort_indices(
         pa.table(
             {
@@ -139,36 +139,47 @@ def _newest_per_key(table: pa.Table) -> pa.Table:
     return table.take(pc.take(newest, pc.sort_indices(newest)))
 
 
-def _read_files(files: list[Path]) -> pa.Table:
-    """The files as one table of the contract's columns (a column a file lacks reads as null), in
-    the order given, file by file."""
+def _schema_of(columns: Sequence[str] | None) -> pa.Schema:
+    """The contract's schema, or the named columns of it (in the contract's order)."""
+    if columns is None:
+        return SCHEMA
+    wanted = set(columns)
+    return pa.schema([f for f in SCHEMA if f.name in wanted], metadata=SCHEMA.metadata)
+
+
+def _read_files(files: list[Path], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """The files as one table of ``schema``'s columns (a column a file lacks reads as null), in the
+    order given, file by file."""
     tables = []
     for f in files:
         with pq.ParquetFile(f) as pf:
-            t = pf.read()
-        if not t.schema.equals(SCHEMA):
+            names = set(pf.schema_arrow.names)
+            t = pf.read(columns=[c for c in schema.names if c in names])
+        if not t.schema.equals(schema):
             t = pa.Table.from_arrays(
                 [
                     t.column(field.name).cast(field.type)
                     if field.name in t.column_names
                     else pa.nulls(t.num_rows, field.type)
-                    for field in SCHEMA
+                    for field in schema
                 ],
-                schema=SCHEMA,
+                schema=schema,
             )
-        tables.append(t.replace_schema_metadata(SCHEMA.metadata))
-    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+        tables.append(t.replace_schema_metadata(schema.metadata))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def read_table(catalogue: Path, *, attempts: int = 5) -> pa.Table:
-    """The catalogue as one table (the contract's columns; files written before a column existed
-    read it as null), one row per stage run. Empty when the folder does not exist."""
+def read_table(catalogue: Path, *, columns: Sequence[str] | None = None, attempts: int = 5) -> pa.Table:
+    """The catalogue as one table (the contract's columns, or those of ``columns`` that are the
+    contract's; files written before a column existed read it as null), one row per stage run.
+    Empty when the folder does not exist."""
+    schema = _schema_of(None if columns is None else [*columns, "row_key", "finished_at"])
     for attempt in range(attempts):
         files = _files(catalogue) if catalogue.is_dir() else []
         if not files:
-            return SCHEMA.empty_table()
+            return schema.empty_table()
         try:
-            table = _read_files(files)
+            table = _read_files(files, schema)
         except FileNotFoundError:
             # A compaction merged and removed a file between the listing and the read: list again.
             if attempt == attempts - 1:
