@@ -107,7 +107,12 @@ describe('the embedded local stack', () => {
       timeout: 60_000,
     });
     assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
-    assert.match(r.stdout, /^ran: preview --diff --stack local \| passphrase=kdgat-local$/m);
+    // The stack's configuration is the workspace's (this checkout's own: stacks/local.yaml).
+    const config = join(repo, 'stacks', 'local.yaml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    assert.match(
+      r.stdout,
+      new RegExp(`^ran: preview --diff --stack local --config-file ${config} \\| passphrase=kdgat-local$`, 'm'),
+    );
   });
 });
 
