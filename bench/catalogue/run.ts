@@ -48,6 +48,9 @@ const { values } = parseArgs({
     'write-rows': { type: 'string', default: '1000' },
     // Build the catalogues here, or reuse those an earlier run built here (they are not removed).
     catalogues: { type: 'string' },
+    // Leave out the folder as one file per row in the query, runner and copy figures (a quick rerun
+    // of the compacted ones; no baseline then).
+    'compacted-only': { type: 'boolean', default: false },
   },
 });
 const reps = Number(values.reps);
@@ -151,7 +154,8 @@ console.log(`bench/catalogue: ${reps} repeats, sizes ${sizes.join(', ')}; ${mach
 
 // --- the catalogues: each size as one file per row, as the writers leave it, and compacted -------
 type State = 'one file per row' | 'as the writers leave it' | 'after catalogue-compact';
-const STATES: State[] = ['one file per row', 'as the writers leave it', 'after catalogue-compact'];
+const ALL_STATES: State[] = ['one file per row', 'as the writers leave it', 'after catalogue-compact'];
+const STATES = ALL_STATES.filter((s) => !(values['compacted-only'] && s === 'one file per row'));
 const folders = new Map<string, string>(); // `${state}@${size}` -> folder
 const CODE: Record<State, string> = {
   'one file per row': 'l',
@@ -159,9 +163,9 @@ const CODE: Record<State, string> = {
   'after catalogue-compact': 'f',
 };
 const built = values.catalogues ? resolve(values.catalogues) : join(root, 'cat');
-const reuse = sizes.every((n) => STATES.every((s) => existsSync(join(built, `${CODE[s]}-${n}`))));
+const reuse = sizes.every((n) => ALL_STATES.every((s) => existsSync(join(built, `${CODE[s]}-${n}`))));
 if (reuse) {
-  for (const n of sizes) for (const s of STATES) folders.set(`${s}@${n}`, join(built, `${CODE[s]}-${n}`));
+  for (const n of sizes) for (const s of ALL_STATES) folders.set(`${s}@${n}`, join(built, `${CODE[s]}-${n}`));
   console.log(`\nthe catalogues: those an earlier run built in ${built} (its build figures are that run's)`);
 } else {
   mkdirSync(built, { recursive: true });
@@ -280,7 +284,7 @@ for (const [what] of Object.entries(QUERIES)) {
     const variants: Record<string, () => number | Promise<number>> = {};
     const again: Record<string, number[]> = {};
     let k = 0;
-    for (const s of STATES.slice(0, 2)) {
+    for (const s of STATES.filter((x) => x !== 'after catalogue-compact')) {
       const site = join(root, 'site', `${s.replace(/\W+/g, '-')}-${n}`);
       mkdirSync(site, { recursive: true });
       symlinkSync(folders.get(`${s}@${n}`)!, join(site, 'catalogue'));
