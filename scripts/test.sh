@@ -23,10 +23,11 @@ cleanup() {
   local box
   trap - EXIT
   trap '' INT TERM
-  # A signal: the suites first (the lanes and every command they started share our process group;
-  # this shell ignores the TERM it sends them).
+  # A signal: the suites first — each lane is a process group of its own (job control, below), which
+  # holds every command it started; then what they made.
   if [[ ${1:-} == signal ]]; then
-    kill -TERM 0
+    local lane
+    for lane in "${LANE_PIDS[@]}"; do kill -TERM -- "-$lane" 2>/dev/null; done
     wait
   fi
   while IFS= read -r box; do
@@ -41,6 +42,10 @@ cleanup() {
   if ((started_slurm)); then bash scripts/slurm-local.sh down; fi
   rm -rf -- "$RUN_TMP"
 }
+LANE_PIDS=()
+# Job control: every lane started below runs in a process group of its own, so that a signal to this
+# script stops exactly the suites (never the npm or CI that started it).
+set -m
 trap cleanup EXIT
 trap 'echo "test: stopped by a signal; removing what the suites made" >&2; cleanup signal; exit 130' INT TERM
 if ! bash scripts/slurm-local.sh status >/dev/null 2>&1; then
@@ -82,7 +87,9 @@ lanes() {
   local p1=$!
   run_lane "$((base + ${#lane1[@]}))" "${lane2[@]}" &
   local p2=$!
+  LANE_PIDS=("$p1" "$p2")
   wait "$p1" "$p2"
+  LANE_PIDS=()
   local i n=$((${#lane1[@]} + ${#lane2[@]}))
   for ((i = base; i < base + n; i++)); do
     if [[ $(<"$LOGS/lane-$i.status") == 0 ]]; then
@@ -115,24 +122,31 @@ run_lane() {
   done
 }
 
-# The toolchain's checks alone, first: they run the bootstrap itself on this checkout.
-lanes "toolchain (Pulumi engine, workspace graph, lint boundaries)|node --test scripts/toolchain/test/*.test.ts" --
-# Lint, types and unit tests beside the suites that use the local SLURM (one after another: they
-# share its node).
-lanes \
-  "lint + typecheck (all projects)|nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream" \
-  "unit tests (all projects, python included)|nx run-many -t test --skip-nx-cache --outputStyle=stream" \
-  -- \
-  "slurm-templates e2e (requeue handshake on the local SLURM)|nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream" \
-  "runner e2e (local SLURM, local scheduler)|nx run runner:test-e2e --skip-nx-cache --outputStyle=stream" \
-  "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)|node --test --test-concurrency=1 scripts/e2e/*.test.ts"
-# The sites over SSH (each its own namespaces, login node and SLURM), and infra's stacks.
-lanes \
-  "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)|nx run runner:test-site --skip-nx-cache --outputStyle=stream" \
-  "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)|node --test scripts/e2e-examples/examples.test.ts" \
-  -- \
-  "cluster shape e2e (3-node box and a second cluster over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, placement by expected start, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)|nx run runner:test-cluster --skip-nx-cache --outputStyle=stream" \
-  "infra e2e (Pulumi CLI, local + ssh stacks)|nx run infra:test-e2e --skip-nx-cache --outputStyle=stream"
+# HPC_TEST_SUITES: 'NAME|CMD' lines to run instead of every suite, in one lane (the toolchain test of
+# this script's own teardown runs one that waits to be signalled).
+if [[ -n ${HPC_TEST_SUITES:-} ]]; then
+  mapfile -t only <<<"$HPC_TEST_SUITES"
+  lanes "${only[@]}" --
+else
+  # The toolchain's checks alone, first: they run the bootstrap itself on this checkout.
+  lanes "toolchain (Pulumi engine, workspace graph, lint boundaries)|node --test scripts/toolchain/test/*.test.ts" --
+  # Lint, types and unit tests beside the suites that use the local SLURM (one after another: they
+  # share its node).
+  lanes \
+    "lint + typecheck (all projects)|nx run-many -t lint typecheck --skip-nx-cache --outputStyle=stream" \
+    "unit tests (all projects, python included)|nx run-many -t test --skip-nx-cache --outputStyle=stream" \
+    -- \
+    "slurm-templates e2e (requeue handshake on the local SLURM)|nx run slurm-templates:test-e2e --skip-nx-cache --outputStyle=stream" \
+    "runner e2e (local SLURM, local scheduler)|nx run runner:test-e2e --skip-nx-cache --outputStyle=stream" \
+    "quickstart + tune e2e (pulumi up local, real pipeline: local scheduler and local SLURM)|node --test --test-concurrency=1 scripts/e2e/*.test.ts"
+  # The sites over SSH (each its own namespaces, login node and SLURM), and infra's stacks.
+  lanes \
+    "site over SSH e2e (laptop -> sshd login node -> 3-node SLURM and a 1-node second cluster, own namespaces: infra:up, train, requeue, cancel)|nx run runner:test-site --skip-nx-cache --outputStyle=stream" \
+    "examples e2e (every examples/*.yaml, real pipeline on synthetic data, on a site over SSH)|node --test scripts/e2e-examples/examples.test.ts" \
+    -- \
+    "cluster shape e2e (3-node box and a second cluster over SSH: slurmdbd/sacct, cgroup limits, 2-node DDP, sharded preprocess, throttle, placement by expected start, NODE_FAIL / OUT_OF_MEMORY / TIMEOUT survived)|nx run runner:test-cluster --skip-nx-cache --outputStyle=stream" \
+    "infra e2e (Pulumi CLI, local + ssh stacks)|nx run infra:test-e2e --skip-nx-cache --outputStyle=stream"
+fi
 
 printf '\n=== summary\n'
 for s in "${passed[@]}"; do printf 'PASS  %s\n' "$s"; done
