@@ -570,6 +570,8 @@ down() {
   stop_pidfiles "$SITE/db/mariadb.pid" mariadbd
   stop_pidfiles "$SITE/slurm/munge/munged.pid" munged
   for pid in $(ip netns pids "$SITE_NS" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || echo "site: pid $pid already gone" >&2; done
+  # And the laptop's: an SSH master (ControlPersist) a runner left there would outlive the site.
+  for pid in $(ip netns pids "$LAPTOP_NS" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || echo "site: pid $pid already gone" >&2; done
   sleep 0.2
   for node in "${NODES[@]}"; do remove_node_cgroups "$node"; done
   for ns in "$SITE_NS" "$LAPTOP_NS" $(for node in "${NODES[@]}"; do node_ns "$node"; echo; done); do

@@ -198,10 +198,16 @@ describe('the laptop reaches the site only over ssh', () => {
     expect(chainRun, 'the chain test ran first').toBeDefined();
     // The site's writers (write_row of the default pipeline, one row per finished stage), as the
     // site user on the login node: bench/catalogue's rows, 300 stages of other runs.
+    // The site sees none of this checkout but its venv: the writer script goes to the site's scratch,
+    // and the default pipeline's code is the one the chain shipped (code/<user>/current).
     const catalogue = `${SCRATCH}/runs/catalogue`;
+    const script = `${SCRATCH}/bench-catalogue-rows.py`;
+    cpSync(join(REPO, 'bench', 'catalogue', 'rows.py'), site.onSite(script));
     const write = [
+      'env',
+      `PYTHONPATH=${SCRATCH}/code/${site.user}/current/src`,
       join(REPO, 'python', '.venv', 'bin', 'python'),
-      join(REPO, 'bench', 'catalogue', 'rows.py'),
+      script,
       catalogue,
       '--rows',
       '300',
