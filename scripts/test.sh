@@ -40,6 +40,13 @@ cleanup() {
     rm -rf -- "$box"
   done < <(comm -13 <(printf '%s\n' "$boxes_before") <(find /var/tmp -mindepth 1 -maxdepth 1 \( -name 'kdgat-ssh-site-*' -o -name 'kdgat-slurm-test-*' \) -print | sort))
   if ((started_slurm)); then bash scripts/slurm-local.sh down; fi
+  # The SSH masters the suites' commands shared (infra's providers: ControlPersist, sockets under the
+  # run's TMPDIR) would linger up to two minutes after the last command: closed now.
+  local sock
+  for sock in "$RUN_TMP"/kdgat-hpc-ssh-*/*; do
+    [[ -S $sock ]] || continue
+    ssh -o ControlPath="$sock" -O exit kdgat-test-master >/dev/null 2>&1 || echo "test: the SSH master at $sock did not exit" >&2
+  done
   rm -rf -- "$RUN_TMP"
 }
 LANE_PIDS=()
