@@ -1,5 +1,5 @@
 // The `local` stack through the real Pulumi CLI: venv environment, scratch layout, scripts.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,18 @@ import { JOB_LIBRARY } from '@kdgat/slurm-templates';
 import { TempStack, ok } from './pulumi-harness.ts';
 import { localConfig } from './pulumi-local.config.ts';
 import { makeWheels } from './tools.ts';
+
+/** `pulumi-language-nodejs` processes whose parent is init (an update that started them is gone). */
+function orphanLanguageHosts(): Set<number> {
+  const ps = spawnSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' }).stdout;
+  return new Set(
+    ps
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+      .filter(([, ppid, cmd]) => ppid === '1' && /pulumi-language-nodejs$/.test(cmd ?? ''))
+      .map(([pid]) => Number(pid)),
+  );
+}
 
 describe('local stack with the Pulumi CLI', () => {
   let root: string;
@@ -28,6 +40,7 @@ describe('local stack with the Pulumi CLI', () => {
 
   it('an up killed while it builds the environment converges on the next up', async () => {
     const marker = join(root, 'project', 'envs', 'cpu-e2e.kdgat-owner.json');
+    const hostsBefore = orphanLanguageHosts();
     const run = s.startUp();
     for (
       let i = 0;
@@ -39,6 +52,9 @@ describe('local stack with the Pulumi CLI', () => {
     expect(readFileSync(marker, 'utf8')).toContain('"building"');
     process.kill(-run.pid, 'SIGKILL');
     await run.done;
+    // Pulumi starts its language host in a process group of its own: the killed update's is left
+    // running, reparented to init, serving nobody. Ended here, as a reboot would end it on a site.
+    for (const pid of orphanLanguageHosts()) if (!hostsBefore.has(pid)) process.kill(pid, 'SIGKILL');
     // A kill can also land between the file backend truncating a checkpoint's `.attrs` sidecar and
     // writing it (every later command then fails "failed to load checkpoint: EOF"): made certain here.
     const attrs = join(s.backend, '.pulumi', 'stacks', 'kdgat-hpc', 'e2e-local.json.attrs');
@@ -106,7 +122,9 @@ describe('local stack with the Pulumi CLI', () => {
       sha256: JOB_LIBRARY.sha256,
     });
     expect(readFileSync(out.scripts.jobLibrary!.path, 'utf8')).toBe(JOB_LIBRARY.text);
-    expect(readFileSync(out.scripts.trainGpu, 'utf8')).toContain(`hpc_job_library=${out.scripts.jobLibrary!.path}`);
+    expect(readFileSync(out.scripts.trainGpu, 'utf8')).toContain(
+      `hpc_job_library=${out.scripts.jobLibrary!.path}`,
+    );
   });
 
   it('a second up reports no changes', () => {
