@@ -82,7 +82,14 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if not args.data.is_dir():
-        print(f"no recordings at {args.data}: pass --data DIR (../shared/data/can-real)", file=sys.stderr)
+        # The recordings are not in the repository: the public HCRL and can-train-and-test
+        # recordings converted to Parquet (bench/real-data/README.md lists them); development machines
+        # keep them in ../shared/data/can-real.
+        print(
+            f"no recordings at {args.data}: pass --data DIR, the public HCRL and can-train-and-test "
+            "recordings as Parquet (bench/real-data/README.md; development machines: ../shared/data/can-real)",
+            file=sys.stderr,
+        )
         return 2
     recs = load_recordings(args.data, 1000)
     kept = {r.name for r in recs}
