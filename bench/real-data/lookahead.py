@@ -87,7 +87,7 @@ def main() -> int:
         # keep them in ../shared/data/can-real.
         print(
             f"no recordings at {args.data}: pass --data DIR, the public HCRL and can-train-and-test "
-            "recordings as Parquet (bench/real-data/README.md; development machines: ../shared/data/can-real)",
+            "recordings as Parquet (bench/real-data/README.md; dev machines: ../shared/data/can-real)",
             file=sys.stderr,
         )
         return 2
